@@ -1,0 +1,76 @@
+# xdp2tc: the two commands are `make demo` and `make test`; everything else is a step of theirs.
+# On a fresh Debian machine they install what is missing: a Python >= 3.12 virtualenv with the
+# package and its test deps (PyPI), and clang/llvm/bpftool/gcc-bpf/libbpf headers (apt-get).
+
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+XDP2TC := $(VENV)/bin/xdp2tc
+
+CLANG        ?= clang-19
+LLVM_OBJDUMP ?= llvm-objdump-19
+LLVM_OBJCOPY ?= llvm-objcopy-19
+BPF_GCC      ?= bpf-gcc
+# Debian packages that provide the commands above, plus headers and tools the tests use.
+APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev linux-libc-dev iproute2 graphviz
+
+DEMO_OBJ  := corpus/build/clang/seed_6_5_1_static.o
+
+.PHONY: demo test setup system-deps venv corpus external clean bench
+
+demo: setup corpus
+	$(XDP2TC) info $(DEMO_OBJ)
+	$(XDP2TC) disasm $(DEMO_OBJ)
+
+test: setup corpus external
+	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+setup: system-deps venv
+
+# apt-get only when a command is missing, so a ready machine pays nothing.
+system-deps:
+	@missing=""; \
+	for c in $(CLANG) $(LLVM_OBJDUMP) $(LLVM_OBJCOPY) bpftool $(BPF_GCC) tc; do \
+	  command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	[ -f /usr/include/bpf/bpf_helpers.h ] || missing="$$missing libbpf-dev"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages (missing:$$missing)"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PACKAGES) >/dev/null || \
+	  { echo "error: apt-get could not install $(APT_PACKAGES)" >&2; exit 1; }; \
+	fi
+
+# The interpreter: the first Python >= 3.12 among python3.13/python3.12/python3 on PATH and
+# pyenv's installed versions.
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@py=""; \
+	cands="python3.13 python3.12 python3"; \
+	if command -v pyenv >/dev/null 2>&1; then \
+	  for v in $$(pyenv versions --bare 2>/dev/null | sort -rV); do cands="$$cands $$(pyenv root)/versions/$$v/bin/python3"; done; \
+	fi; \
+	for c in $$cands; do \
+	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then py=$$(command -v $$c); break; fi; \
+	done; \
+	if [ -z "$$py" ]; then echo "error: xdp2tc needs Python >= 3.12 (angr 10 does); none found on PATH or in pyenv. Install one (e.g. 'pyenv install 3.12') and re-run." >&2; exit 1; fi; \
+	echo "using $$py ($$($$py -V))"; \
+	[ -x $(PY) ] && $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null || { rm -rf $(VENV); $$py -m venv $(VENV); }; \
+	$(PY) -m pip install -q --upgrade pip && \
+	$(PY) -m pip install -q -e '.[test]' && touch $@
+
+corpus: system-deps
+	$(MAKE) -s -C corpus -j2 CLANG=$(CLANG) BPF_GCC=$(BPF_GCC) LLVM_OBJCOPY=$(LLVM_OBJCOPY)
+
+# Compiled XDP objects nobody here wrote (Debian's xdp-tools, libxdp1, xdp-tests), into an
+# ignored folder; never committed.
+external:
+	bash corpus/external.sh
+
+bench: setup corpus external
+	$(PY) bench/lift.py
+
+clean:
+	$(MAKE) -s -C corpus clean
+	rm -rf build .pytest_cache .hypothesis

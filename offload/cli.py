@@ -1,0 +1,206 @@
+"""The `xdp2tc` command: one subcommand per pipeline view.
+
+Exit codes (documented in the README):
+  0  success
+  1  the command ran and found a problem the user asked it to gate on (later: `check`)
+  2  bad input or usage: unreadable/invalid object, unknown program, bad option
+Errors are one line on stderr, `xdp2tc: <file>: <section>: ...: <what>`; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+
+from lifter.errors import EXIT_BAD_INPUT, LiftError
+from lifter.printer import format_insn, objdump_text
+from lifter.program import BpfObject, Program, load_object
+
+
+def _info(args: argparse.Namespace) -> int:
+    obj = load_object(args.file)
+    if args.json:
+        print(json.dumps(info_json(obj), indent=2))
+        return 0
+    print(f"{obj.path}: BPF object, license {obj.license or '(none)'}, "
+          f"BTF {'yes' if obj.btf else 'no'}, line info {'yes' if obj.btf_ext else 'no'}")
+    print(f"\nprograms ({len(obj.programs)}):")
+    print(f"  {'name':<24} {'section':<20} {'attach':<10} {'insns':>6} {'total':>6}  subprograms")
+    for prog in obj.programs:
+        subs = ", ".join(f.name for f in prog.functions[1:]) or "-"
+        print(f"  {prog.name:<24} {prog.section:<20} {prog.attach:<10} {prog.entry.size:>6} "
+              f"{prog.insn_count:>6}  {subs}")
+    subprogs = [f for f in obj.functions.values() if not f.is_program]
+    if subprogs:
+        print(f"\nsubprograms ({len(subprogs)}): "
+              + ", ".join(f"{f.name} ({f.section}, {f.size} insns)" for f in subprogs))
+    real_maps = [m for m in obj.maps if m.origin != "global"]
+    print(f"\nmaps ({len(real_maps)}):")
+    print(f"  {'name':<24} {'type':<18} {'key':>5} {'value':>6} {'max':>8} {'flags':>7}  origin  key/value types")
+    for m in real_maps:
+        types = f"{m.key_type or '?'} / {m.value_type or '?'}" if m.origin == "btf" else "-"
+        extra = ""
+        if m.static_values:
+            extra = "  slots: " + ", ".join(f"[{k}]={v}" for k, v in sorted(m.static_values.items()))
+        print(f"  {m.name:<24} {_opt(m.type and m.type.name):<18} {_opt(m.key_size):>5} "
+              f"{_opt(m.value_size):>6} {_opt(m.max_entries):>8} {m.flags:>#7x}  {m.origin:<7} {types}{extra}")
+    globals_ = [m for m in obj.maps if m.origin == "global"]
+    print(f"\nglobals ({len(globals_)} sections):")
+    for m in globals_:
+        ro = "read-only" if m.read_only else "writable"
+        print(f"  {m.name} ({m.value_size} bytes, {ro})")
+        for var in m.variables:
+            init = m.initial[var.offset:var.offset + var.size].hex() if m.initial else ""
+            print(f"    {var.name:<22} +{var.offset:<5} {var.size:>3} bytes  {var.type or '?':<18} = {init or '0'}")
+    print(f"\nsource files: {', '.join(obj.source_files) or '(no line info)'}")
+    return 0
+
+
+def _opt(value) -> str:
+    return "?" if value is None else str(value)
+
+
+def info_json(obj: BpfObject) -> dict:
+    """The `info --json` document (schema version 1)."""
+    return {
+        "schema": "xdp2tc.info/1",
+        "file": obj.path,
+        "license": obj.license,
+        "btf": obj.btf is not None,
+        "programs": [
+            {"name": p.name, "section": p.section, "attach": p.attach, "insns": p.entry.size,
+             "total_insns": p.insn_count, "subprograms": [f.name for f in p.functions[1:]]}
+            for p in obj.programs
+        ],
+        "maps": [
+            {"name": m.name, "section": m.section, "origin": m.origin,
+             "type": m.type.name if m.type else None, "key_size": m.key_size,
+             "value_size": m.value_size, "max_entries": m.max_entries, "flags": m.flags,
+             "key_type": m.key_type, "value_type": m.value_type,
+             "static_values": {str(k): v for k, v in sorted(m.static_values.items())},
+             "variables": [{"name": v.name, "offset": v.offset, "size": v.size, "type": v.type}
+                           for v in m.variables]}
+            for m in obj.maps
+        ],
+        "source_files": obj.source_files,
+    }
+
+
+def _selected(obj: BpfObject, name: str | None) -> list[Program] | None:
+    return [obj.program(name)] if name else None
+
+
+def _disasm(args: argparse.Namespace) -> int:
+    obj = load_object(args.file)
+    progs = _selected(obj, args.program)
+    if progs is None:
+        order = [s.name for s in obj.image.sections]
+        functions = sorted(obj.functions.values(), key=lambda f: (order.index(f.section), f.start))
+    else:
+        functions = progs[0].functions
+    sys.stdout.write(objdump_text(obj, functions, lines=args.lines))
+    return 0
+
+
+def _cfg(args: argparse.Namespace) -> int:
+    obj = load_object(args.file)
+    prog = obj.program(args.program)
+    if args.format == "json":
+        print(json.dumps(cfg_json(obj, prog), indent=2))
+        return 0
+    dot = cfg_dot(obj, prog)
+    if args.format == "dot":
+        sys.stdout.write(dot)
+        return 0
+    if shutil.which("dot") is None:
+        raise LiftError("--format svg needs graphviz's `dot` (apt-get install graphviz)")
+    svg = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, check=True).stdout
+    sys.stdout.write(svg)
+    return 0
+
+
+def cfg_json(obj: BpfObject, prog: Program) -> dict:
+    """The `cfg --format json` document (schema version 1)."""
+    functions = []
+    for func in prog.functions:
+        cfg = func.cfg
+        functions.append({
+            "name": func.name, "section": func.section, "start": func.start, "end": func.end,
+            "entry": cfg.entry, "exits": cfg.exits,
+            "blocks": [{"start": b.start, "end": b.end,
+                        "insns": [{"pc": i.pc, "text": format_insn(i)} for i in b.insns]}
+                       for b in sorted(cfg.blocks.values(), key=lambda b: b.start)],
+            "edges": [{"from": a, "to": b, "kind": d["kind"]} for a, b, d in sorted(cfg.graph.edges(data=True))],
+            "back_edges": [list(e) for e in cfg.back_edges],
+            "loops": [{"header": lp.header, "latch": lp.latch, "body": sorted(lp.body)} for lp in cfg.loops],
+            "irreducible": [list(e) for e in cfg.irreducible],
+            "unreachable": cfg.unreachable,
+        })
+    names = {f.key: f.name for f in obj.functions.values()}
+    calls = [{"from": names[a], "to": names[b], "kind": d["kind"]} for a, b, d in prog.call_graph.edges(data=True)]
+    return {"schema": "xdp2tc.cfg/1", "file": obj.path, "program": prog.name,
+            "functions": functions, "call_graph": calls}
+
+
+def cfg_dot(obj: BpfObject, prog: Program) -> str:
+    """Graphviz text: one cluster per function, blocks as boxes, calls as dashed edges."""
+    lines = [f'digraph "{prog.name}" {{', "  node [shape=box fontname=monospace fontsize=9];"]
+    for n, func in enumerate(prog.functions):
+        lines.append(f'  subgraph cluster_{n} {{ label="{func.name} ({func.section})";')
+        for block in sorted(func.cfg.blocks.values(), key=lambda b: b.start):
+            text = "\\l".join(f"{i.pc}: {format_insn(i)}".replace('"', '\\"') for i in block.insns) + "\\l"
+            lines.append(f'    "{func.name}:{block.start}" [label="{text}"];')
+        lines.append("  }")
+        style = {"taken": "color=darkgreen label=T", "fallthrough": "color=red label=F", "goto": ""}
+        for a, b, d in sorted(func.cfg.graph.edges(data=True)):
+            back = " style=bold" if (a, b) in func.cfg.back_edges else ""
+            lines.append(f'  "{func.name}:{a}" -> "{func.name}:{b}" [{style[d["kind"]]}{back}];')
+        for pc, callee, kind in func.callees():
+            target = obj.functions[callee]
+            lines.append(f'  "{func.name}:{func.cfg.block_of(pc).start}" -> "{target.name}:{target.start}" '
+                         f'[style=dashed label="{kind}"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "info": _info,
+    "disasm": _disasm,
+    "cfg": _cfg,
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="xdp2tc", description=__doc__.split("\n")[0])
+    sub = top.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("info", help="programs, maps, globals and source files of an object")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = sub.add_parser("disasm", help="disassembly in llvm-objdump -dr layout")
+    p.add_argument("file")
+    p.add_argument("--program", "-p", help="only this program and its subprograms")
+    p.add_argument("--lines", "-l", action="store_true", help="interleave source file:line:col")
+    p = sub.add_parser("cfg", help="control-flow graph of a program")
+    p.add_argument("file")
+    p.add_argument("--program", "-p")
+    p.add_argument("--format", choices=("dot", "json", "svg"), default="dot")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except LiftError as err:
+        print(f"xdp2tc: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
