@@ -12,11 +12,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from .btf import Array, Btf, Datasec, Func, FuncProto, Ptr, Struct, Var
+from .btf import LINKAGE_STATIC, Array, Btf, Datasec, Func, FuncProto, Ptr, Struct, Var
 from .elf import ElfImage, Relocation, Section
 from .errors import LiftError
 from .maptypes import MapType, map_type
-from .opcodes import Reloc
+from .opcodes import DATA64_RELOCS
 
 #: Map flags from include/uapi/linux/bpf.h that the loader sets on global data maps.
 BPF_F_RDONLY_PROG = 1 << 7
@@ -79,7 +79,8 @@ def read_maps(image: ElfImage, btf: Btf | None) -> list[MapDef]:
     if section is not None:
         maps += _legacy_maps(image, section)
     for sec in image.sections:
-        if is_global_data_section(sec.name) and sec.type != "SHT_NULL":
+        # libbpf creates no map for an empty data section (GCC emits empty .data/.bss).
+        if is_global_data_section(sec.name) and sec.size > 0:
             maps.append(_global_map(image, sec, btf))
     return maps
 
@@ -114,7 +115,7 @@ def _btf_maps(image: ElfImage, section: Section, btf: Btf | None) -> list[MapDef
         return [MapDef(s.name, section.name, s.value, "btf", None, None, None, None) for s in symbols]
     by_name = {s.name: s for s in symbols}
     maps = []
-    for info in datasec.vars:
+    for info in datasec.var_secinfos:
         var = btf.types[info.type_id]
         if not isinstance(var, Var):
             raise LiftError(f"BTF: .maps entry type {info.type_id} is not a VAR", section=".maps")
@@ -122,6 +123,8 @@ def _btf_maps(image: ElfImage, section: Section, btf: Btf | None) -> list[MapDef
         if sym is None:
             raise LiftError(f"BTF map {var.name} has no symbol in .maps", section=".maps")
         mdef = _btf_map_def(btf, var.name, var.type_id, section.name, sym.value)
+        # A `values` initialiser extends the variable past its struct (flexible array).
+        mdef.def_size = max(mdef.def_size, sym.size)
         maps.append(mdef)
     _apply_static_values(image, maps, btf)
     return sorted(maps, key=lambda m: m.offset)
@@ -188,9 +191,9 @@ def _apply_static_values(image: ElfImage, maps: list[MapDef], btf: Btf) -> None:
         if owner is None:
             raise LiftError(f"relocation at 0x{rel.offset:x} is outside every map definition",
                             section=".rel.maps")
-        if rel.type != Reloc.R_BPF_64_ABS64:
+        if rel.type not in DATA64_RELOCS:
             raise LiftError(f"relocation type {rel.type} at 0x{rel.offset:x} in a map definition "
-                            "is not R_BPF_64_ABS64", section=".rel.maps")
+                            "is not a 64-bit data relocation", section=".rel.maps")
         values_off = _values_offset(btf, owner)
         rel_off = rel.offset - owner.offset - values_off
         if values_off < 0 or rel_off < 0 or rel_off % 8:
@@ -232,10 +235,20 @@ def _legacy_maps(image: ElfImage, section: Section) -> list[MapDef]:
 
 
 def _global_map(image: ElfImage, section: Section, btf: Btf | None) -> MapDef:
-    flags = BPF_F_MMAPABLE | (BPF_F_RDONLY_PROG if section.name.startswith(".rodata") else 0)
+    flags = BPF_F_RDONLY_PROG if section.name.startswith(".rodata") else 0
+    if _has_global_var(btf, section.name):
+        # libbpf memory-maps a data section only when BTF shows a non-static variable in it.
+        flags |= BPF_F_MMAPABLE
     variables = _global_vars(image, section, btf)
     return MapDef(section.name, section.name, 0, "global", map_type(2), 4, section.size, 1, flags,
                   initial=section.data, variables=variables)
+
+
+def _has_global_var(btf: Btf | None, section: str) -> bool:
+    datasec = btf.datasec(section) if btf else None
+    if datasec is None:
+        return False
+    return any(btf.types[info.type_id].linkage != LINKAGE_STATIC for info in datasec.var_secinfos)
 
 
 def _global_vars(image: ElfImage, section: Section, btf: Btf | None) -> list[GlobalVar]:
@@ -243,7 +256,7 @@ def _global_vars(image: ElfImage, section: Section, btf: Btf | None) -> list[Glo
     datasec: Datasec | None = btf.datasec(section.name) if btf else None
     out = []
     if datasec is not None:
-        for info in datasec.vars:
+        for info in datasec.var_secinfos:
             var = btf.types[info.type_id]
             sym = symbols.get(var.name)
             offset = sym.value if sym is not None else info.offset

@@ -31,6 +31,10 @@ from enum import IntEnum
 #: Bytes in one instruction slot.
 INSN_SIZE = 8
 
+#: BPF_COMPLEXITY_LIMIT_INSNS: the most instructions the kernel loads in one program
+#: (privileged; 4096 unprivileged). Larger code is refused before decoding.
+MAX_PROG_INSNS = 1_000_000
+
 #: Registers: r0..r9 general, r10 the read-only frame pointer.
 NUM_REGS = 11
 FRAME_POINTER = 10
@@ -169,6 +173,14 @@ class Reloc(IntEnum):
     R_BPF_64_ABS32 = 3  # 32-bit data word (BTF.ext, DWARF)
     R_BPF_64_NODYLD32 = 4  # 32-bit data word, not resolved at load (BTF.ext)
     R_BPF_64_32 = 10  # call instruction against a function
+    # GNU binutils (gcc-bpf objects) number data relocations its own way; code relocations
+    # (1 and 10) agree with LLVM's.
+    R_BPF_GNU_DATA_32 = 11
+    R_BPF_GNU_DATA_64 = 12
+
+
+#: Relocation types that store a 64-bit address in data (LLVM's and GNU's spelling).
+DATA64_RELOCS = frozenset({Reloc.R_BPF_64_ABS64, Reloc.R_BPF_GNU_DATA_64})
 
 
 #: ELF e_machine of BPF objects.

@@ -15,7 +15,10 @@ from .insn import (
     Alu, AluOp, Atomic, ByteOrder, Call, Endian, Exit, Goto, Imm, Insn, Jump, LegacyLoad, Load,
     LoadImm64, MovSx, Neg, Reg, Store,
 )
+from .btf import Array, Btf
+from .btf_ext import CoreRelo
 from .encode import encode
+from .maps import type_str
 from .opcodes import AtomicOp, PseudoSrc, Reloc
 
 #: Compound-assignment spelling of each binary ALU op.
@@ -122,6 +125,9 @@ def objdump_text(obj, functions, lines: bool = False) -> str:
     for section, entries in obj.image.relocations.items():
         for rel in entries:
             rels.setdefault((section, rel.offset // 8), []).append(rel)
+    for section, relos in (obj.btf_ext.core_relos.items() if obj.btf_ext else ()):
+        for relo in relos:
+            rels.setdefault((section, relo.insn), []).append(relo)
     out = ["", f"{obj.path}:\tfile format elf64-bpf", ""]
     current_section = None
     for func in functions:
@@ -135,7 +141,11 @@ def objdump_text(obj, functions, lines: bool = False) -> str:
         out.append(f"{func.start * 8:016x} <{func.name}>:")
         label = _labeler(obj, func.section)
         last_line = None
+        local_labels = {sym.value // 8: sym.name for sym in obj.image.symbols_in(func.section, ("NOTYPE",))
+                        if sym.name and sym.value // 8 != func.start}
         for insn in func.insns:
+            if insn.pc in local_labels:  # llvm-objdump starts a new block at every label
+                out += ["", f"{insn.pc * 8:016x} <{local_labels[insn.pc]}>:"]
             if lines:
                 info = obj.line_at(func.section, insn.pc)
                 if info is not None and (info.file_name, info.line, info.col) != last_line:
@@ -144,8 +154,42 @@ def objdump_text(obj, functions, lines: bool = False) -> str:
             hexbytes = " ".join(f"{b:02x}" for b in encode(insn))
             out.append(f"{insn.pc:8d}:\t{hexbytes}\t{format_insn(insn, label)}")
             for rel in rels.get((func.section, insn.pc), []):
-                out.append(f"\t\t{rel.offset:016x}:  {_reloc_type(rel.type)}\t{rel.symbol.name}")
+                if isinstance(rel, CoreRelo):
+                    out.append(f"\t\t{insn.pc * 8:016x}:  CO-RE {core_relo_text(obj.btf, rel)}")
+                else:
+                    out.append(f"\t\t{rel.offset:016x}:  {_reloc_type(rel.type)}\t{rel.symbol.name}")
     return "\n".join(out) + "\n"
+
+
+#: llvm-objdump's names of CO-RE relocation kinds (libbpf's enum bpf_core_relo_kind order).
+CORE_KIND_SYNTAX = ("byte_off", "byte_sz", "field_exists", "signed", "lshift_u64", "rshift_u64",
+                    "local_type_id", "target_type_id", "type_exists", "type_size",
+                    "enumval_exists", "enumval_value", "type_matches")
+
+
+def core_relo_text(btf: Btf, relo: CoreRelo) -> str:
+    """`<byte_off> [17] struct xdp_buff::data (0:0)`: kind, type, what is accessed."""
+    kind = CORE_KIND_SYNTAX[relo.kind] if relo.kind < len(CORE_KIND_SYNTAX) else f"kind{relo.kind}"
+    text = f"<{kind}> [{relo.type_id}] {type_str(btf, relo.type_id)}"
+    indices = [int(part) for part in relo.access_str.split(":") if part]
+    if kind.startswith("enumval"):
+        enum = btf.types[btf.resolve(relo.type_id)]
+        value = enum.values[indices[0]]
+        return f"{text}::{value.name} = {value.value}"
+    if relo.kind >= len(CORE_KIND_SYNTAX) or kind in CORE_KIND_SYNTAX[6:10] + ("type_matches",):
+        return text
+    path = f"[{indices[0]}]" if indices and indices[0] else ""
+    type_id = relo.type_id
+    for step, index in enumerate(indices[1:]):
+        t = btf.types[btf.resolve(type_id)]
+        if isinstance(t, Array):
+            path += f"[{index}]"
+            type_id = t.type_id
+        else:
+            member = t.members[index]
+            path += ("" if step == 0 and not path else ".") + member.name
+            type_id = member.type_id
+    return f"{text}::{path} ({relo.access_str})"
 
 
 def _reloc_type(type_id: int) -> str:
@@ -156,14 +200,17 @@ def _reloc_type(type_id: int) -> str:
 
 
 def _labeler(obj, section: str) -> Callable[[int], str]:
-    """`<name+0xbytes>` for a jump target: the nearest function at or before it."""
-    starts = sorted((f.start, f.name) for f in obj.functions.values() if f.section == section)
+    """`<name+0xbytes>` for a jump target, as llvm-objdump labels it: the nearest named
+    symbol at or before the target (functions, and the `LBB*` labels some objects keep)."""
+    starts = sorted((sym.value // 8, sym.type != "FUNC", sym.name)
+                    for sym in obj.image.symbols_in(section, ("FUNC", "NOTYPE")) if sym.name)
 
     def label(target: int) -> str:
         name, base = section, 0
-        for start, fname in starts:
-            if start <= target:
-                name, base = fname, start
+        for start, _not_func, sym_name in starts:
+            if start > target:
+                break
+            name, base = sym_name, start
         delta = (target - base) * 8
         return f"{name}+0x{delta:x}" if delta else name
 

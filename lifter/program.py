@@ -20,11 +20,11 @@ from .btf import Btf, parse_btf
 from .btf_ext import BtfExt, LineInfo, parse_btf_ext
 from .cfg import Cfg, build_cfg
 from .decode import decode
-from .elf import ElfImage, Relocation, Section, read_elf
+from .elf import ElfImage, Relocation, Section, parse_elf, read_elf
 from .errors import LiftError
 from .insn import Call, ExternRef, FuncRef, Insn, LoadImm64, MapRef, slots
 from .maps import MapDef, read_maps, relocation_map
-from .opcodes import INSN_SIZE, CallSrc, Reloc
+from .opcodes import INSN_SIZE, MAX_PROG_INSNS, CallSrc, Reloc
 
 #: Section-name prefixes and what loader attach type they mean (libbpf's SEC() names plus
 #: the legacy names older loaders accepted).
@@ -156,6 +156,15 @@ def load_object(path: str | Path) -> BpfObject:
         raise err.located(file=image.path) from None
 
 
+def load_bytes(raw: bytes, name: str = "<bytes>") -> BpfObject:
+    """Lift an in-memory object (same checks as `load_object`)."""
+    image = parse_elf(raw, name)
+    try:
+        return _lift(image)
+    except LiftError as err:
+        raise err.located(file=image.path) from None
+
+
 def _lift(image: ElfImage) -> BpfObject:
     btf = btf_ext = None
     btf_sec = image.section(".BTF")
@@ -193,6 +202,10 @@ def _lift(image: ElfImage) -> BpfObject:
 
 def _section_functions(image: ElfImage, section: Section, maps: list[MapDef]) -> list[Function]:
     """Split a code section into functions by its FUNC symbols, decode and relocate them."""
+    if section.size // INSN_SIZE > MAX_PROG_INSNS:
+        raise LiftError(f"{section.size // INSN_SIZE} instructions; the kernel loads at most "
+                        f"{MAX_PROG_INSNS} in a program", section=section.name,
+                        program=_func_symbol_at(image, section.name, 0))
     try:
         insns = decode(section.data)
     except LiftError as err:

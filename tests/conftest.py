@@ -1,0 +1,93 @@
+"""Shared test policy and fixtures.
+
+Capabilities (a tool such as llvm-objdump-19, root for the kernel, Debian's external
+objects): outside CI a missing one skips the test with the reason printed; under CI=true it
+fails, because CI here has every capability and a skip would hide a broken set-up.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import corpus
+
+ROOT = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+LLVM_OBJDUMP = os.environ.get("LLVM_OBJDUMP", "llvm-objdump-19")
+CLANG = os.environ.get("CLANG", "clang-19")
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip (outside CI) or fail (under CI=true) when a capability is missing."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"missing capability under CI: {reason}")
+    print(f"SKIP: {reason}")
+    pytest.skip(reason)
+
+
+def require_tool(name: str) -> str:
+    path = shutil.which(name)
+    require(path is not None, f"{name} is not installed (make setup installs it)")
+    return path
+
+
+def require_kernel() -> None:
+    """Root with a bpffs-capable kernel: what loading programs needs."""
+    require(os.geteuid() == 0, "kernel tests need root (CAP_BPF, CAP_NET_ADMIN)")
+    require_tool("bpftool")
+
+
+def corpus_objects() -> list[Path]:
+    objs = corpus.built_objects()
+    require(bool(objs), "corpus is not built (run `make corpus`)")
+    return objs
+
+
+def external_objects() -> list[Path]:
+    objs = corpus.external_objects()
+    require(bool(objs), "external objects are missing (run `make external`)")
+    return objs
+
+
+def all_objects() -> list[Path]:
+    """Corpus (every toolchain) plus Debian's objects, as pytest params (ids = relative paths)."""
+    return sorted(corpus.built_objects()) + sorted(corpus.external_objects())
+
+
+def object_params() -> list:
+    objs = all_objects()
+    if not objs:  # collection must not fail; the test body reports the missing corpus
+        return [pytest.param(None, id="no-objects")]
+    return [pytest.param(p, id=str(p.relative_to(corpus.CORPUS_DIR))) for p in objs]
+
+
+def need_object(path: Path | None) -> Path:
+    if path is None:
+        corpus_objects()
+        external_objects()
+    return path
+
+
+def assemble(source: str, tmp_path: Path, name: str = "asm", mcpu: str = "v4") -> Path:
+    """Assemble BPF assembly text with clang into an object under tmp_path."""
+    clang = require_tool(CLANG)
+    src = tmp_path / f"{name}.s"
+    src.write_text(source)
+    out = tmp_path / f"{name}.o"
+    subprocess.run([clang, "-target", "bpf", f"-mcpu={mcpu}", "-c", str(src), "-o", str(out)],
+                   check=True, capture_output=True, text=True)
+    return out
+
+
+def objdump(path: Path) -> str:
+    """llvm-objdump's disassembly (the decoding oracle), with relocations, v4 syntax."""
+    tool = require_tool(LLVM_OBJDUMP)
+    return subprocess.run([tool, "-dr", "--mcpu=v4", str(path)], check=True,
+                          capture_output=True, text=True).stdout
