@@ -14,7 +14,7 @@ BPF_GCC      ?= bpf-gcc
 # Debian packages that provide the commands above, plus headers and tools the tests use.
 APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev linux-libc-dev iproute2 graphviz
 
-DEMO_OBJ  := corpus/build/clang/seed_6_5_1_static.o
+DEMO_OBJ  := corpus/build/clang/thesis_static_rules.o
 
 .PHONY: demo test setup system-deps venv corpus external clean bench
 

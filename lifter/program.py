@@ -290,7 +290,12 @@ def _apply_relocation(image: ElfImage, insn: Insn, rel: Relocation, maps: list[M
         mdef, base = found
         if base is None:
             return dataclasses.replace(insn, ref=MapRef(mdef.name))
-        return dataclasses.replace(insn, ref=MapRef(mdef.name, base + _s32(insn.value & 0xFFFFFFFF)))
+        # REL semantics, as libbpf applies them: symbol value + the imm already in the insn.
+        offset = base + _s32(insn.value & 0xFFFFFFFF)
+        if not 0 <= offset <= (mdef.value_size or 0):
+            raise LiftError(f"R_BPF_64_64 against {sym.name} points at byte {offset} of {mdef.name}, "
+                            f"which has {mdef.value_size}")
+        return dataclasses.replace(insn, ref=MapRef(mdef.name, offset))
     if rel.type == Reloc.R_BPF_64_32:
         if not isinstance(insn, Call) or insn.kind is CallSrc.HELPER:
             raise LiftError(f"R_BPF_64_32 against {sym.name} on an instruction that is not a "
