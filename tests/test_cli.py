@@ -1,0 +1,112 @@
+"""The `xdp2tc` command on corpus programs: what a user sees, checked against the corpus
+sources (hand-written) and, for dot output, against graphviz itself."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import corpus
+from conftest import ROOT, need_object, object_params, require, require_kernel, require_tool
+from offload.cli import main
+
+
+def _obj(stem: str, toolchain: str = "clang"):
+    path = corpus.BUILD_DIR / toolchain / f"{stem}.o"
+    require(path.exists(), f"{path} is not built (run `make corpus`)")
+    return str(path)
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_info_lists_programs_maps_and_sources(capsys):
+    code, out, _ = _run(capsys, "info", _obj("thesis_ddos_blacklist"))
+    assert code == 0
+    source = corpus.source_of("thesis_ddos_blacklist").read_text()
+    prog = re.search(r'SEC\("xdp"\)\s*int (\w+)', source).group(1)
+    maps = re.findall(r"\} (\w+) SEC\(\"\.maps\"\)", source)
+    assert prog in out and maps and all(m in out for m in maps)
+    assert "thesis_ddos_blacklist.c" in out
+
+
+def test_info_json_is_versioned(capsys):
+    code, out, _ = _run(capsys, "info", "--json", _obj("tailcall_dispatch"))
+    doc = json.loads(out)
+    assert code == 0 and doc["schema"] == "xdp2tc.info/1"
+    assert {p["name"] for p in doc["programs"]} == {"xdp_dispatch", "xdp_handle_tcp", "xdp_handle_udp", "xdp_handle_icmp"}
+    (jmp,) = [m for m in doc["maps"] if m["name"] == "jmp_table"]
+    assert jmp["static_values"] == {"0": "xdp_handle_tcp", "1": "xdp_handle_udp", "2": "xdp_handle_icmp"}
+
+
+def test_disasm_program_includes_its_subprograms(capsys):
+    source = corpus.source_of("subprog_call").read_text()
+    prog = re.search(r'SEC\("xdp"\)\s*int (\w+)', source).group(1)
+    sub = re.search(r"__noinline int (\w+)\(", source).group(1)
+    code, out, _ = _run(capsys, "disasm", "--program", prog, _obj("subprog_call"))
+    assert code == 0, out
+    assert f"<{prog}>:" in out and f"<{sub}>:" in out and "Disassembly of section .text:" in out
+
+
+def test_disasm_lines_show_source(capsys):
+    code, out, _ = _run(capsys, "disasm", "--lines", _obj("thesis_static_rules"))
+    source = corpus.source_of("thesis_static_rules").read_text().splitlines()
+    shown = re.findall(r"^; .*thesis_static_rules\.c:(\d+):\d+  (.*)$", out, re.M)
+    assert code == 0 and shown
+    for line, text in shown:
+        assert source[int(line) - 1].strip() == text
+
+
+def test_cfg_json_finds_the_loop(capsys):
+    """corpus/bounded_loop.c keeps one real loop (unrolling disabled); §6.5.1 has none."""
+    code, out, _ = _run(capsys, "cfg", "--format", "json", _obj("bounded_loop"))
+    doc = json.loads(out)
+    assert code == 0 and doc["schema"] == "xdp2tc.cfg/1"
+    entry = doc["functions"][0]
+    assert len(entry["loops"]) == 1 and len(entry["back_edges"]) == 1
+    header, latch = entry["loops"][0]["header"], entry["loops"][0]["latch"]
+    assert [latch, header] == entry["back_edges"][0] and header in entry["loops"][0]["body"]
+    _, out, _ = _run(capsys, "cfg", "--format", "json", _obj("thesis_static_rules"))
+    assert json.loads(out)["functions"][0]["loops"] == []
+
+
+@pytest.mark.parametrize("stem", ["thesis_static_rules", "subprog_call", "bpf_loop_cb", "bounded_loop"])
+def test_cfg_dot_is_valid_graphviz(capsys, stem, tmp_path):
+    dot = require_tool("dot")
+    code, out, _ = _run(capsys, "cfg", _obj(stem))
+    assert code == 0
+    svg = subprocess.run([dot, "-Tsvg"], input=out, capture_output=True, text=True)
+    assert svg.returncode == 0, svg.stderr
+    code, out, _ = _run(capsys, "cfg", "--format", "svg", _obj(stem))
+    assert code == 0 and out.lstrip().startswith("<?xml")
+
+
+def test_choosing_among_several_programs(capsys):
+    code, _, err = _run(capsys, "cfg", _obj("tailcall_dispatch"))
+    assert code == 2 and "choose one with --program" in err and "xdp_dispatch" in err
+    code, _, err = _run(capsys, "cfg", "--program", "nope", _obj("tailcall_dispatch"))
+    assert code == 2 and "no program named 'nope'" in err
+
+
+def test_console_script_runs():
+    exe = shutil.which("xdp2tc", path=str(ROOT / ".venv" / "bin"))
+    require(exe is not None, "the package is not installed in .venv (make setup)")
+    result = subprocess.run([exe, "info", _obj("thesis_static_rules")], capture_output=True, text=True)
+    assert result.returncode == 0 and "xdp_static_rules" in result.stdout
+
+
+def test_every_corpus_object_loads_in_the_kernel():
+    """The kernel's verifier is the oracle that the corpus is real XDP code."""
+    require_kernel()
+    result = subprocess.run(["bash", str(corpus.CORPUS_DIR / "check_load.sh")], capture_output=True,
+                            text=True, timeout=600)
+    print(result.stdout[-2000:])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert re.search(r"summary: \d+ pass, 0 fail", result.stdout)
