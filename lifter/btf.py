@@ -527,6 +527,23 @@ def _byte_order(data: bytes, prefix: str = "") -> str:
     raise _fail(f"{prefix}bad magic {data[:2].hex()} (want 9feb or eb9f: 0xeB9F, either order)")
 
 
+def read_header(data: bytes, prefix: str, version_wanted: int) -> tuple[str, tuple]:
+    """Byte order and the common 24-byte header of `.BTF` and `.BTF.ext` (magic, version,
+    flags, hdr_len, then four u32 offset/length words), checked."""
+    order = _byte_order(data, prefix)
+    if len(data) < HEADER_MIN_LEN:
+        raise _fail(f"{prefix}header truncated: {len(data)} bytes, need {HEADER_MIN_LEN}")
+    header = _HEADER[order].unpack_from(data)
+    _magic, version, _flags, hdr_len = header[:4]
+    if version != version_wanted:
+        raise _fail(f"{prefix}unsupported version {version} (want {version_wanted})")
+    if hdr_len < HEADER_MIN_LEN:
+        raise _fail(f"{prefix}hdr_len {hdr_len} too small (need {HEADER_MIN_LEN})")
+    if hdr_len > len(data):
+        raise _fail(f"{prefix}hdr_len {hdr_len} exceeds data ({len(data)} bytes)")
+    return order, header
+
+
 def _section_bounds(name: str, hdr_len: int, off: int, length: int, total: int):
     """[start, end) of a section given relative to the header's end, checked against data."""
     start = hdr_len + off
@@ -539,17 +556,8 @@ def _section_bounds(name: str, hdr_len: int, off: int, length: int, total: int):
 def parse_btf(data: bytes) -> Btf:
     """Parse a raw `.BTF` section. Malformed input raises LiftError('BTF: ...')."""
     data = bytes(data)
-    order = _byte_order(data)
-    if len(data) < HEADER_MIN_LEN:
-        raise _fail(f"header truncated: {len(data)} bytes, need {HEADER_MIN_LEN}")
-    header = _HEADER[order].unpack_from(data)
+    order, header = read_header(data, "", BTF_VERSION)
     _magic, version, flags, hdr_len, type_off, type_len, str_off, str_len = header
-    if version != BTF_VERSION:
-        raise _fail(f"unsupported version {version} (want {BTF_VERSION})")
-    if hdr_len < HEADER_MIN_LEN:
-        raise _fail(f"hdr_len {hdr_len} too small (need {HEADER_MIN_LEN})")
-    if hdr_len > len(data):
-        raise _fail(f"hdr_len {hdr_len} exceeds data ({len(data)} bytes)")
     if type_off % 4:
         raise _fail(f"type section offset {type_off} not 4-byte aligned")
     t_start, t_end = _section_bounds("type", hdr_len, type_off, type_len, len(data))

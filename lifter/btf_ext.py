@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from lifter.btf import Btf, Func, _byte_order, _fail
+from lifter.btf import Btf, Func, _fail, read_header
 
 BTF_EXT_VERSION = 1
 HEADER_MIN_LEN = 24  # up to line_info_len
@@ -103,7 +103,6 @@ class BtfExt:
     flags: int = 0
 
 
-_HEADER = {o: struct.Struct(o + "HBBIIIII") for o in "<>"}
 _CORE = {o: struct.Struct(o + "II") for o in "<>"}
 _U32 = {o: struct.Struct(o + "I") for o in "<>"}
 _PAIR = {o: struct.Struct(o + "II") for o in "<>"}
@@ -113,17 +112,8 @@ _QUAD = {o: struct.Struct(o + "IIII") for o in "<>"}
 def parse_btf_ext(data: bytes, btf: Btf) -> BtfExt:
     """Parse a raw `.BTF.ext` section; names resolve through `btf`'s string table."""
     data = bytes(data)
-    order = _byte_order(data, ".BTF.ext ")
-    if len(data) < HEADER_MIN_LEN:
-        raise _fail(f".BTF.ext header truncated: {len(data)} bytes, need {HEADER_MIN_LEN}")
-    header = _HEADER[order].unpack_from(data)
+    order, header = read_header(data, ".BTF.ext ", BTF_EXT_VERSION)
     _magic, version, flags, hdr_len, fi_off, fi_len, li_off, li_len = header
-    if version != BTF_EXT_VERSION:
-        raise _fail(f".BTF.ext unsupported version {version} (want {BTF_EXT_VERSION})")
-    if hdr_len < HEADER_MIN_LEN:
-        raise _fail(f".BTF.ext hdr_len {hdr_len} too small (need {HEADER_MIN_LEN})")
-    if hdr_len > len(data):
-        raise _fail(f".BTF.ext hdr_len {hdr_len} exceeds data ({len(data)} bytes)")
     ext = BtfExt(byte_order="little" if order == "<" else "big", version=version, flags=flags)
 
     blocks = [("func_info", fi_off, fi_len), ("line_info", li_off, li_len)]

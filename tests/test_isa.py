@@ -157,3 +157,49 @@ def test_every_opcode_byte_with_random_fields(opcode, regs, off, imm):
     except LiftError:
         return
     assert encode(insn) == data[: len(encode(insn))]
+
+
+# Encodings clang's assembler has no syntax for, given as bytes: every ld_imm64 pseudo source,
+# local and kfunc calls, legacy packet loads, and Linux 6.15's acquire/release atomics.
+RAW_FORMS = [
+    "1811000005000000 0000000000000000",  # ld_imm64 src=1 (map fd)
+    "1821000005000000 0000000010000000",  # src=2 (map value: fd, offset)
+    "1831000007000000 0000000000000000",  # src=3 (BTF id)
+    "1841000002000000 0000000000000000",  # src=4 (function)
+    "1851000000000000 0000000000000000",  # src=5 (map index)
+    "1861000001000000 0000000008000000",  # src=6 (map index + value offset)
+    "85100000feffffff",  # bpf-to-bpf call
+    "8520000034120000",  # kfunc call by BTF id
+    "8520010034120000",  # kfunc call in module BTF #1
+    "2000000004000000",  # r0 = *(u32 *)skb[4]
+    "4810000000000000",  # r0 = *(u16 *)skb[r1]
+    "d312000000010000",  # load-acquire u8 (6.15)
+    "db12000010010000",  # store-release u64 (6.15)
+    "9500000000000000",
+]
+
+
+def test_raw_forms_print_as_llvm_objdump(tmp_path):
+    from conftest import objdump
+    from lifter.printer import format_insn
+
+    code = bytes.fromhex("".join(RAW_FORMS).replace(" ", ""))
+    asm = ".text\n.globl f\n.type f,@function\nf:\n" + "".join(f".byte {b}\n" for b in code)
+    obj = assemble(asm, tmp_path, "raw")
+    theirs = {}
+    for line in objdump(obj).splitlines():
+        parts = line.split("\t", 2)
+        if len(parts) == 3 and parts[0].strip().rstrip(":").isdigit():
+            theirs[int(parts[0].strip().rstrip(":"))] = parts[2]
+    insns = decode(code)
+    assert len(insns) == len(RAW_FORMS)
+    assert [i.pseudo for i in insns[:6]] == [1, 2, 3, 4, 5, 6]
+    assert [i.kind for i in insns[6:9]] == [CallSrc.LOCAL, CallSrc.KFUNC, CallSrc.KFUNC]
+    assert insns[8].module == 1
+    for insn in insns:
+        ours = format_insn(insn)
+        if isinstance(insn, Atomic) and insn.op in (AtomicOp.LOAD_ACQ, AtomicOp.STORE_REL):
+            assert theirs[insn.pc] == "<unknown>"  # LLVM 19 predates these
+        else:
+            assert ours == theirs[insn.pc]
+    assert encode_all(insns) == code
