@@ -340,12 +340,14 @@ def _program(entry: Function, functions: dict[FunctionKey, Function]) -> Program
     graph = nx.DiGraph()
     graph.add_node(entry.key)
     order = [entry]
+    seen = {entry.key}
     todo = [entry]
     while todo:
         func = todo.pop()
         for _pc, callee, kind in func.callees():
             graph.add_edge(func.key, callee, kind=kind)
-            if callee not in {f.key for f in order}:
+            if callee not in seen:
+                seen.add(callee)
                 order.append(functions[callee])
                 todo.append(functions[callee])
     return Program(entry.name, entry.section, entry, order, graph)
