@@ -10,6 +10,7 @@ prints them; a call's `callee` is (section, start slot) of the called function.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,14 +128,12 @@ class BpfObject:
         records = self._lines.get(section)
         if not records:
             return None
+        index = bisect.bisect_right(records, pc, key=lambda rec: rec.insn) - 1
+        if index < 0:
+            return None
         func = self.function_at(section, pc)
-        best = None
-        for rec in records:
-            if rec.insn > pc:
-                break
-            if func is None or rec.insn >= func.start:
-                best = rec
-        return best
+        best = records[index]
+        return best if func is None or best.insn >= func.start else None
 
     def function_at(self, section: str, pc: int) -> Function | None:
         for func in self.functions.values():

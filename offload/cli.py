@@ -90,18 +90,13 @@ def info_json(obj: BpfObject) -> dict:
     }
 
 
-def _selected(obj: BpfObject, name: str | None) -> list[Program] | None:
-    return [obj.program(name)] if name else None
-
-
 def _disasm(args: argparse.Namespace) -> int:
     obj = load_object(args.file)
-    progs = _selected(obj, args.program)
-    if progs is None:
+    if args.program:
+        functions = obj.program(args.program).functions
+    else:
         order = [s.name for s in obj.image.sections]
         functions = sorted(obj.functions.values(), key=lambda f: (order.index(f.section), f.start))
-    else:
-        functions = progs[0].functions
     sys.stdout.write(objdump_text(obj, functions, lines=args.lines))
     return 0
 
