@@ -21,6 +21,7 @@ DEMO_OBJ  := corpus/build/clang/thesis_static_rules.o
 demo: setup corpus
 	$(XDP2TC) info $(DEMO_OBJ)
 	$(XDP2TC) disasm --lines $(DEMO_OBJ)
+	$(XDP2TC) analyze $(DEMO_OBJ)
 
 test: setup corpus external
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
@@ -70,6 +71,7 @@ external:
 
 bench: setup corpus external
 	$(PY) bench/lift.py
+	$(PY) bench/analyze.py
 
 clean:
 	$(MAKE) -s -C corpus clean

@@ -30,6 +30,12 @@ from .opcodes import INSN_SIZE, MAX_PROG_INSNS, CallSrc, Reloc
 #: Section-name prefixes and what loader attach type they mean (libbpf's SEC() names plus
 #: the legacy names older loaders accepted).
 XDP_SECTION_PREFIXES = ("xdp.frags/", "xdp.frags", "xdp/", "xdp_", "xdp")
+#: Section prefixes libbpf gives to other program types (the analyzer refuses those).
+NON_XDP_SECTION_PREFIXES = (
+    "fentry", "fexit", "fmod_ret", "kprobe", "kretprobe", "uprobe", "uretprobe", "ksyscall", "tracepoint",
+    "tp/", "tp_btf", "raw_tp", "raw_tracepoint", "tc", "classifier", "action", "socket", "sk_", "sockops",
+    "cgroup", "lsm", "struct_ops", "perf_event", "iter", "syscall", "freplace", "lwt", "flow_dissector",
+    "netfilter", "netkit", "usdt")
 
 FunctionKey = tuple[str, int]  # (section, start slot)
 
@@ -84,6 +90,12 @@ class Program:
             if self.section.startswith(prefix):
                 return "xdp.frags" if prefix.startswith("xdp.frags") else "xdp"
         return "unknown"
+
+    @property
+    def is_xdp(self) -> bool:
+        """XDP by section name, or an unknown legacy name (`prog`) that is not another
+        program type's prefix: libbpf-less loaders attach those as XDP."""
+        return self.attach != "unknown" or not self.section.startswith(NON_XDP_SECTION_PREFIXES)
 
     @property
     def insn_count(self) -> int:

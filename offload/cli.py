@@ -19,6 +19,10 @@ from collections.abc import Callable
 from lifter.errors import EXIT_BAD_INPUT, LiftError
 from lifter.printer import format_insn, objdump_text
 from lifter.program import BpfObject, Program, load_object
+from analyzer.explore import ExplorationError, Options, explore
+from analyzer import kernel
+from analyzer.report import SCHEMA, analysis_json, analysis_text
+from analyzer.verify import verify
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -162,11 +166,102 @@ def cfg_dot(obj: BpfObject, prog: Program) -> str:
     return "\n".join(lines) + "\n"
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "info": _info,
-    "disasm": _disasm,
-    "cfg": _cfg,
-}
+
+
+def _xdp_programs(obj: BpfObject, name: str | None) -> list[Program]:
+    """The program asked for, or every XDP program of the object (legacy sections such as
+    `prog` count as XDP); a clear error when there is none."""
+    if name:
+        return [obj.program(name)]
+    progs = [p for p in obj.programs if p.is_xdp]
+    if not progs:
+        sections = ", ".join(sorted({p.section for p in obj.programs})) or "none"
+        raise LiftError(f"no XDP program (sections: {sections})", file=obj.path)
+    return progs
+
+
+def _options(args: argparse.Namespace) -> Options:
+    return Options(max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns,
+                   max_paths=args.max_paths)
+
+
+def _progress_printer(name: str):
+    """Progress on stderr for long runs, only on a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(paths: int, queued: int, insns: int) -> None:
+        print(f"\r{name}: {paths} paths, {queued} states queued, {insns} instructions", end="",
+              file=sys.stderr, flush=True)
+    return show
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    obj = load_object(args.file)
+    docs = []
+    for prog in _xdp_programs(obj, args.program):
+        progress = _progress_printer(prog.name)
+        try:
+            e = explore(obj, prog, _options(args), progress)
+        except ExplorationError as err:
+            raise LiftError(str(err), file=obj.path, program=prog.name) from err
+        finally:
+            if progress:
+                print("\r\033[K", end="", file=sys.stderr)
+        if args.json:
+            docs.append(analysis_json(e))
+        else:
+            sys.stdout.write(analysis_text(e))
+    if args.json:
+        print(json.dumps(docs[0] if len(docs) == 1 else {"schema": SCHEMA + "+list", "programs": docs},
+                         indent=2))
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    obj = load_object(args.file)
+    programs = [p for p in _xdp_programs(obj, args.program) if not p.section.startswith(_NO_TEST_RUN)]
+    if not programs:
+        raise LiftError("no program that BPF_PROG_TEST_RUN can run (devmap/cpumap egress programs "
+                        "cannot be test-run)", file=obj.path)
+    try:
+        kernel.check_kernel()
+    except kernel.KernelUnavailable as err:
+        print(f"xdp2tc: {obj.path}: {err}", file=sys.stderr)
+        return kernel.EXIT_UNAVAILABLE
+    failed = False
+    for prog in programs:
+        e = explore(obj, prog, _options(args), _progress_printer(prog.name))
+        try:
+            with kernel.load(obj.path, programs=[prog.name]) as loaded:
+                report = verify(e, loaded, args.random, args.seed)
+        except kernel.KernelLoadError as err:
+            print(f"xdp2tc: {err}".splitlines()[0], file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print(f"{obj.path}: program {prog.name}: {len(e.paths)} paths, {report.packets} packets "
+              f"({report.witnesses} witnesses, {report.random} random), {len(report.mismatches)} mismatches"
+              + (f", {report.consistent} allowed by helper-dependent paths" if report.consistent else ""))
+        for path_id, why in report.unwitnessable:
+            print(f"  path #{path_id} not run: {why}")
+        for m in report.mismatches:
+            print(f"  MISMATCH {m}")
+        failed |= bool(report.mismatches)
+    return 1 if failed else 0
+
+
+#: Sections whose programs the kernel cannot test-run.
+_NO_TEST_RUN = ("xdp/devmap", "xdp/cpumap", "xdp.frags/devmap", "xdp.frags/cpumap")
+
+
+def _exploration_flags(p: argparse.ArgumentParser) -> None:
+    d = Options()
+    p.add_argument("--program", "-p", help="only this program (default: every XDP program)")
+    p.add_argument("--max-len", type=int, default=d.max_len, help=f"largest packet in bytes (default {d.max_len})")
+    p.add_argument("--loop-bound", type=int, default=d.loop_bound,
+                   help=f"iterations of one loop per path before the path is cut (default {d.loop_bound})")
+    p.add_argument("--max-insns", type=int, default=d.max_insns,
+                   help=f"instructions explored before remaining paths are cut (default {d.max_insns})")
+    p.add_argument("--max-paths", type=int, default=d.max_paths, help=f"paths (default {d.max_paths})")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -183,7 +278,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--program", "-p")
     p.add_argument("--format", choices=("dot", "json", "svg"), default="dot")
+    p = sub.add_parser("analyze", help="explore every path: verdicts, effects, decision classes")
+    p.add_argument("file")
+    _exploration_flags(p)
+    p.add_argument("--json", action="store_true", help=f"machine-readable output (schema {SCHEMA})")
+    p = sub.add_parser("verify", help="check every path's prediction against the running kernel")
+    p.add_argument("file")
+    _exploration_flags(p)
+    p.add_argument("--random", type=int, default=1000, help="random packets after the witnesses (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     return top
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "info": _info,
+    "disasm": _disasm,
+    "cfg": _cfg,
+    "analyze": _analyze,
+    "verify": _verify,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,95 @@
+"""Decision classes: why each branch goes the way it goes, and what each map is for.
+
+A branch's class comes from the inputs its condition depends on (symbolic.py names them),
+over every visit on which both directions were feasible; a branch that always went the
+same single way is `constant`. When inputs mix, the least offloadable wins, in this order
+(the corpus README uses the same one):
+
+    unsupported > helper > data-plane-state > ctx > control-plane-map > stateless > constant
+
+Maps: `control-plane` (the data path only reads it), `data-plane` (the program writes it and
+a decision reads it), `stats-only` (written, never read into a decision: counters),
+`unused` (neither).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .explore import BranchSite, Exploration
+from .symbolic import Source
+
+#: Branch classes, most offloadable first.
+CLASSES = ("constant", "stateless", "control-plane-map", "ctx", "data-plane-state", "helper", "unsupported")
+RANK = {c: i for i, c in enumerate(CLASSES)}
+
+MAP_CLASSES = ("control-plane", "data-plane", "stats-only", "unused")
+
+
+@dataclass
+class BranchClass:
+    """The class of one decision site, with what it depends on (`detail`: map names,
+    ctx fields, helpers, reasons) and where it is in the source."""
+
+    site: BranchSite
+    cls: str
+    detail: list[str] = field(default_factory=list)
+    file: str | None = None
+    line: int | None = None
+    direction: bool | None = None  # for constant branches: always taken (True) or not
+
+
+def source_class(source: Source, written: set[str]) -> tuple[str, str]:
+    """(class, detail) of one input."""
+    if source.kind == "packet":
+        return "stateless", ""
+    if source.kind == "ctx":
+        return "ctx", source.name
+    if source.kind == "map":
+        return ("data-plane-state" if source.name in written else "control-plane-map"), source.name
+    if source.kind == "helper":
+        return "helper", source.name
+    return "unsupported", source.name
+
+
+def classify_site(site: BranchSite, written: set[str]) -> tuple[str, list[str], bool | None]:
+    if site.both == 0 and len(site.one_way) == 1:
+        return "constant", [], next(iter(site.one_way))
+    inputs = site.sources if site.both else site.all_sources
+    if not inputs:
+        return "constant", [], None
+    pairs = [source_class(s, written) for s in inputs]
+    cls = max((c for c, _ in pairs), key=RANK.__getitem__)
+    detail = sorted({d for c, d in pairs if d and c != "stateless"})
+    return cls, detail, None
+
+
+def classify(e: Exploration) -> list[BranchClass]:
+    """Every decision site of the exploration with its class, in (section, pc) order."""
+    out = []
+    for key in sorted(e.sites):
+        site = e.sites[key]
+        cls, detail, direction = classify_site(site, e.written_maps)
+        line = e.obj.line_at(site.section, site.pc)
+        out.append(BranchClass(site, cls, detail, line.file_name if line else None,
+                               line.line if line else None, direction))
+    return out
+
+
+def map_classes(e: Exploration, branches: list[BranchClass]) -> dict[str, str]:
+    """Class of every map of the object (see the module docstring)."""
+    decided = set()
+    for b in branches:
+        if b.cls not in ("constant",):
+            inputs = b.site.sources if b.site.both else b.site.all_sources
+            decided |= {s.name for s in inputs if s.kind == "map"}
+    # A verdict taken from a map value also reads it into a decision.
+    out = {}
+    for m in e.obj.maps:
+        if m.name in e.written_maps:
+            out[m.name] = "data-plane" if m.name in decided else "stats-only"
+        elif m.name in e.read_maps or m.name in decided:
+            out[m.name] = "control-plane"
+        else:
+            out[m.name] = "unused"
+    return out

@@ -1,0 +1,854 @@
+"""Symbolic exploration of every path of an XDP program with z3.
+
+`explore(obj, program)` runs the lifter's IR over symbolic inputs (see symbolic.py) and
+returns an `Exploration`: every path with its verdict, condition and effects, and every
+conditional branch with the inputs its condition depends on.
+
+How paths are kept in check:
+
+* infeasible branches are pruned: each branch condition gets a literal defined once in one
+  incremental solver, and a path is the list of literals it took (`check(assumptions)`);
+* states are processed in reverse post-order, and two states that reach the same place
+  with identical contents are merged exactly (path conditions or-ed, instruction counts
+  kept as an if-then-else), so N independent or-ed tests give N+1 states, not 2^N;
+* loops are unrolled up to `Options.loop_bound` iterations, bpf_loop up to the same bound;
+  a path cut there ends with verdict UNKNOWN and says so (`truncated`);
+* past `Options.max_insns` executed instructions every remaining state ends the same way.
+
+Semantics follow RFC 9669 for instructions and the kernel for helpers (helpers.py, calls.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import networkx as nx
+import z3
+
+from lifter.insn import (Alu, AluOp, Atomic, ByteOrder, Call, Cond, Endian, Exit, Goto, Imm, Jump,
+                         LegacyLoad, Load, LoadImm64, MovSx, Neg, Store, slots)
+from lifter.maps import MapDef, is_global_data_section
+from lifter.opcodes import AtomicOp
+from lifter.insn import ExternRef, FuncRef, MapRef
+from lifter.program import BpfObject, Function, Program
+
+from . import calls
+from .state import Effect, Frame, MapAccess, MapWrite, PtrByte, State
+from .symbolic import (PACKET, PACKET_FRAGS, PACKET_LEN, XDP_MD_FIELDS, Fresh, Pointer, Region,
+                       RegionKind, Scalar, Source, Value, bv, const_value, ctx_field, map_found,
+                       map_val, scalar, source_of, symbols)
+
+#: XDP return codes (enum xdp_action).
+VERDICTS = {0: "ABORTED", 1: "DROP", 2: "PASS", 3: "TX", 4: "REDIRECT"}
+#: A return value outside enum xdp_action: the kernel warns and drops the packet.
+INVALID = "INVALID"
+#: A path whose outcome xdp2tc cannot tell (unknown tail-call target, cut loop, ...).
+UNKNOWN = "UNKNOWN"
+
+MAX_STACK = 512
+#: Operations (counted as a tree) a value may grow to before it is replaced by an unknown.
+MAX_TERM = 2000
+ETH_HLEN = 14
+#: The kernel's MAX_TAIL_CALL_CNT: a chain of at most 33 tail calls.
+MAX_TAIL_CALLS = 33
+
+
+@dataclass
+class Options:
+    """Bounds of one exploration (CLI flags of `xdp2tc analyze`)."""
+
+    min_len: int = 0  # smallest packet considered (the kernel's test run needs 14)
+    max_len: int = 1514  # largest packet considered (bytes of linear data)
+    loop_bound: int = 64  # iterations of one loop on one path (and bpf_loop callbacks)
+    max_insns: int = 2_000_000  # instructions executed over all states
+    max_paths: int = 20_000
+    merge: bool = True
+
+
+@dataclass
+class Path:
+    """One way through the program (several, merged, when they behave the same)."""
+
+    id: int
+    verdict: str  # VERDICTS value, INVALID or UNKNOWN
+    retval: z3.BitVecRef | None  # r0 at exit (64 bits)
+    literals: tuple[z3.BoolRef, ...]
+    steps: int | z3.BitVecRef  # instructions executed (an if-then-else over merged paths)
+    effects: tuple[Effect, ...]
+    redirect: tuple | None
+    pkt: z3.ArrayRef
+    head: z3.BitVecRef
+    end: z3.BitVecRef
+    writes: tuple[z3.BitVecRef, ...]
+    tail_calls: tuple
+    notes: tuple[str, ...]  # why parts of the path are not understood
+    truncated: str | None
+    programs: tuple[str, ...]  # entry program, then tail-called ones
+    accesses: tuple[MapAccess, ...]
+    sites: frozenset
+    exit_pc: int
+    exit_section: str
+
+
+@dataclass
+class BranchSite:
+    """A conditional jump (kind "jump") or a verdict chosen by a symbolic return value
+    (kind "verdict") and what was seen at it over all paths."""
+
+    program: str
+    function: str
+    section: str
+    pc: int
+    kind: str = "jump"
+    visits: int = 0
+    both: int = 0  # visits on which both directions were feasible
+    one_way: set[bool] = field(default_factory=set)  # direction when only one was feasible
+    sources: set[Source] = field(default_factory=set)  # inputs of conditions decided both ways
+    all_sources: set[Source] = field(default_factory=set)
+
+
+@dataclass
+class Exploration:
+    obj: BpfObject
+    program: Program
+    options: Options
+    paths: list[Path]
+    sites: dict[tuple[str, int], BranchSite]
+    solver: z3.Solver
+    definitions: list[tuple[z3.BoolRef, z3.BoolRef]]  # literal -> condition, in order
+    written_maps: set[str]
+    read_maps: set[str]
+    insns_executed: int
+    seconds: float
+    programs: list[str]  # entry and every program reached by a tail call
+    _expanded: dict[str, z3.BoolRef] | None = None  # literal -> condition over inputs
+
+    def condition(self, path: Path) -> z3.BoolRef:
+        """The path condition over program inputs only (literals expanded)."""
+        return self.expand(z3.And(*path.literals) if path.literals else z3.BoolVal(True))
+
+    def expand(self, expr: z3.ExprRef) -> z3.ExprRef:
+        """`expr` with every branch literal replaced by its condition over inputs."""
+        if self._expanded is None:
+            self._expanded = {}
+            for lit, cond in self.definitions:  # each refers to earlier literals only
+                self._expanded[lit.decl().name()] = self._substitute_literals(cond)
+        return self._substitute_literals(expr)
+
+    def _substitute_literals(self, expr: z3.ExprRef) -> z3.ExprRef:
+        pairs = [(z3.Bool(n), self._expanded[n]) for n in symbols(expr) if n.startswith("b!")]
+        return z3.substitute(expr, *pairs) if pairs else expr
+
+    def base_constraints(self) -> list[z3.BoolRef]:
+        return list(self.solver.assertions())
+
+
+class ExplorationError(Exception):
+    """The program uses something the explorer cannot even start on (message names it)."""
+
+
+class Explorer:
+    """One exploration; `calls.py` adds the helper and call semantics."""
+
+    def __init__(self, obj: BpfObject, program: Program, options: Options,
+                 progress=None):
+        self.obj = obj
+        self.program = program
+        self.options = options
+        self.progress = progress
+        self.fresh = Fresh()
+        self.solver = z3.Solver()
+        self.definitions: list[tuple[z3.BoolRef, z3.BoolRef]] = []
+        self.sites: dict[tuple[str, int], BranchSite] = {}
+        self.paths: list[Path] = []
+        self.maps = {m.name: m for m in obj.maps}
+        self.written_maps: set[str] = set()
+        self.read_maps: set[str] = set()
+        self.insns = 0
+        self.programs_seen = [program.name]
+        self._heap: list = []
+        self._pending: dict[tuple, State] = {}
+        self._seq = itertools.count()
+        self._order: dict[tuple, dict[int, int]] = {}
+        self._leaders: dict[tuple, set[int]] = {}
+        self._back_edges: dict[tuple, set[tuple[int, int]]] = {}
+        self._exit_blocks: dict[tuple, set[int]] = {}
+        self._insn_at: dict[tuple, dict[int, object]] = {}
+        self._sym_cache: dict = {}
+        self._literal_sources: dict[str, set[Source]] = {}  # literals and large-term unknowns
+        self._sizes: dict[int, int] = {}
+        frags = program.attach == "xdp.frags"
+        self.solver.add(z3.UGE(PACKET_LEN, options.min_len), z3.ULE(PACKET_LEN, options.max_len))
+        if frags:
+            self.solver.add(z3.ULE(PACKET_FRAGS, 17 * 4096))
+        else:
+            self.solver.add(PACKET_FRAGS == 0)
+
+    # --- driver ---------------------------------------------------------------------
+
+    def run(self) -> Exploration:
+        start = time.perf_counter()
+        self._push(self._initial(self.program))
+        last_report = start
+        while self._heap:
+            _, _, state = heapq.heappop(self._heap)
+            if state.dead:
+                continue
+            key = getattr(state, "merge_key", None)
+            if key is not None and self._pending.get(key) is state:
+                del self._pending[key]
+            if self.insns >= self.options.max_insns or len(self.paths) >= self.options.max_paths:
+                limit = (f"{self.options.max_insns} instructions" if self.insns >= self.options.max_insns
+                         else f"{self.options.max_paths} paths")
+                self._end(state, UNKNOWN, None, truncated=f"exploration budget of {limit} reached")
+                continue
+            self._run_block(state)
+            if self.progress is not None and time.perf_counter() - last_report > 0.5:
+                last_report = time.perf_counter()
+                self.progress(len(self.paths), len(self._heap), self.insns)
+        return Exploration(self.obj, self.program, self.options, self.paths, self.sites, self.solver,
+                           self.definitions, self.written_maps, self.read_maps, self.insns,
+                           time.perf_counter() - start, self.programs_seen)
+
+    def _initial(self, program: Program) -> State:
+        regs: list[Value | None] = [None] * 11
+        regs[1] = Pointer(Region(RegionKind.CTX), bv(0))
+        regs[10] = Pointer(Region(RegionKind.STACK, frame=0), bv(0))
+        return State(program, [Frame(program.entry)], program.entry.start, regs, [{}], PACKET,
+                     bv(0), PACKET_LEN, bv(0))
+
+    def _priority(self, state: State) -> tuple:
+        parts: list = [len(state.tail_calls)]
+        for caller, frame in zip(state.frames, state.frames[1:]):
+            parts.append((self._rank(caller.func, frame.ret_pc), 0))
+        parts.append((self._rank(state.func, state.pc), 1))
+        return tuple(parts)
+
+    def _rank(self, func: Function, pc: int) -> int:
+        order = self._order.get(func.key)
+        if order is None:
+            cfg = func.cfg
+            rpo = list(reversed(list(nx.dfs_postorder_nodes(cfg.graph, cfg.entry))))
+            index = {b: i for i, b in enumerate(rpo)}
+            order = {}
+            for b, block in cfg.blocks.items():
+                for insn in block.insns:
+                    order[insn.pc] = index.get(b, len(rpo)) * 1_000_000 + insn.pc
+            self._order[func.key] = order
+        return order[pc]
+
+    def _merge_key(self, state: State) -> tuple:
+        self.insn_at(state.func, state.pc)
+        at_exit = state.depth == 0 and state.pc in self._exit_blocks[state.func.key]
+        return (state.location(), state.shape(exact_r0=at_exit))
+
+    def _push(self, state: State) -> None:
+        if self.options.merge:
+            key = state.merge_key = self._merge_key(state)
+            other = self._pending.get(key)
+            if other is not None and not other.dead:
+                self._merge(other, state)
+                return
+            self._pending[key] = state
+        heapq.heappush(self._heap, (self._priority(state), next(self._seq), state))
+
+    def _merge(self, into: State, other: State) -> None:
+        """Merge `other` into `into` (same place, same shape): the path condition becomes
+        the disjunction, every differing number an if-then-else on which path was taken.
+        Exact: the two path conditions are disjoint."""
+        common = 0
+        for a, b in zip(into.path, other.path):
+            if a.get_id() != b.get_id():
+                break
+            common += 1
+        rest_a, rest_b = into.path[common:], other.path[common:]
+        cond_a = z3.And(*rest_a) if rest_a else z3.BoolVal(True)
+        cond_b = z3.And(*rest_b) if rest_b else z3.BoolVal(True)
+        lit = self._define(z3.Or(cond_a, cond_b))
+
+        def pick(a, b):
+            return a if a.get_id() == b.get_id() else z3.If(cond_a, a, b)
+
+        def pick_null(a, b):
+            if a is None and b is None:
+                return None
+            return pick(a if a is not None else z3.BoolVal(False), b if b is not None else z3.BoolVal(False))
+
+        def pick_value(a, b):
+            if a is None or a.fingerprint() == b.fingerprint():
+                return a
+            if isinstance(a, Scalar):
+                return Scalar(pick(a.bv, b.bv))
+            return Pointer(a.region, pick(a.off, b.off), pick_null(a.null, b.null))
+        into.regs = [pick_value(a, b) for a, b in zip(into.regs, other.regs)]
+        for sa, sb in zip(into.stacks, other.stacks):
+            for off, byte in sa.items():
+                if not isinstance(byte, PtrByte):
+                    sa[off] = pick(byte, sb[off])
+                elif byte.fingerprint() != sb[off].fingerprint():
+                    sa[off] = PtrByte(pick_value(byte.ptr, sb[off].ptr), byte.index)
+        into.pkt, into.head = pick(into.pkt, other.pkt), pick(into.head, other.head)
+        into.end, into.meta = pick(into.end, other.end), pick(into.meta, other.meta)
+        if not (isinstance(into.steps, int) and isinstance(other.steps, int) and into.steps == other.steps):
+            sa = bv(into.steps) if isinstance(into.steps, int) else into.steps
+            sb = bv(other.steps) if isinstance(other.steps, int) else other.steps
+            into.steps = z3.If(cond_a, sa, sb)
+        into.path = into.path[:common] + (lit,)
+        into.sites = into.sites | other.sites
+        seen = {(a.map, a.key.get_id()) for a in into.accesses}
+        into.accesses = into.accesses + tuple(a for a in other.accesses
+                                              if (a.map, a.key.get_id()) not in seen)
+        other.dead = True
+
+    def _define(self, cond: z3.BoolRef) -> z3.BoolRef:
+        lit = self.fresh.literal()
+        self.solver.add(lit == cond)
+        self.definitions.append((lit, cond))
+        self._literal_sources[lit.decl().name()] = self.sources(cond)
+        return lit
+
+    def sources(self, expr: z3.ExprRef) -> set[Source]:
+        """The program inputs `expr` depends on, through merged values (whose if-then-else
+        conditions are literals) too."""
+        out = set()
+        for name in symbols(expr, self._sym_cache):
+            if name in self._literal_sources:
+                out |= self._literal_sources[name]
+            else:
+                src = source_of(name)
+                if src is not None:
+                    out.add(src)
+        return out
+
+    def feasible(self, state: State, *extra: z3.BoolRef) -> bool:
+        result = self.solver.check(*state.path, *extra)
+        if result == z3.unknown:
+            raise ExplorationError(f"z3 gave up on a path condition: {self.solver.reason_unknown()}")
+        return result == z3.sat
+
+    # --- instructions ---------------------------------------------------------------
+
+    def insn_at(self, func: Function, pc: int):
+        table = self._insn_at.get(func.key)
+        if table is None:
+            table = {i.pc: i for i in func.insns}
+            self._insn_at[func.key] = table
+            self._leaders[func.key] = set(func.cfg.blocks)
+            self._exit_blocks[func.key] = {i.pc for b in func.cfg.blocks.values() if isinstance(b.last, Exit)
+                                           for i in b.insns}
+            self._back_edges[func.key] = {(func.cfg.blocks[b].last.pc, h) for b, h in func.cfg.back_edges}
+        return table[pc]
+
+    def _run_block(self, state: State) -> None:
+        while True:
+            insn = self.insn_at(state.func, state.pc)
+            self.insns += 1
+            state.steps = state.steps + 1 if isinstance(state.steps, int) else state.steps + 1
+            func, depth = state.func, state.depth
+            successors = self.step(state, insn)
+            for t in successors:  # a back edge may be taken, fall through or be a goto
+                if t.frames and t.func is func and t.depth == depth:
+                    self._count_back_edge(t, insn.pc, t.pc)
+            successors = [t for t in successors if t.frames]
+            if len(successors) == 1 and successors[0] is state and state.frames:
+                self.insn_at(state.func, state.pc)  # builds the function's tables
+                if state.pc not in self._leaders[state.func.key]:
+                    continue
+            for s in successors:
+                if s.frames:
+                    self._push(s)
+            return
+
+    def step(self, s: State, insn) -> list[State]:
+        """Execute one instruction; returns the successor states (ended paths are not)."""
+        if isinstance(insn, Alu):
+            self._alu(s, insn)
+        elif isinstance(insn, Neg):
+            v = self.scalar_of(s, insn.dst, insn.pc)
+            s.regs[insn.dst] = scalar(alu(AluOp.SUB, insn.wide, bv(0), v))
+        elif isinstance(insn, MovSx):
+            v = self.scalar_of(s, insn.src, insn.pc)
+            r = z3.SignExt(64 - insn.bits, z3.Extract(insn.bits - 1, 0, v))
+            s.regs[insn.dst] = scalar(z3.simplify(r if insn.wide else z3.ZeroExt(32, z3.Extract(31, 0, r))))
+        elif isinstance(insn, Endian):
+            self._endian(s, insn)
+        elif isinstance(insn, Load):
+            v = self.load(s, s.regs[insn.base], insn.off, insn.size, insn.pc)
+            if insn.signed and isinstance(v, Scalar):
+                v = scalar(z3.simplify(z3.SignExt(64 - 8 * insn.size, z3.Extract(8 * insn.size - 1, 0, v.bv))))
+            s.regs[insn.dst] = v
+        elif isinstance(insn, Store):
+            value = scalar(bv(insn.src.value)) if isinstance(insn.src, Imm) else s.regs[insn.src.n]
+            self.store(s, s.regs[insn.base], insn.off, insn.size, value, insn.pc)
+        elif isinstance(insn, Atomic):
+            self._atomic(s, insn)
+        elif isinstance(insn, LoadImm64):
+            s.regs[insn.dst] = self._ld_imm64(s, insn)
+        elif isinstance(insn, LegacyLoad):
+            self._end(s, UNKNOWN, None, truncated=f"legacy packet load (ld_abs/ld_ind) at {self.where(s)}, "
+                      "which XDP programs cannot use")
+            return []
+        elif isinstance(insn, Jump):
+            return self._jump(s, insn)
+        elif isinstance(insn, Goto):
+            s.pc = insn.target
+            return [s]
+        elif isinstance(insn, Call):
+            return calls.call(self, s, insn)
+        elif isinstance(insn, Exit):
+            return calls.exit(self, s, insn)
+        else:  # pragma: no cover - the IR is closed
+            raise ExplorationError(f"unknown instruction {insn!r}")
+        s.pc = insn.pc + slots(insn)
+        return [s]
+
+    def where(self, s: State, pc: int | None = None) -> str:
+        pc = s.pc if pc is None else pc
+        line = self.obj.line_at(s.func.section, pc)
+        loc = f"{s.func.section}:{pc}"
+        return f"{loc} ({line.file_name}:{line.line})" if line else loc
+
+    def scalar_of(self, s: State, reg: int, pc: int) -> z3.BitVecRef:
+        v = s.regs[reg]
+        if isinstance(v, Scalar):
+            return v.bv
+        if v is None:
+            s.note(f"read of uninitialised r{reg} at {s.func.section}:{pc}")
+            return self.fresh.unknown("uninit")
+        s.note(f"pointer used as a number at {s.func.section}:{pc}")
+        return self.fresh.unknown("pointer-arith")
+
+    def operand(self, s: State, op, pc: int) -> Value:
+        if isinstance(op, Imm):
+            return scalar(bv(op.value))
+        v = s.regs[op.n] if hasattr(op, "n") else s.regs[op]
+        if v is None:
+            s.note(f"read of uninitialised register at {s.func.section}:{pc}")
+            return scalar(self.fresh.unknown("uninit"))
+        return v
+
+    def _alu(self, s: State, insn: Alu) -> None:
+        src = self.operand(s, insn.src, insn.pc)
+        if insn.op == AluOp.MOV:
+            if insn.wide or isinstance(src, Scalar):
+                s.regs[insn.dst] = src if insn.wide else scalar(z3.ZeroExt(32, z3.Extract(31, 0, src.bv)))
+            else:
+                s.regs[insn.dst] = scalar(self._ptr_as_int(s, insn.pc))
+            return
+        dst = s.regs[insn.dst]
+        if dst is None:
+            dst = scalar(self.scalar_of(s, insn.dst, insn.pc))
+        if isinstance(dst, Pointer) or isinstance(src, Pointer):
+            s.regs[insn.dst] = self._pointer_alu(s, insn, dst, src)
+            return
+        s.regs[insn.dst] = scalar(self.bounded(s, alu(insn.op, insn.wide, dst.bv, src.bv), insn.pc))
+
+    def bounded(self, s: State, expr: z3.BitVecRef, pc: int) -> z3.BitVecRef:
+        """`expr`, or an unknown standing for it when it has grown past MAX_TERM operations
+        (long arithmetic chains such as hashes: z3 would need minutes to invert them). The
+        unknown keeps the inputs of `expr` for classification; the path says it is
+        approximated."""
+        if self._term_size(expr) <= MAX_TERM:
+            return expr
+        if not any(n.startswith("values too large") for n in s.notes):
+            s.note(f"values too large to track exactly (over {MAX_TERM} operations), first at "
+                   f"{self.where(s, pc)}: treated as unknowns")
+        v = self.fresh.unknown("large-term")
+        self._literal_sources[v.decl().name()] = self.sources(expr)
+        return v
+
+    def _term_size(self, e: z3.ExprRef) -> int:
+        """Operations in `e` counted as a tree, memoised per node (cheap to keep current)."""
+        sizes = self._sizes
+        stack = [e]
+        while stack:
+            x = stack[-1]
+            xid = x.get_id()
+            if xid in sizes:
+                stack.pop()
+                continue
+            kids = x.children() if z3.is_app(x) else []
+            missing = [k for k in kids if k.get_id() not in sizes]
+            if missing:
+                stack.extend(missing)
+                continue
+            sizes[xid] = min(1 + sum(sizes[k.get_id()] for k in kids), 1 << 40)
+            stack.pop()
+        return sizes[e.get_id()]
+
+    def _ptr_as_int(self, s: State, pc: int) -> z3.BitVecRef:
+        s.note(f"pointer truncated to 32 bits at {s.func.section}:{pc}")
+        return self.fresh.unknown("pointer-arith")
+
+    def _pointer_alu(self, s: State, insn: Alu, dst: Value, src: Value) -> Value:
+        if insn.wide and insn.op == AluOp.ADD and isinstance(dst, Pointer) and isinstance(src, Scalar):
+            return dst.moved(src.bv)
+        if insn.wide and insn.op == AluOp.ADD and isinstance(src, Pointer) and isinstance(dst, Scalar):
+            return src.moved(dst.bv)
+        if insn.wide and insn.op == AluOp.SUB and isinstance(dst, Pointer) and isinstance(src, Scalar):
+            return dst.moved(-src.bv)
+        if insn.wide and insn.op == AluOp.SUB and isinstance(dst, Pointer) and isinstance(src, Pointer) \
+                and dst.region.same(src.region):
+            return scalar(z3.simplify(dst.off - src.off))
+        return scalar(self._ptr_as_int(s, insn.pc))
+
+    def _endian(self, s: State, insn: Endian) -> None:
+        v = self.scalar_of(s, insn.dst, insn.pc)
+        low = z3.Extract(insn.bits - 1, 0, v)
+        if insn.order != ByteOrder.LE:  # BE on a little-endian host, and bswap, swap bytes
+            low = z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, low) for i in range(insn.bits // 8)]) \
+                if insn.bits > 8 else low
+        s.regs[insn.dst] = scalar(z3.simplify(z3.ZeroExt(64 - insn.bits, low) if insn.bits < 64 else low))
+
+    def _ld_imm64(self, s: State, insn: LoadImm64) -> Value:
+        ref = insn.ref
+        if isinstance(ref, MapRef):
+            mdef = self.maps.get(ref.map)
+            if ref.offset is None:
+                return Pointer(Region(RegionKind.MAP, ref.map), bv(0))
+            self.read_maps.add(ref.map)
+            return Pointer(Region(RegionKind.MAP_VALUE, ref.map, bv(0, 8 * (mdef.key_size or 4))), bv(ref.offset))
+        if isinstance(ref, FuncRef):
+            return Pointer(Region(RegionKind.FUNC, f"{ref.section}:{ref.offset}"), bv(0))
+        if isinstance(ref, ExternRef):
+            s.note(f"extern {ref.name} resolved by the loader at {s.func.section}:{insn.pc}")
+            return scalar(self.fresh.unknown(f"extern-{ref.name}"))
+        return scalar(bv(insn.value))
+
+    def _atomic(self, s: State, insn: Atomic) -> None:
+        base = s.regs[insn.base]
+        if insn.op == AtomicOp.LOAD_ACQ:
+            s.regs[insn.src] = self.load(s, base, insn.off, insn.size, insn.pc)
+            return
+        if insn.op == AtomicOp.STORE_REL:
+            self.store(s, base, insn.off, insn.size, s.regs[insn.src], insn.pc)
+            return
+        old = self.load(s, base, insn.off, insn.size, insn.pc)
+        oldv = old.bv if isinstance(old, Scalar) else self.fresh.unknown("atomic-pointer")
+        srcv = self.scalar_of(s, insn.src, insn.pc)
+        bits = 8 * insn.size
+        o, v = z3.Extract(bits - 1, 0, oldv), z3.Extract(bits - 1, 0, srcv)
+        if insn.op == AtomicOp.CMPXCHG:
+            r0 = z3.Extract(bits - 1, 0, self.scalar_of(s, 0, insn.pc))
+            new = z3.If(o == r0, v, o)
+        else:
+            new = {AtomicOp.ADD: lambda: o + v, AtomicOp.OR: lambda: o | v, AtomicOp.AND: lambda: o & v,
+                   AtomicOp.XOR: lambda: o ^ v, AtomicOp.XCHG: lambda: v}[insn.op]()
+        self.store(s, base, insn.off, insn.size, scalar(z3.simplify(z3.ZeroExt(64 - bits, new))), insn.pc)
+        if insn.fetch:
+            dst = 0 if insn.op == AtomicOp.CMPXCHG else insn.src
+            s.regs[dst] = scalar(z3.simplify(z3.ZeroExt(64 - bits, o)))
+
+    # --- memory ---------------------------------------------------------------------
+
+    def read_bytes(self, s: State, ptr: Value | None, off: int, size: int, pc: int) -> list | None:
+        """The bytes at ptr+off (BV8, or PtrByte from the stack); None if not modelled."""
+        if not isinstance(ptr, Pointer):
+            s.note(f"memory read through a non-pointer at {s.func.section}:{pc}")
+            return None
+        at = z3.simplify(ptr.off + off)
+        kind = ptr.region.kind
+        if kind == RegionKind.PACKET:
+            return [z3.simplify(z3.Select(s.pkt, at + i)) for i in range(size)]
+        if kind == RegionKind.STACK:
+            o = const_value(at)
+            if o is None:
+                s.note(f"variable-offset stack read at {s.func.section}:{pc}")
+                return None
+            o = o - (1 << 64) if o >= 1 << 63 else o
+            stack = s.stacks[ptr.region.frame]
+            out = []
+            for i in range(size):
+                b = stack.get(o + i)
+                if b is None:
+                    b = z3.Extract(7, 0, self.fresh.unknown("uninit-stack"))
+                    stack[o + i] = b
+                out.append(b)
+            return out
+        if kind == RegionKind.MAP_VALUE:
+            self.read_maps.add(ptr.region.name)
+            return [self.map_byte(s, ptr.region.name, ptr.region.key, z3.Extract(31, 0, at + i))
+                    for i in range(size)]
+        s.note(f"read from {kind} memory at {s.func.section}:{pc} is not modelled")
+        return None
+
+    def load(self, s: State, ptr: Value | None, off: int, size: int, pc: int) -> Value:
+        if isinstance(ptr, Pointer) and ptr.region.kind == RegionKind.CTX:
+            return self._ctx_load(s, ptr, off, size, pc)
+        data = self.read_bytes(s, ptr, off, size, pc)
+        if data is None:
+            return scalar(self.fresh.unknown("memory"))
+        if all(isinstance(b, PtrByte) for b in data):
+            first = data[0]
+            if size == 8 and all(b.ptr is first.ptr and b.index == i for i, b in enumerate(data)):
+                return first.ptr
+        if any(isinstance(b, PtrByte) for b in data):
+            s.note(f"partial read of a spilled pointer at {s.func.section}:{pc}")
+            return scalar(self.fresh.unknown("pointer-bytes"))
+        value = z3.Concat(*reversed(data)) if size > 1 else data[0]
+        return scalar(z3.simplify(z3.ZeroExt(64 - 8 * size, value)))
+
+    def _ctx_load(self, s: State, ptr: Pointer, off: int, size: int, pc: int) -> Value:
+        at = const_value(z3.simplify(ptr.off + off))
+        field_name = XDP_MD_FIELDS.get(at) if size == 4 else None
+        if field_name is None:
+            s.note(f"ctx read of {size} bytes at offset {at} ({s.func.section}:{pc}) is not an xdp_md field")
+            return scalar(self.fresh.unknown("ctx"))
+        packet = Region(RegionKind.PACKET)
+        if field_name == "data":
+            return Pointer(packet, s.head)
+        if field_name == "data_end":
+            return Pointer(packet, s.end)
+        if field_name == "data_meta":
+            return Pointer(packet, z3.simplify(s.head - s.meta))
+        return scalar(z3.ZeroExt(32, ctx_field(field_name)))
+
+    def store(self, s: State, ptr: Value | None, off: int, size: int, value: Value | None, pc: int) -> None:
+        if value is None:
+            value = scalar(self.fresh.unknown("uninit"))
+        if not isinstance(ptr, Pointer):
+            s.note(f"memory write through a non-pointer at {s.func.section}:{pc}")
+            return
+        at = z3.simplify(ptr.off + off)
+        kind = ptr.region.kind
+        if isinstance(value, Pointer):
+            if kind == RegionKind.STACK and size == 8:
+                data = [PtrByte(value, i) for i in range(8)]
+            else:
+                s.note(f"pointer stored to {kind} memory at {s.func.section}:{pc}")
+                data = [z3.Extract(7, 0, self.fresh.unknown("pointer-bytes")) for _ in range(size)]
+        else:
+            data = [z3.simplify(z3.Extract(8 * i + 7, 8 * i, value.bv)) for i in range(size)]
+        self.write_bytes(s, ptr, at, data, pc)
+
+    def write_bytes(self, s: State, ptr: Pointer, at: z3.BitVecRef, data: list, pc: int) -> None:
+        kind = ptr.region.kind
+        if kind == RegionKind.PACKET:
+            pkt = s.pkt
+            for i, b in enumerate(data):
+                pkt = z3.Store(pkt, z3.simplify(at + i), b)
+                s.writes = s.writes + (z3.simplify(at + i - s.head),)
+            s.pkt = pkt
+        elif kind == RegionKind.STACK:
+            o = const_value(at)
+            if o is None:
+                s.note(f"variable-offset stack write at {s.func.section}:{pc}")
+                return
+            o = o - (1 << 64) if o >= 1 << 63 else o
+            for i, b in enumerate(data):
+                s.stacks[ptr.region.frame][o + i] = b
+        elif kind == RegionKind.MAP_VALUE:
+            name = ptr.region.name
+            self.written_maps.add(name)
+            writes = s.maps.get(name, ())
+            for i, b in enumerate(data):
+                writes += (MapWrite("byte", ptr.region.key, z3.simplify(z3.Extract(31, 0, at + i)), (b,)),)
+            s.maps[name] = writes
+            self.add_effect(s, "map_write", name, pc)
+        elif kind == RegionKind.MEM:
+            pass  # a ring buffer record: its content is output, not state
+        else:
+            s.note(f"write to {kind} memory at {s.func.section}:{pc} is not modelled")
+
+    def add_effect(self, s: State, kind: str, target: str, pc: int) -> None:
+        effect = Effect(kind, target, pc, s.func.section)
+        if not any(e.fingerprint() == effect.fingerprint() for e in s.effects):
+            s.effects = s.effects + (effect,)
+
+    # --- maps -----------------------------------------------------------------------
+
+    def map_def(self, name: str) -> MapDef:
+        return self.maps[name]
+
+    def key_bits(self, name: str) -> int:
+        return 8 * (self.maps[name].key_size or 4)
+
+    def map_found(self, s: State, name: str, key: z3.BitVecRef) -> z3.BoolRef:
+        """Whether `key` has an entry at this point of the path."""
+        mdef = self.maps[name]
+        if is_global_data_section(mdef.section) or (mdef.type and mdef.type.name in ("array", "percpu_array")):
+            found = z3.ULT(key, bv(mdef.max_entries or 1, key.size())) if key.size() >= 32 else z3.BoolVal(True)
+        else:
+            found = map_found(name, key.size())(key)
+        for w in s.maps.get(name, ()):
+            if w.kind in ("put", "delete"):
+                found = z3.If(key == w.key, z3.BoolVal(w.kind == "put"), found)
+        return z3.simplify(found)
+
+    def map_byte(self, s: State, name: str, key: z3.BitVecRef, off: z3.BitVecRef) -> z3.BitVecRef:
+        """Value byte `off` (BV32) of entry `key` at this point of the path."""
+        value = map_val(name, key.size())(key, off)
+        for w in s.maps.get(name, ()):
+            if w.kind == "put":
+                chosen = w.data[-1]
+                for i in range(len(w.data) - 2, -1, -1):
+                    chosen = z3.If(off == i, w.data[i], chosen)
+                value = z3.If(key == w.key, chosen, value)
+            elif w.kind == "byte":
+                value = z3.If(z3.And(key == w.key, off == w.off), w.data[0], value)
+        return z3.simplify(value)
+
+    def access(self, s: State, name: str, key: z3.BitVecRef) -> None:
+        self.read_maps.add(name)
+        if not any(a.map == name and a.key.get_id() == key.get_id() for a in s.accesses):
+            s.accesses = s.accesses + (MapAccess(name, key),)
+
+    # --- branches -------------------------------------------------------------------
+
+    def _jump(self, s: State, insn: Jump) -> list[State]:
+        out = []
+        for taken, t in self.fork_on(s, self.condition(s, insn), insn.pc, "jump"):
+            t.pc = insn.target if taken else insn.pc + 1
+            out.append(t)
+        return out
+
+    def fork_on(self, s: State, cond: z3.BoolRef, pc: int, kind: str) -> list[tuple[bool, State]]:
+        """Fork `s` on `cond` at decision site `pc` of the current function: the feasible
+        directions, each with its state (`s` itself when only one is feasible). Records
+        the site: how often it was decided both ways and on which inputs."""
+        cond = z3.simplify(cond)
+        site = self._site(s, pc, kind)
+        site.visits += 1
+        srcs = self.sources(cond)
+        site.all_sources |= srcs
+        if z3.is_true(cond) or z3.is_false(cond):
+            directions = [z3.is_true(cond)]
+        else:
+            lit = self._define(cond)
+            directions = [d for d, c in ((True, lit), (False, z3.Not(lit))) if self.feasible(s, c)]
+            if not directions:  # the path itself is infeasible (cannot happen after pruning)
+                raise ExplorationError(f"infeasible state at {self.where(s, pc)}")
+        if len(directions) == 1:
+            site.one_way.add(directions[0])
+            s.sites = s.sites | {(s.func.section, pc)}
+            return [(directions[0], s)]
+        site.both += 1
+        site.sources |= srcs
+        out = []
+        for d in directions:
+            t = s.fork()
+            t.path = t.path + ((lit if d else z3.Not(lit)),)
+            t.sites = t.sites | {(s.func.section, pc)}
+            out.append((d, t))
+        return out
+
+    def _site(self, s: State, pc: int, kind: str) -> BranchSite:
+        key = (s.func.section, pc)
+        site = self.sites.get(key)
+        if site is None:
+            site = self.sites[key] = BranchSite(s.program.name, s.func.name, s.func.section, pc, kind)
+        return site
+
+    def _count_back_edge(self, s: State, pc: int, target: int) -> None:
+        if (pc, target) not in self._back_edges[s.func.key]:
+            return
+        key = (s.depth, s.func.key, target)
+        count = s.loops.get(key, 0) + 1
+        s.loops[key] = count
+        if count > self.options.loop_bound:
+            self._end(s, UNKNOWN, None, truncated=f"loop at {self.where(s, target)} cut after "
+                      f"{self.options.loop_bound} iterations (--loop-bound)")
+
+    def condition(self, s: State, insn: Jump) -> z3.BoolRef:
+        dst = s.regs[insn.dst]
+        src = self.operand(s, insn.src, insn.pc)
+        if dst is None:
+            dst = scalar(self.scalar_of(s, insn.dst, insn.pc))
+        if isinstance(dst, Scalar) and isinstance(src, Scalar):
+            return compare(insn.cond, insn.wide, dst.bv, src.bv)
+        if isinstance(dst, Pointer) and isinstance(src, Pointer) and dst.region.same(src.region) and insn.wide:
+            return compare(insn.cond, True, dst.off, src.off, pointers=True)
+        ptr, other = (dst, src) if isinstance(dst, Pointer) else (src, dst)
+        if isinstance(other, Scalar) and const_value(other.bv) == 0 and insn.cond in (Cond.EQ, Cond.NE):
+            is_null = ptr.null if ptr.null is not None else z3.BoolVal(False)
+            return is_null if insn.cond == Cond.EQ else z3.Not(is_null)
+        s.note(f"comparison of {describe(dst)} with {describe(src)} at {self.where(s, insn.pc)} is not modelled")
+        return z3.BitVec(f"unknown.compare.{self.fresh._next()}", 1) == 1
+
+    # --- path ends ------------------------------------------------------------------
+
+    def _end(self, s: State, verdict: str, retval: z3.BitVecRef | None, truncated: str | None = None,
+             pc: int | None = None) -> None:
+        self.paths.append(Path(len(self.paths), verdict, retval, s.path, s.steps, s.effects, s.redirect,
+                               s.pkt, s.head, s.end, s.writes, s.tail_calls, s.notes, truncated,
+                               (s.program.name,) if not s.tail_calls else
+                               tuple([self.program.name] + [t.target for t in s.tail_calls if t.target]),
+                               s.accesses, s.sites, s.pc if pc is None else pc, s.func.section))
+        s.frames = []
+
+
+def alu(op: AluOp, wide: bool, a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:
+    """dst OP src with BPF semantics (RFC 9669 4.1): 32-bit ops zero the upper half, shifts
+    use the low 5/6 bits of the count, division by zero gives 0, modulo by zero keeps dst."""
+    if not wide:
+        a, b = z3.Extract(31, 0, a), z3.Extract(31, 0, b)
+    width = 64 if wide else 32
+    zero = z3.BitVecVal(0, width)
+    if op == AluOp.ADD:
+        r = a + b
+    elif op == AluOp.SUB:
+        r = a - b
+    elif op == AluOp.MUL:
+        r = a * b
+    elif op == AluOp.DIV:
+        r = z3.If(b == zero, zero, z3.UDiv(a, b))
+    elif op == AluOp.SDIV:
+        r = z3.If(b == zero, zero, a / b)
+    elif op == AluOp.MOD:
+        r = z3.If(b == zero, a, z3.URem(a, b))
+    elif op == AluOp.SMOD:
+        r = z3.If(b == zero, a, z3.SRem(a, b))
+    elif op == AluOp.OR:
+        r = a | b
+    elif op == AluOp.AND:
+        r = a & b
+    elif op == AluOp.XOR:
+        r = a ^ b
+    elif op == AluOp.LSH:
+        r = a << (b & (width - 1))
+    elif op == AluOp.RSH:
+        r = z3.LShR(a, b & (width - 1))
+    elif op == AluOp.ARSH:
+        r = a >> (b & (width - 1))
+    elif op == AluOp.MOV:
+        r = b
+    else:  # pragma: no cover
+        raise ExplorationError(f"unknown ALU op {op}")
+    return z3.simplify(r if wide else z3.ZeroExt(32, r))
+
+
+def compare(cond: Cond, wide: bool, a: z3.BitVecRef, b: z3.BitVecRef, pointers: bool = False) -> z3.BoolRef:
+    """The jump condition `a COND b`. Pointer offsets in one region compare as signed
+    numbers: the addresses are base + offset with base far from both ends."""
+    if not wide:
+        a, b = z3.Extract(31, 0, a), z3.Extract(31, 0, b)
+    unsigned = {Cond.GT: z3.UGT, Cond.GE: z3.UGE, Cond.LT: z3.ULT, Cond.LE: z3.ULE}
+    signed = {Cond.SGT: lambda x, y: x > y, Cond.SGE: lambda x, y: x >= y,
+              Cond.SLT: lambda x, y: x < y, Cond.SLE: lambda x, y: x <= y}
+    if pointers and cond in unsigned:
+        cond = Cond("s" + cond.value)
+    if cond == Cond.EQ:
+        return a == b
+    if cond == Cond.NE:
+        return a != b
+    if cond == Cond.SET:
+        return (a & b) != 0
+    if cond in unsigned:
+        return unsigned[cond](a, b)
+    return signed[cond](a, b)
+
+
+def describe(v: Value | None) -> str:
+    if v is None:
+        return "an uninitialised register"
+    if isinstance(v, Scalar):
+        return "a number"
+    return f"a {v.region.kind} pointer"
+
+
+def explore(obj: BpfObject, program: Program, options: Options | None = None, progress=None) -> Exploration:
+    """Explore every path of `program` (an XDP program of `obj`)."""
+    return Explorer(obj, program, options or Options(), progress).run()

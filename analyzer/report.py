@@ -1,0 +1,180 @@
+"""What `xdp2tc analyze` prints: the exploration as text or as JSON.
+
+JSON schema `xdp2tc.analyze/1` (one document per program; fields are stable within a
+schema version, new fields may be added):
+
+    schema, file, program, section, attach
+    options      {max_len, loop_bound, max_insns, max_paths}
+    summary      {paths, verdicts: {VERDICT: n}, truncated, unsupported, branches,
+                  classes: {CLASS: n}, insns_executed, seconds, programs: [entry, tail-called...]}
+    maps         [{name, type, class: control-plane|data-plane|stats-only|unused,
+                   read, written}]
+    branches     [{section, pc, function, program, file, line, kind: jump|verdict|helper|
+                   tail_call|callback, class, detail: [names], direction: taken|not-taken|null,
+                   visits, both_ways}]
+    paths        [{id, verdict, retval (int|null), redirect ({ifindex}|{map, key}|null),
+                   insns {min, max}, effects [{kind, target, section, pc, line}],
+                   tail_calls [{caller, map, index, target, pc}], rewrites [byte offsets],
+                   notes [...], truncated (reason|null), programs [...],
+                   lines ["file:line" of branches decided on the path],
+                   condition (SMT-LIB 2 over the inputs of analyzer/symbolic.py)}]
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import z3
+
+from .classify import CLASSES, BranchClass, classify, map_classes
+from .explore import UNKNOWN, Exploration, Path
+from .symbolic import const_value
+
+SCHEMA = "xdp2tc.analyze/1"
+
+
+def insn_range(steps) -> tuple[int, int]:
+    """(min, max) instructions over the sub-paths of a (merged) path: `steps` is an int or
+    sums of if-then-else trees over ints."""
+    if isinstance(steps, int):
+        return steps, steps
+    values = _values(steps)
+    return (min(values), max(values)) if values else (0, 0)
+
+
+def _values(e: z3.ExprRef, memo: dict | None = None, limit: int = 256) -> set[int]:
+    """Possible values of a sum of if-then-else trees over constants (memoised per node;
+    past `limit` values only the extremes are kept, so min/max stay exact)."""
+    memo = {} if memo is None else memo
+    key = e.get_id()
+    if key in memo:
+        return memo[key]
+    if z3.is_bv_value(e):
+        out = {e.as_long()}
+    elif z3.is_app_of(e, z3.Z3_OP_ITE):
+        out = _values(e.arg(1), memo, limit) | _values(e.arg(2), memo, limit)
+    elif z3.is_app_of(e, z3.Z3_OP_BADD):
+        out = {0}
+        for child in e.children():
+            out = {(a + b) % (1 << 64) for a in out for b in _values(child, memo, limit)}
+            if len(out) > limit:
+                out = {min(out), max(out)}
+    else:
+        out = set()
+    if len(out) > limit:
+        out = {min(out), max(out)}
+    memo[key] = out
+    return out
+
+
+def _line(e: Exploration, section: str, pc: int) -> str | None:
+    li = e.obj.line_at(section, pc)
+    return f"{li.file_name}:{li.line}" if li else None
+
+
+def _redirect(path: Path):
+    if path.redirect is None or path.verdict != "REDIRECT":
+        return None
+    if path.redirect[0] == "ifindex":
+        return {"ifindex": const_value(path.redirect[1])}
+    return {"map": path.redirect[1], "key": const_value(path.redirect[2])}
+
+
+def path_json(e: Exploration, path: Path, condition: bool = True) -> dict:
+    lo, hi = insn_range(path.steps)
+    doc = {
+        "id": path.id,
+        "verdict": path.verdict,
+        "retval": None if path.retval is None else const_value(z3.Extract(31, 0, path.retval)),
+        "redirect": _redirect(path),
+        "insns": {"min": lo, "max": hi},
+        "effects": [{"kind": x.kind, "target": x.target, "section": x.section, "pc": x.pc,
+                     "line": _line(e, x.section, x.pc)} for x in path.effects],
+        "tail_calls": [{"caller": t.caller, "map": t.map, "index": t.index, "target": t.target, "pc": t.pc}
+                       for t in path.tail_calls],
+        "rewrites": sorted({v for v in (const_value(w) for w in path.writes) if v is not None}),
+        "notes": list(path.notes),
+        "truncated": path.truncated,
+        "programs": list(path.programs),
+        "lines": sorted({ln for ln in (_line(e, s, pc) for s, pc in path.sites) if ln}),
+    }
+    if condition:
+        doc["condition"] = e.condition(path).sexpr()
+    return doc
+
+
+def analysis_json(e: Exploration, conditions: bool = True) -> dict:
+    branches = classify(e)
+    maps = map_classes(e, branches)
+    verdicts = Counter(p.verdict for p in e.paths)
+    return {
+        "schema": SCHEMA,
+        "file": e.obj.path,
+        "program": e.program.name,
+        "section": e.program.section,
+        "attach": e.program.attach,
+        "options": {"max_len": e.options.max_len, "loop_bound": e.options.loop_bound,
+                    "max_insns": e.options.max_insns, "max_paths": e.options.max_paths},
+        "summary": {
+            "paths": len(e.paths),
+            "verdicts": dict(sorted(verdicts.items())),
+            "truncated": sum(1 for p in e.paths if p.truncated),
+            "unsupported": sum(1 for p in e.paths if p.notes or p.verdict == UNKNOWN),
+            "branches": len(branches),
+            "classes": {c: n for c in CLASSES if (n := sum(1 for b in branches if b.cls == c))},
+            "insns_executed": e.insns_executed,
+            "seconds": round(e.seconds, 3),
+            "programs": e.programs,
+        },
+        "maps": [{"name": m.name, "type": m.type.name if m.type else None, "class": maps[m.name],
+                  "read": m.name in e.read_maps, "written": m.name in e.written_maps} for m in e.obj.maps],
+        "branches": [_branch_json(b) for b in branches],
+        "paths": [path_json(e, p, conditions) for p in e.paths],
+    }
+
+
+def _branch_json(b: BranchClass) -> dict:
+    s = b.site
+    return {"section": s.section, "pc": s.pc, "function": s.function, "program": s.program,
+            "file": b.file, "line": b.line, "kind": s.kind, "class": b.cls, "detail": b.detail,
+            "direction": None if b.direction is None else ("taken" if b.direction else "not-taken"),
+            "visits": s.visits, "both_ways": s.both}
+
+
+def analysis_text(e: Exploration) -> str:
+    doc = analysis_json(e, conditions=False)
+    s = doc["summary"]
+    out = [f"{doc['file']}: program {doc['program']} ({doc['section']}, {doc['attach']})",
+           f"  {s['paths']} paths ({', '.join(f'{k} {v}' for k, v in s['verdicts'].items())}), "
+           f"{s['branches']} decisions, {s['insns_executed']} instructions explored in {s['seconds']} s"
+           + (f", {s['truncated']} truncated" if s["truncated"] else "")]
+    if len(s["programs"]) > 1:
+        out.append(f"  tail calls reach: {', '.join(s['programs'][1:])}")
+    if doc["maps"]:
+        out.append("\nmaps:")
+        for m in doc["maps"]:
+            out.append(f"  {m['name']:<24} {m['type'] or '?':<16} {m['class']}")
+    out.append("\ndecisions:")
+    for b in doc["branches"]:
+        where = f"{b['file']}:{b['line']}" if b["file"] else f"{b['section']}:{b['pc']}"
+        detail = f" ({', '.join(b['detail'])})" if b["detail"] else ""
+        way = f", always {b['direction']}" if b["direction"] else ""
+        kind = "" if b["kind"] == "jump" else f" [{b['kind']}]"
+        out.append(f"  {where:<44} pc {b['pc']:<5} {b['class']}{detail}{way}{kind}")
+    out.append("\npaths:")
+    for p in doc["paths"]:
+        insns = p["insns"]
+        n = str(insns["min"]) if insns["min"] == insns["max"] else f"{insns['min']}-{insns['max']}"
+        extra = []
+        if p["redirect"]:
+            extra.append("to " + ", ".join(f"{k} {v}" for k, v in p["redirect"].items()))
+        if p["effects"]:
+            extra.append("effects: " + ", ".join(sorted({f"{x['kind']} {x['target']}" for x in p["effects"]})))
+        if p["rewrites"]:
+            extra.append(f"rewrites bytes {p['rewrites'][:8]}{'...' if len(p['rewrites']) > 8 else ''}")
+        if p["tail_calls"]:
+            extra.append("tail calls: " + " -> ".join(t["target"] or "?" for t in p["tail_calls"]))
+        out.append(f"  #{p['id']:<3} {p['verdict']:<9} {n:>7} insns  {'; '.join(extra)}")
+        for why in ([p["truncated"]] if p["truncated"] else []) + p["notes"]:
+            out.append(f"        ! {why}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,205 @@
+"""Symbolic values and the inputs they are built from.
+
+A register or stack slot holds a `Value`: a `Scalar` (a 64-bit z3 bit-vector) or a
+`Pointer` into a `Region` (packet, ctx, stack frame, map value, ...). Pointers carry a
+byte offset, never an address, so `data + 14 > data_end` becomes a comparison of offsets.
+
+Every free z3 symbol is one program input, and its name says which (the classifier and
+the witness builder read these names, nothing else):
+
+    pkt                    Array(BV64 -> BV8): the packet bytes, offset 0 = ctx->data at entry
+    pkt.len                BV64: data_end - data at entry (>= 14, <= the configured maximum)
+    pkt.frags              BV64: bytes in page fragments (xdp.frags programs)
+    ctx.<field>            BV32: ingress_ifindex, rx_queue_index, egress_ifindex
+    map.<name>.found       Function(key -> Bool): the entry exists before the program runs
+    map.<name>.val         Function(key, BV32 -> BV8): its value bytes before the program runs
+    helper.<name>.<n>      BV64: the n-th result of a helper (time, random, ...)
+    unknown.<why>.<n>      BV64: a value xdp2tc cannot model (the path says why)
+    b!<n>                  Bool: internal literal naming a branch condition (not an input)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import z3
+
+BV64 = z3.BitVecSort(64)
+BV8 = z3.BitVecSort(8)
+BV32 = z3.BitVecSort(32)
+
+
+def bv(value: int, bits: int = 64) -> z3.BitVecRef:
+    return z3.BitVecVal(value % (1 << bits), bits)
+
+
+def const_value(expr: z3.ExprRef) -> int | None:
+    """The unsigned value of a concrete bit-vector (after simplification), else None."""
+    if z3.is_bv_value(expr):
+        return expr.as_long()
+    expr = z3.simplify(expr)
+    return expr.as_long() if z3.is_bv_value(expr) else None
+
+
+class RegionKind(StrEnum):
+    """What a pointer points into."""
+
+    PACKET = "packet"
+    CTX = "ctx"
+    STACK = "stack"
+    MAP_VALUE = "map_value"  # a map entry's value (global data: the one entry of .data...)
+    MAP = "map"  # the map itself (an ld_imm64 map reference): only helpers use it
+    FUNC = "func"  # a function address (bpf_loop callback)
+    MEM = "mem"  # helper-owned memory (ring buffer record)
+
+
+@dataclass(frozen=True, eq=False)
+class Region:
+    """A memory region. `name` is the map or function; `key` the map key expression (an
+    entry of `name`); `frame` the call depth of a stack region."""
+
+    kind: RegionKind
+    name: str = ""
+    key: z3.BitVecRef | None = None
+    frame: int = 0
+
+    def fingerprint(self) -> tuple:
+        return (self.kind, self.name, None if self.key is None else self.key.get_id(), self.frame)
+
+    def same(self, other: Region) -> bool:
+        return self.fingerprint() == other.fingerprint()
+
+
+@dataclass(frozen=True, eq=False)
+class Scalar:
+    """A number."""
+
+    bv: z3.BitVecRef  # 64 bits
+
+    def fingerprint(self) -> tuple:
+        return ("s", self.bv.get_id())
+
+
+@dataclass(frozen=True, eq=False)
+class Pointer:
+    """A pointer: `region` + `off` bytes. `null` is the condition under which it is NULL
+    (map lookups, ring buffer reservations); None means never NULL."""
+
+    region: Region
+    off: z3.BitVecRef  # 64 bits, signed
+    null: z3.BoolRef | None = None
+
+    def fingerprint(self) -> tuple:
+        return ("p", self.region.fingerprint(), self.off.get_id(),
+                None if self.null is None else self.null.get_id())
+
+    def moved(self, delta: z3.BitVecRef) -> Pointer:
+        return Pointer(self.region, z3.simplify(self.off + delta), self.null)
+
+
+Value = Scalar | Pointer
+
+
+def scalar(value: int | z3.BitVecRef) -> Scalar:
+    return Scalar(bv(value) if isinstance(value, int) else value)
+
+
+# --- inputs -----------------------------------------------------------------------------
+
+PACKET = z3.Array("pkt", BV64, BV8)
+PACKET_LEN = z3.BitVec("pkt.len", 64)
+PACKET_FRAGS = z3.BitVec("pkt.frags", 64)
+
+#: struct xdp_md (include/uapi/linux/bpf.h): byte offset -> field. data/data_end/data_meta
+#: are rewritten by the verifier into pointers; the others are u32 inputs.
+XDP_MD_FIELDS = {0: "data", 4: "data_end", 8: "data_meta", 12: "ingress_ifindex",
+                 16: "rx_queue_index", 20: "egress_ifindex"}
+
+
+def ctx_field(name: str) -> z3.BitVecRef:
+    return z3.BitVec(f"ctx.{name}", 32)
+
+
+def map_found(name: str, key_bits: int) -> z3.FuncDeclRef:
+    return z3.Function(f"map.{name}.found", z3.BitVecSort(key_bits), z3.BoolSort())
+
+
+def map_val(name: str, key_bits: int) -> z3.FuncDeclRef:
+    return z3.Function(f"map.{name}.val", z3.BitVecSort(key_bits), BV32, BV8)
+
+
+class Fresh:
+    """Numbered fresh symbols of one exploration (helper results, unknowns, literals)."""
+
+    def __init__(self):
+        self.count = 0
+
+    def _next(self) -> int:
+        self.count += 1
+        return self.count
+
+    def helper(self, name: str) -> z3.BitVecRef:
+        return z3.BitVec(f"helper.{name}.{self._next()}", 64)
+
+    def unknown(self, why: str) -> z3.BitVecRef:
+        return z3.BitVec(f"unknown.{why}.{self._next()}", 64)
+
+    def literal(self) -> z3.BoolRef:
+        return z3.Bool(f"b!{self._next()}")
+
+
+# --- what a symbol is -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Source:
+    """One input a condition depends on: kind is packet | ctx | map | helper | unknown;
+    `name` says which field/map/helper/reason."""
+
+    kind: str
+    name: str = ""
+
+
+def source_of(symbol: str) -> Source | None:
+    """The input behind a z3 symbol name (None for internal literals)."""
+    if symbol.startswith("b!"):
+        return None
+    head, _, rest = symbol.partition(".")
+    if head == "pkt":
+        return Source("packet")
+    if head == "ctx":
+        return Source("ctx", rest)
+    if head == "map":
+        return Source("map", rest.rsplit(".", 1)[0])
+    if head == "helper":
+        return Source("helper", rest.rsplit(".", 1)[0])
+    return Source("unknown", rest.rsplit(".", 1)[0] if rest else symbol)
+
+
+def symbols(expr: z3.ExprRef, cache: dict[int, frozenset[str]] | None = None) -> frozenset[str]:
+    """Names of the free constants and uninterpreted functions in `expr`."""
+    cache = {} if cache is None else cache
+    out: set[str] = set()
+    stack = [expr]
+    seen: set[int] = set()
+    while stack:
+        e = stack.pop()
+        eid = e.get_id()
+        if eid in seen:
+            continue
+        seen.add(eid)
+        if eid in cache:
+            out |= cache[eid]
+            continue
+        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out.add(e.decl().name())
+            continue
+        if z3.is_app(e):
+            if e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+                out.add(e.decl().name())
+            stack.extend(e.children())
+        elif z3.is_quantifier(e) or z3.is_lambda(e):
+            stack.append(e.body())
+    result = frozenset(out)
+    cache[expr.get_id()] = result
+    return result

@@ -1,0 +1,173 @@
+"""Analysis time and memory per object: `load_object` + `explore` of each of its XDP programs.
+
+Over the corpus (every toolchain) and Debian's objects.  Each object runs in a fresh
+subprocess (`--one PATH`, sequentially) so that its peak RSS (`ru_maxrss`: interpreter,
+imports and analysis) is its own; in there, imports are done before timing and the
+wall time of load + explore of all its XDP programs together is taken REPEAT times, the
+median kept (no untimed warm-up: the first run pays z3's start-up).  Also recorded: paths,
+branch sites and instructions executed, summed over the object's programs.  Programs in
+sections of other attach types (fentry/, kprobe/, ...) are skipped; `unknown` (legacy
+names such as `prog`) are analysed.  An exception, a crash or a timeout is reported for
+its object and counted, and the bench goes on (a timed-out object's RSS is what it had
+reached when killed, so the RSS target is then "unknown" unless already missed).
+Targets (issue): median < 0.5 s per object, max < 10 s, peak RSS < 1 GiB.
+
+    .venv/bin/python bench/analyze.py [--repeat 3] [--filter SUBSTRING] [--timeout 120]
+                                      [--json bench/results/analyze-<date>.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import corpus  # noqa: E402
+from analyzer.explore import Options, explore  # noqa: E402
+from lifter.program import load_object  # noqa: E402
+
+# `attach` is "unknown" for every non-XDP section, so libbpf's other SEC() prefixes are
+# excluded by name.
+TARGETS = {"median_s": 0.5, "max_s": 10.0, "rss_mib": 1024.0}
+
+
+def run_one(path: Path, repeat: int) -> dict:
+    """Child side (`--one`): measure one object, return the row printed as JSON."""
+    row = {"object": os.path.relpath(path, ROOT),
+           "rss_base_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+    try:
+        row["bytes"] = path.stat().st_size
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            obj = load_object(path)
+            progs = [(p, explore(obj, p, Options())) for p in obj.programs if p.is_xdp]
+            times.append(time.perf_counter() - start)
+        row["programs"] = [{"name": p.name, "section": p.section, "paths": len(e.paths),
+                            "truncated": sum(1 for q in e.paths if q.truncated),
+                            "sites": len(e.sites), "insns_executed": e.insns_executed}
+                           for p, e in progs]
+        row["skipped"] = [f"{p.name} ({p.section})" for p in obj.programs if not p.is_xdp]
+        for key in ("paths", "truncated", "sites", "insns_executed"):
+            row[key] = sum(p[key] for p in row["programs"])
+        row.update(median_s=statistics.median(times), min_s=min(times))
+    except Exception as exc:  # noqa: BLE001 - reported per object
+        row["error"] = f"{type(exc).__name__}: {exc}"
+        row["traceback"] = traceback.format_exc(limit=-3)
+    row["rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return row
+
+
+def measure(path: Path, repeat: int, timeout: float) -> dict:
+    """Parent side: run `--one` in a fresh interpreter, parse its JSON line."""
+    rel = os.path.relpath(path, ROOT)
+    cmd = [sys.executable, __file__, "--one", str(path), "--repeat", str(repeat)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # reaped by wait4 for its rusage: the peak RSS reached so far
+        _, proc.returncode, usage = os.wait4(proc.pid, 0)
+        proc.communicate()
+        return {"object": rel, "error": f"timeout after {timeout:g} s", "timeout": True,
+                "rss_kib": usage.ru_maxrss}
+    try:
+        return json.loads(out.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        tail = err.strip().splitlines()[-1:] or ["no output"]
+        return {"object": rel, "error": f"exit {proc.returncode}: {tail[0]}"}
+
+
+def pick_objects(substring: str | None) -> list[Path]:
+    objects = sorted(corpus.built_objects() + corpus.external_objects())
+    return [p for p in objects if not substring or substring in os.path.relpath(p, ROOT)]
+
+
+def summarize(rows: list[dict], repeat: int) -> dict:
+    ok = sorted((r for r in rows if "error" not in r), key=lambda r: r["median_s"])
+    times = [r["median_s"] for r in ok]
+    timeouts = sum(1 for r in rows if r.get("timeout"))
+    with_rss = [r for r in rows if "rss_kib" in r]
+    top_rss = max(with_rss, key=lambda r: r["rss_kib"], default=None)
+    top_paths = max(ok, key=lambda r: r["paths"], default=None)
+    s = {"objects": len(rows), "errors": len(rows) - len(ok), "timeouts": timeouts,
+         "repeat": repeat, "median_s": statistics.median(times) if times else None,
+         "p90_s": times[math.ceil(0.9 * len(times)) - 1] if times else None,
+         "max_s": times[-1] if times else None, "max_object": ok[-1]["object"] if ok else None,
+         "max_paths": top_paths and top_paths["paths"],
+         "max_paths_object": top_paths and top_paths["object"],
+         "max_rss_mib": top_rss and top_rss["rss_kib"] / 1024,
+         "max_rss_object": top_rss and top_rss["object"],
+         "python": sys.version.split()[0]}
+    s["targets"] = {
+        "median < 0.5 s": None if not times else s["median_s"] < TARGETS["median_s"],
+        "max < 10 s": s["max_s"] is not None and s["max_s"] < TARGETS["max_s"] and not timeouts,
+        "RSS < 1 GiB": s["max_rss_mib"] is not None and s["max_rss_mib"] < TARGETS["rss_mib"],
+    }
+    if timeouts and s["targets"]["RSS < 1 GiB"]:  # a killed object's RSS is a lower bound
+        s["targets"]["RSS < 1 GiB"] = None
+    return s
+
+
+def report(rows: list[dict], summary: dict) -> None:
+    ok = sorted((r for r in rows if "error" not in r), key=lambda r: -r["median_s"])
+    print(f"{'time s':>8} {'paths':>6} {'trunc':>5} {'sites':>5} {'insns':>9} {'RSS MiB':>7}"
+          "  object")
+    for r in ok[:15]:
+        print(f"{r['median_s']:8.3f} {r['paths']:6d} {r['truncated']:5d} {r['sites']:5d} "
+              f"{r['insns_executed']:9d} {r['rss_kib'] / 1024:7.1f}  {r['object']}")
+    for r in rows:
+        if r.get("skipped"):
+            print(f"skipped in {r['object']}: {', '.join(r['skipped'])}")
+    for r in rows:
+        if "error" in r:
+            print(f"ERROR {r['object']}: {r['error']}")
+    print(json.dumps(summary, indent=2))
+    for name, met in summary["targets"].items():
+        state = {True: "met", False: "MISSED", None: f"unknown ({summary['errors']} errors)"}
+        print(f"target {name}: {state[met]}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--filter", metavar="SUBSTRING", help="only objects whose path contains it")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per object subprocess")
+    ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results"
+                    / f"analyze-{time.strftime('%Y-%m-%d')}.json")
+    ap.add_argument("--one", type=Path, metavar="PATH", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one, args.repeat)))
+        return 0
+    objects = pick_objects(args.filter)
+    if not objects:
+        print("no objects: run `make corpus external` first (or check --filter)", file=sys.stderr)
+        return 2
+    rows = []
+    for i, path in enumerate(objects, 1):
+        rows.append(measure(path, args.repeat, args.timeout))
+        r = rows[-1]
+        status = r["error"] if "error" in r else f"{r['median_s']:.3f} s {r['paths']} paths"
+        print(f"[{i}/{len(objects)}] {r['object']}: {status}", file=sys.stderr, flush=True)
+    summary = summarize(rows, args.repeat)
+    report(rows, summary)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"summary": summary, "objects": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
