@@ -119,6 +119,17 @@ def _helper(ex: Explorer, s: State, insn: Call) -> list[State]:
     return [o for o in outs if o.frames]
 
 
+def _zero_or_einval(ex: Explorer, s: State, ok: z3.BoolRef, pc: int, apply) -> list[State]:
+    """The usual helper contract: on success `apply` the effect and return 0, else -EINVAL."""
+    def good(t):
+        apply(t)
+        t.regs[0] = scalar(bv(0))
+
+    def bad(t):
+        t.regs[0] = scalar(bv(-EINVAL))
+    return _either(ex, s, ok, pc, good, bad)
+
+
 def _either(ex: Explorer, s: State, cond: z3.BoolRef, pc: int, good, bad) -> list[State]:
     """Fork on a helper-internal condition (success/failure...) and apply `good`/`bad`."""
     out = []
@@ -400,13 +411,9 @@ def _m_adjust_head(ex, s, insn, name):
     # at least ETH_HLEN bytes before data_end.
     ok = z3.And(new_head - s.meta >= -HEADROOM, new_head <= s.end - 14)
 
-    def good(t):
+    def apply(t):
         t.head = new_head
-        t.regs[0] = scalar(bv(0))
-
-    def bad(t):
-        t.regs[0] = scalar(bv(-EINVAL))
-    return _either(ex, s, ok, insn.pc, good, bad)
+    return _zero_or_einval(ex, s, ok, insn.pc, apply)
 
 
 def _m_adjust_meta(ex, s, insn, name):
@@ -417,13 +424,9 @@ def _m_adjust_meta(ex, s, insn, name):
     new_meta = z3.simplify(s.meta - d)
     ok = z3.And(new_meta >= 0, new_meta <= MAX_META, (new_meta & 3) == 0, s.head - new_meta >= -HEADROOM)
 
-    def good(t):
+    def apply(t):
         t.meta = new_meta
-        t.regs[0] = scalar(bv(0))
-
-    def bad(t):
-        t.regs[0] = scalar(bv(-EINVAL))
-    return _either(ex, s, ok, insn.pc, good, bad)
+    return _zero_or_einval(ex, s, ok, insn.pc, apply)
 
 
 def _m_adjust_tail(ex, s, insn, name):
@@ -434,13 +437,9 @@ def _m_adjust_tail(ex, s, insn, name):
     new_end = z3.simplify(s.end + d)
     ok = z3.And(new_end - s.head >= 14, new_end <= TAILROOM)
 
-    def good(t):
+    def apply(t):
         t.end = new_end
-        t.regs[0] = scalar(bv(0))
-
-    def bad(t):
-        t.regs[0] = scalar(bv(-EINVAL))
-    return _either(ex, s, ok, insn.pc, good, bad)
+    return _zero_or_einval(ex, s, ok, insn.pc, apply)
 
 
 def _m_buff_len(ex, s, insn, name):
@@ -457,13 +456,9 @@ def _m_load_bytes(ex, s, insn, name):
     data = ex.read_bytes(s, src, 0, n, insn.pc)
     ok = z3.ULE(z3.ZeroExt(32, z3.Extract(31, 0, off.bv)) + n, s.end - s.head)
 
-    def good(t):
+    def apply(t):
         ex.write_bytes(t, buf, z3.simplify(buf.off), data, insn.pc)
-        t.regs[0] = scalar(bv(0))
-
-    def bad(t):
-        t.regs[0] = scalar(bv(-EINVAL))
-    return _either(ex, s, ok, insn.pc, good, bad)
+    return _zero_or_einval(ex, s, ok, insn.pc, apply)
 
 
 def _m_store_bytes(ex, s, insn, name):
@@ -476,13 +471,9 @@ def _m_store_bytes(ex, s, insn, name):
     at = z3.simplify(s.head + z3.ZeroExt(32, z3.Extract(31, 0, off.bv)))
     ok = z3.ULE(z3.ZeroExt(32, z3.Extract(31, 0, off.bv)) + n, s.end - s.head)
 
-    def good(t):
+    def apply(t):
         ex.write_bytes(t, Pointer(Region(RegionKind.PACKET), bv(0)), at, data, insn.pc)
-        t.regs[0] = scalar(bv(0))
-
-    def bad(t):
-        t.regs[0] = scalar(bv(-EINVAL))
-    return _either(ex, s, ok, insn.pc, good, bad)
+    return _zero_or_einval(ex, s, ok, insn.pc, apply)
 
 
 def _m_ringbuf_reserve(ex, s, insn, name):
