@@ -22,7 +22,7 @@ from lifter.insn import Call, Exit
 from lifter.opcodes import CallSrc
 
 from .helpers import helper
-from .state import Frame, LoopCall, State, TailCall
+from .state import Frame, LoopCall, MapWrite, State, TailCall
 from .symbolic import PACKET_FRAGS, Pointer, Region, RegionKind, Scalar, bv, const_value, scalar
 
 if TYPE_CHECKING:
@@ -222,7 +222,6 @@ def _m_map_update(ex, s, insn, name):
         data = [z3.Extract(7, 0, ex.fresh.unknown("value")) for _ in range(size)]
     ex.written_maps.add(mdef.name)
     ex.access(s, mdef.name, key)
-    from .state import MapWrite
     s.maps[mdef.name] = s.maps.get(mdef.name, ()) + (MapWrite("put", key, None, tuple(data)),)
     # The result depends on the map's fill level and flags (-E2BIG, -EEXIST...): unknown.
     return _fresh(ex, s, insn, name)
@@ -234,7 +233,6 @@ def _m_map_delete(ex, s, insn, name):
         return _fresh(ex, s, insn, name)
     key = _key(ex, s, mdef.name, 2, insn.pc)
     ex.written_maps.add(mdef.name)
-    from .state import MapWrite
     s.maps[mdef.name] = s.maps.get(mdef.name, ()) + (MapWrite("delete", key),)
     return _fresh(ex, s, insn, name)
 
@@ -477,7 +475,7 @@ def _m_store_bytes(ex, s, insn, name):
 
 
 def _m_ringbuf_reserve(ex, s, insn, name):
-    got = z3.BitVec(f"helper.ringbuf_reserve.{ex.fresh._next()}", 1) == 1
+    got = ex.fresh.condition("helper.ringbuf_reserve")
     s.regs[0] = Pointer(Region(RegionKind.MEM, "ringbuf"), bv(0), z3.Not(got))
     return [s]
 

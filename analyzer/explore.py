@@ -30,7 +30,7 @@ import z3
 
 from lifter.insn import (Alu, AluOp, Atomic, ByteOrder, Call, Cond, Endian, Exit, Goto, Imm, Jump,
                          LegacyLoad, Load, LoadImm64, MovSx, Neg, Store, slots)
-from lifter.maps import MapDef, is_global_data_section
+from lifter.maps import is_global_data_section
 from lifter.opcodes import AtomicOp
 from lifter.insn import ExternRef, FuncRef, MapRef
 from lifter.program import BpfObject, Function, Program
@@ -48,10 +48,8 @@ INVALID = "INVALID"
 #: A path whose outcome xdp2tc cannot tell (unknown tail-call target, cut loop, ...).
 UNKNOWN = "UNKNOWN"
 
-MAX_STACK = 512
 #: Operations (counted as a tree) a value may grow to before it is replaced by an unknown.
 MAX_TERM = 2000
-ETH_HLEN = 14
 #: The kernel's MAX_TAIL_CALL_CNT: a chain of at most 33 tail calls.
 MAX_TAIL_CALLS = 33
 
@@ -660,9 +658,6 @@ class Explorer:
 
     # --- maps -----------------------------------------------------------------------
 
-    def map_def(self, name: str) -> MapDef:
-        return self.maps[name]
-
     def key_bits(self, name: str) -> int:
         return 8 * (self.maps[name].key_size or 4)
 
@@ -766,7 +761,7 @@ class Explorer:
             is_null = ptr.null if ptr.null is not None else z3.BoolVal(False)
             return is_null if insn.cond == Cond.EQ else z3.Not(is_null)
         s.note(f"comparison of {describe(dst)} with {describe(src)} at {self.where(s, insn.pc)} is not modelled")
-        return z3.BitVec(f"unknown.compare.{self.fresh._next()}", 1) == 1
+        return self.fresh.condition("unknown.compare")
 
     # --- path ends ------------------------------------------------------------------
 

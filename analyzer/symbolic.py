@@ -145,6 +145,10 @@ class Fresh:
     def unknown(self, why: str) -> z3.BitVecRef:
         return z3.BitVec(f"unknown.{why}.{self._next()}", 64)
 
+    def condition(self, prefix: str) -> z3.BoolRef:
+        """A fresh unknown yes/no input named `<prefix>.<n>` (e.g. helper.ringbuf_reserve)."""
+        return z3.BitVec(f"{prefix}.{self._next()}", 1) == 1
+
     def literal(self) -> z3.BoolRef:
         return z3.Bool(f"b!{self._next()}")
 

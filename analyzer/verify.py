@@ -29,7 +29,7 @@ from lifter.maps import is_global_data_section
 from . import kernel
 from .classify import classify, map_classes
 from .explore import INVALID, UNKNOWN, VERDICTS, Exploration, Path
-from .symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val
+from .symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val, symbols
 
 #: Map kinds whose entries a witness cannot create (they need sockets, CPUs...).
 UNFILLABLE = {"xskmap": "an AF_XDP socket", "cpumap": "a CPU map entry", "sockmap": "a socket",
@@ -88,6 +88,7 @@ class Verifier:
         self.report = VerifyReport(e.program.name)
         self.conditions = [e.condition(p) for p in e.paths]
         self._expanded: dict[int, z3.ExprRef] = {}
+        self.seeds: list[bytes] = []  # witness packets, mutated by the random phase
         self._touched: set[tuple[str, bytes]] = set()  # map entries witnesses wrote
         self.nondeterministic = [self._nondeterministic(p, c) for p, c in zip(e.paths, self.conditions)]
 
@@ -107,7 +108,6 @@ class Verifier:
         return env
 
     def _nondeterministic(self, path: Path, cond: z3.BoolRef) -> bool:
-        from .symbolic import symbols
         names = symbols(cond) | (symbols(path.retval) if path.retval is not None else frozenset())
         return bool(path.notes) or any(n.startswith(("helper.", "unknown.")) for n in names)
 
@@ -153,6 +153,7 @@ class Verifier:
     def _check_witness(self, path: Path, model: z3.ModelRef) -> None:
         ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
         packet = self._packet(ev)
+        self.seeds.append(packet)
         try:
             self._set_maps(path, ev)
         except kernel.KernelRunError as err:
@@ -423,11 +424,5 @@ def verify(e: Exploration, loaded: kernel.LoadedObject, random_packets: int = 20
     """Run every path's witness and `random_packets` random packets; see the module doc."""
     v = Verifier(e, loaded, seed)
     v.run_witnesses()
-    seeds = []
-    for path, cond in zip(e.paths, v.conditions):
-        if path.verdict != UNKNOWN and len(seeds) < 64:
-            model = v._model(cond)
-            if model is not None:
-                seeds.append(v._packet(lambda x: model.eval(x, model_completion=True)))
-    v.run_random(random_packets, seeds)
+    v.run_random(random_packets, v.seeds[:64])
     return v.report
