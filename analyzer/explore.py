@@ -177,7 +177,7 @@ class Explorer:
         self._insn_at: dict[tuple, dict[int, object]] = {}
         self._sym_cache: dict = {}
         self._literal_sources: dict[str, set[Source]] = {}  # literals and large-term unknowns
-        self._sizes: dict[int, int] = {}
+        self._sizes: dict[int, tuple[int, z3.ExprRef]] = {}
         frags = program.attach == "xdp.frags"
         self.solver.add(z3.UGE(PACKET_LEN, options.min_len), z3.ULE(PACKET_LEN, options.max_len))
         if frags:
@@ -282,12 +282,16 @@ class Explorer:
                 return Scalar(pick(a.bv, b.bv))
             return Pointer(a.region, pick(a.off, b.off), pick_null(a.null, b.null))
         into.regs = [pick_value(a, b) for a, b in zip(into.regs, other.regs)]
+        spilled: dict[tuple[int, int], Pointer] = {}  # one merged pointer per spill slot pair
         for sa, sb in zip(into.stacks, other.stacks):
             for off, byte in sa.items():
                 if not isinstance(byte, PtrByte):
                     sa[off] = pick(byte, sb[off])
                 elif byte.fingerprint() != sb[off].fingerprint():
-                    sa[off] = PtrByte(pick_value(byte.ptr, sb[off].ptr), byte.index)
+                    pair = (id(byte.ptr), id(sb[off].ptr))
+                    if pair not in spilled:
+                        spilled[pair] = pick_value(byte.ptr, sb[off].ptr)
+                    sa[off] = PtrByte(spilled[pair], byte.index)
         into.pkt, into.head = pick(into.pkt, other.pkt), pick(into.head, other.head)
         into.end, into.meta = pick(into.end, other.end), pick(into.meta, other.meta)
         if not (isinstance(into.steps, int) and isinstance(other.steps, int) and into.steps == other.steps):
@@ -459,7 +463,8 @@ class Explorer:
         return v
 
     def _term_size(self, e: z3.ExprRef) -> int:
-        """Operations in `e` counted as a tree, memoised per node (cheap to keep current)."""
+        """Operations in `e` counted as a tree, memoised per node (cheap to keep current).
+        The memo holds each term: z3 reuses the id of a freed term for a new one."""
         sizes = self._sizes
         stack = [e]
         while stack:
@@ -473,9 +478,9 @@ class Explorer:
             if missing:
                 stack.extend(missing)
                 continue
-            sizes[xid] = min(1 + sum(sizes[k.get_id()] for k in kids), 1 << 40)
+            sizes[xid] = (min(1 + sum(sizes[k.get_id()][0] for k in kids), 1 << 40), x)
             stack.pop()
-        return sizes[e.get_id()]
+        return sizes[e.get_id()][0]
 
     def _ptr_as_int(self, s: State, pc: int) -> z3.BitVecRef:
         s.note(f"pointer truncated to 32 bits at {s.func.section}:{pc}")

@@ -180,8 +180,9 @@ def source_of(symbol: str) -> Source | None:
     return Source("unknown", rest.rsplit(".", 1)[0] if rest else symbol)
 
 
-def symbols(expr: z3.ExprRef, cache: dict[int, frozenset[str]] | None = None) -> frozenset[str]:
-    """Names of the free constants and uninterpreted functions in `expr`."""
+def symbols(expr: z3.ExprRef, cache: dict | None = None) -> frozenset[str]:
+    """Names of the free constants and uninterpreted functions in `expr`. `cache` maps a
+    term id to (names, term); holding the term keeps z3 from giving its id to another."""
     cache = {} if cache is None else cache
     out: set[str] = set()
     stack = [expr]
@@ -193,7 +194,7 @@ def symbols(expr: z3.ExprRef, cache: dict[int, frozenset[str]] | None = None) ->
             continue
         seen.add(eid)
         if eid in cache:
-            out |= cache[eid]
+            out |= cache[eid][0]
             continue
         if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
             out.add(e.decl().name())
@@ -205,5 +206,5 @@ def symbols(expr: z3.ExprRef, cache: dict[int, frozenset[str]] | None = None) ->
         elif z3.is_quantifier(e) or z3.is_lambda(e):
             stack.append(e.body())
     result = frozenset(out)
-    cache[expr.get_id()] = result
+    cache[expr.get_id()] = (result, expr)  # keep expr alive: z3 reuses ids of freed terms
     return result

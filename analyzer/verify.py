@@ -87,7 +87,7 @@ class Verifier:
         self.env = self._environment()
         self.report = VerifyReport(e.program.name)
         self.conditions = [e.condition(p) for p in e.paths]
-        self._expanded: dict[int, z3.ExprRef] = {}
+        self._expanded: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}  # id -> (expanded, term)
         self.seeds: list[bytes] = []  # witness packets, mutated by the random phase
         self._touched: set[tuple[str, bytes]] = set()  # map entries witnesses wrote
         self.nondeterministic = [self._nondeterministic(p, c) for p, c in zip(e.paths, self.conditions)]
@@ -361,8 +361,8 @@ class Verifier:
             key = x.get_id()
             if key not in self._expanded:  # merged values mention branch literals
                 y = self.e.expand(x)
-                self._expanded[key] = z3.substitute_funs(y, *empty) if empty else y
-            v = z3.simplify(z3.substitute(self._expanded[key], *subst))
+                self._expanded[key] = (z3.substitute_funs(y, *empty) if empty else y, x)
+            v = z3.simplify(z3.substitute(self._expanded[key][0], *subst))
             if not z3.is_bv_value(v):
                 raise _Open
             return v.as_long()
