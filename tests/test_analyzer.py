@@ -213,16 +213,8 @@ def test_xdp_filter_classes():
 RANDOM_PACKETS = 60
 
 
-#: Open analyzer bugs the kernel exposes (issue 3 stays open until they are fixed): the
-#: object's name and what the kernel disagrees on. not strict: it reproduced in the full CI run but not alone (order-dependent state, under investigation).
-KNOWN_MISMATCHES = {
-    "xdpfilt_dny_udp.o": "a random IPv4 packet with ihl=13 (header past the 64-byte packet): "
-                         "kernel XDP_ABORTED, analyzer predicts DROP (path 1)",
-}
-
-
 @pytest.mark.parametrize("path", object_params())
-def test_kernel_agrees(path, request):
+def test_kernel_agrees(path):
     """Every witness and random packet: the kernel's verdict and output packet are the
     predicted ones (0 mismatches)."""
     path = need_object(path)
@@ -230,8 +222,6 @@ def test_kernel_agrees(path, request):
     toolchain = path.parent.name
     if corpus.BUILD_DIR in path.parents and corpus.expected_load_failures(path.stem).get(toolchain):
         pytest.skip("known verifier rejection (tested in test_kernel_runner)")
-    if path.name in KNOWN_MISMATCHES:
-        request.applymarker(pytest.mark.xfail(reason=KNOWN_MISMATCHES[path.name], strict=False))
     obj = load_object(path)
     progs = [p for p in obj.programs if p.is_xdp and not p.section.startswith("xdp/devmap")]
     if not progs:
