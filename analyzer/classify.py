@@ -5,11 +5,15 @@ over every visit on which both directions were feasible; a branch that always we
 same single way is `constant`. When inputs mix, the least offloadable wins, in this order
 (the corpus README uses the same one):
 
-    unsupported > helper > data-plane-state > ctx > control-plane-map > stateless > constant
+    unsupported > helper > data-plane-state > ctx > control-plane-map > stats-only >
+    stateless > constant
 
-Maps: `control-plane` (the data path only reads it), `data-plane` (the program writes it and
-a decision reads it), `stats-only` (written, never read into a decision: counters),
-`unused` (neither).
+A map the program writes counts as control-plane for its decisions when z3 proves its writes
+never change them, and as stats-only when no packet's fate depends on it (mapuse.py).
+
+Maps: `control-plane` (the data path only reads it, or its writes provably leave every
+decision on it unchanged), `data-plane` (the program writes it and a decision reads it),
+`stats-only` (written, and never read into a packet's fate: counters), `unused` (neither).
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .explore import BranchSite, Exploration
+from .mapuse import MapUse, map_uses
 from .symbolic import Source
 
 #: Branch classes, most offloadable first.
-CLASSES = ("constant", "stateless", "control-plane-map", "ctx", "data-plane-state", "helper", "unsupported")
+CLASSES = ("constant", "stateless", "stats-only", "control-plane-map", "ctx", "data-plane-state", "helper",
+           "unsupported")
 RANK = {c: i for i, c in enumerate(CLASSES)}
 
 MAP_CLASSES = ("control-plane", "data-plane", "stats-only", "unused")
@@ -39,26 +45,29 @@ class BranchClass:
     direction: bool | None = None  # for constant branches: always taken (True) or not
 
 
-def source_class(source: Source, written: set[str]) -> tuple[str, str]:
-    """(class, detail) of one input."""
+def source_class(source: Source, uses: dict[str, MapUse]) -> tuple[str, str]:
+    """(class, detail) of one input; `uses` says what the program's writes to a map mean."""
     if source.kind == "packet":
         return "stateless", ""
     if source.kind == "ctx":
         return "ctx", source.name
     if source.kind == "map":
-        return ("data-plane-state" if source.name in written else "control-plane-map"), source.name
+        use = uses.get(source.name)
+        if use is None or use.preserved:
+            return "control-plane-map", source.name
+        return ("stats-only" if use.fateless else "data-plane-state"), source.name
     if source.kind == "helper":
         return "helper", source.name
     return "unsupported", source.name
 
 
-def classify_site(site: BranchSite, written: set[str]) -> tuple[str, list[str], bool | None]:
+def classify_site(site: BranchSite, uses: dict[str, MapUse]) -> tuple[str, list[str], bool | None]:
     if site.both == 0 and len(site.one_way) == 1:
         return "constant", [], next(iter(site.one_way))
     inputs = site.sources if site.both else site.all_sources
     if not inputs:
         return "constant", [], None
-    pairs = [source_class(s, written) for s in inputs]
+    pairs = [source_class(s, uses) for s in inputs]
     cls = max((c for c, _ in pairs), key=RANK.__getitem__)
     detail = sorted({d for c, d in pairs if d and c != "stateless"})
     return cls, detail, None
@@ -67,9 +76,10 @@ def classify_site(site: BranchSite, written: set[str]) -> tuple[str, list[str], 
 def classify(e: Exploration) -> list[BranchClass]:
     """Every decision site of the exploration with its class, in (section, pc) order."""
     out = []
+    uses = map_uses(e)
     for key in sorted(e.sites):
         site = e.sites[key]
-        cls, detail, direction = classify_site(site, e.written_maps)
+        cls, detail, direction = classify_site(site, uses)
         line = e.obj.line_at(site.section, site.pc)
         out.append(BranchClass(site, cls, detail, line.file_name if line else None,
                                line.line if line else None, direction))
@@ -85,9 +95,14 @@ def map_classes(e: Exploration, branches: list[BranchClass]) -> dict[str, str]:
             decided |= {s.name for s in inputs if s.kind == "map"}
     # A verdict taken from a map value also reads it into a decision.
     out = {}
+    uses = map_uses(e)
     for m in e.obj.maps:
         if m.name in e.written_maps:
-            out[m.name] = "data-plane" if m.name in decided else "stats-only"
+            use = uses[m.name]
+            if m.name not in decided or use.fateless:
+                out[m.name] = "stats-only"
+            else:
+                out[m.name] = "control-plane" if use.preserved else "data-plane"
         elif m.name in e.read_maps or m.name in decided:
             out[m.name] = "control-plane"
         else:

@@ -36,7 +36,7 @@ from lifter.insn import ExternRef, FuncRef, MapRef
 from lifter.program import BpfObject, Function, Program
 
 from . import calls
-from .state import Effect, Frame, MapAccess, MapWrite, PtrByte, State
+from .state import Effect, Frame, MapAccess, MapWrite, PtrByte, State, byte_after, found_after
 from .symbolic import (PACKET, PACKET_FRAGS, PACKET_LEN, XDP_MD_FIELDS, Fresh, Pointer, Region,
                        RegionKind, Scalar, Source, Value, bv, const_value, ctx_field, map_found,
                        map_val, scalar, source_of, symbols)
@@ -52,6 +52,8 @@ UNKNOWN = "UNKNOWN"
 MAX_TERM = 2000
 #: The kernel's MAX_TAIL_CALL_CNT: a chain of at most 33 tail calls.
 MAX_TAIL_CALLS = 33
+#: Conditions kept per decision site for the map proofs of mapuse.py.
+MAX_SITE_CONDITIONS = 32
 
 
 @dataclass
@@ -89,6 +91,7 @@ class Path:
     sites: frozenset
     exit_pc: int
     exit_section: str
+    map_writes: tuple[tuple[str, tuple[MapWrite, ...]], ...] = ()  # (map, its write log)
 
 
 @dataclass
@@ -106,6 +109,10 @@ class BranchSite:
     one_way: set[bool] = field(default_factory=set)  # direction when only one was feasible
     sources: set[Source] = field(default_factory=set)  # inputs of conditions decided both ways
     all_sources: set[Source] = field(default_factory=set)
+    #: the conditions of visits decided both ways (for proofs about maps, mapuse.py); at
+    #: most MAX_SITE_CONDITIONS, `overflow` when more were seen
+    conditions: list[z3.BoolRef] = field(default_factory=list)
+    overflow: bool = False
 
 
 @dataclass
@@ -123,6 +130,7 @@ class Exploration:
     seconds: float
     programs: list[str]  # entry and every program reached by a tail call
     _expanded: dict[str, z3.BoolRef] | None = None  # literal -> condition over inputs
+    map_use: dict | None = None  # mapuse.map_uses, computed on first use
 
     def condition(self, path: Path) -> z3.BoolRef:
         """The path condition over program inputs only (literals expanded)."""
@@ -463,8 +471,10 @@ class Explorer:
         return v
 
     def _term_size(self, e: z3.ExprRef) -> int:
-        """Operations in `e` counted as a tree, memoised per node (cheap to keep current).
-        The memo holds each term: z3 reuses the id of a freed term for a new one."""
+        """Operations in `e` counted as a tree, memoised per node (cheap to keep current);
+        a packet byte or map value read counts as one, whatever its index (a header
+        offset merged over many paths is big, but it is not a chain of arithmetic). The
+        memo holds each term: z3 reuses the id of a freed term for a new one."""
         sizes = self._sizes
         stack = [e]
         while stack:
@@ -473,7 +483,7 @@ class Explorer:
             if xid in sizes:
                 stack.pop()
                 continue
-            kids = x.children() if z3.is_app(x) else []
+            kids = x.children() if z3.is_app(x) and not _atomic_term(x) else []
             missing = [k for k in kids if k.get_id() not in sizes]
             if missing:
                 stack.extend(missing)
@@ -673,23 +683,12 @@ class Explorer:
             found = z3.ULT(key, bv(mdef.max_entries or 1, key.size())) if key.size() >= 32 else z3.BoolVal(True)
         else:
             found = map_found(name, key.size())(key)
-        for w in s.maps.get(name, ()):
-            if w.kind in ("put", "delete"):
-                found = z3.If(key == w.key, z3.BoolVal(w.kind == "put"), found)
-        return z3.simplify(found)
+        return z3.simplify(found_after(s.maps.get(name, ()), key, found))
 
     def map_byte(self, s: State, name: str, key: z3.BitVecRef, off: z3.BitVecRef) -> z3.BitVecRef:
         """Value byte `off` (BV32) of entry `key` at this point of the path."""
         value = map_val(name, key.size())(key, off)
-        for w in s.maps.get(name, ()):
-            if w.kind == "put":
-                chosen = w.data[-1]
-                for i in range(len(w.data) - 2, -1, -1):
-                    chosen = z3.If(off == i, w.data[i], chosen)
-                value = z3.If(key == w.key, chosen, value)
-            elif w.kind == "byte":
-                value = z3.If(z3.And(key == w.key, off == w.off), w.data[0], value)
-        return z3.simplify(value)
+        return z3.simplify(byte_after(s.maps.get(name, ()), key, off, value))
 
     def access(self, s: State, name: str, key: z3.BitVecRef) -> None:
         self.read_maps.add(name)
@@ -727,6 +726,10 @@ class Explorer:
             return [(directions[0], s)]
         site.both += 1
         site.sources |= srcs
+        if len(site.conditions) < MAX_SITE_CONDITIONS:
+            site.conditions.append(cond)
+        else:
+            site.overflow = True
         out = []
         for d in directions:
             t = s.fork()
@@ -776,8 +779,15 @@ class Explorer:
                                s.pkt, s.head, s.end, s.writes, s.tail_calls, s.notes, truncated,
                                (s.program.name,) if not s.tail_calls else
                                tuple([self.program.name] + [t.target for t in s.tail_calls if t.target]),
-                               s.accesses, s.sites, s.pc if pc is None else pc, s.func.section))
+                               s.accesses, s.sites, s.pc if pc is None else pc, s.func.section,
+                               tuple(sorted(s.maps.items()))))
         s.frames = []
+
+
+def _atomic_term(x: z3.ExprRef) -> bool:
+    """A read of an input: a packet byte (array select) or a map value (uninterpreted
+    function application)."""
+    return z3.is_select(x) or (x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.num_args() > 0)
 
 
 def alu(op: AluOp, wide: bool, a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:

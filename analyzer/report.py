@@ -8,7 +8,8 @@ schema version, new fields may be added):
     summary      {paths, verdicts: {VERDICT: n}, truncated, unsupported, branches,
                   classes: {CLASS: n}, insns_executed, seconds, programs: [entry, tail-called...]}
     maps         [{name, type, class: control-plane|data-plane|stats-only|unused,
-                   read, written}]
+                   read, written, why (for a written map a decision reads: what z3 proved,
+                   or what stopped the proof; else null)}]
     branches     [{section, pc, function, program, file, line, kind: jump|verdict|helper|
                    tail_call|callback, class, detail: [names], direction: taken|not-taken|null,
                    visits, both_ways}]
@@ -27,6 +28,7 @@ from collections import Counter
 import z3
 
 from .classify import CLASSES, BranchClass, classify, map_classes
+from .mapuse import MapUse, map_uses
 from .explore import UNKNOWN, Exploration, Path
 from .symbolic import const_value
 
@@ -106,6 +108,7 @@ def path_json(e: Exploration, path: Path, condition: bool = True) -> dict:
 def analysis_json(e: Exploration, conditions: bool = True) -> dict:
     branches = classify(e)
     maps = map_classes(e, branches)
+    uses = map_uses(e)
     verdicts = Counter(p.verdict for p in e.paths)
     return {
         "schema": SCHEMA,
@@ -126,11 +129,19 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
             "seconds": round(e.seconds, 3),
             "programs": e.programs,
         },
-        "maps": [{"name": m.name, "type": m.type.name if m.type else None, "class": maps[m.name],
-                  "read": m.name in e.read_maps, "written": m.name in e.written_maps} for m in e.obj.maps],
+        "maps": [_map_json(e, m, maps[m.name], uses.get(m.name)) for m in e.obj.maps],
         "branches": [_branch_json(b) for b in branches],
         "paths": [path_json(e, p, conditions) for p in e.paths],
     }
+
+
+def _map_json(e: Exploration, m, cls: str, use: MapUse | None) -> dict:
+    why = None
+    if use is not None and use.decided:
+        why = ("z3: the program's writes never change a decision on it" if use.preserved else
+               "z3: no verdict, output or redirect depends on it" if use.fateless else use.why)
+    return {"name": m.name, "type": m.type.name if m.type else None, "class": cls,
+            "read": m.name in e.read_maps, "written": m.name in e.written_maps, "why": why}
 
 
 def _branch_json(b: BranchClass) -> dict:
@@ -153,7 +164,8 @@ def analysis_text(e: Exploration) -> str:
     if doc["maps"]:
         out.append("\nmaps:")
         for m in doc["maps"]:
-            out.append(f"  {m['name']:<24} {m['type'] or '?':<16} {m['class']}")
+            why = f"  ({m['why']})" if m["why"] else ""
+            out.append(f"  {m['name']:<24} {m['type'] or '?':<16} {m['class']}{why}")
     out.append("\ndecisions:")
     for b in doc["branches"]:
         where = f"{b['file']}:{b['line']}" if b["file"] else f"{b['section']}:{b['pc']}"

@@ -73,6 +73,28 @@ class MapWrite:
                 tuple(d.get_id() for d in self.data))
 
 
+def found_after(writes: tuple[MapWrite, ...], key: z3.BitVecRef, found: z3.BoolRef) -> z3.BoolRef:
+    """Whether entry `key` exists after `writes`, given it did (`found`) before them."""
+    for w in writes:
+        if w.kind in ("put", "delete"):
+            found = z3.If(key == w.key, z3.BoolVal(w.kind == "put"), found)
+    return found
+
+
+def byte_after(writes: tuple[MapWrite, ...], key: z3.BitVecRef, off: z3.BitVecRef,
+               value: z3.BitVecRef) -> z3.BitVecRef:
+    """Byte `off` (BV32) of entry `key` after `writes`, given it was `value` before them."""
+    for w in writes:
+        if w.kind == "put":
+            chosen = w.data[-1]
+            for i in range(len(w.data) - 2, -1, -1):
+                chosen = z3.If(off == i, w.data[i], chosen)
+            value = z3.If(key == w.key, chosen, value)
+        elif w.kind == "byte":
+            value = z3.If(z3.And(key == w.key, off == w.off), w.data[0], value)
+    return value
+
+
 @dataclass(frozen=True, eq=False)
 class Effect:
     """A side effect on the path: kind is one of helpers.py's effect names, plus

@@ -53,7 +53,7 @@ TOOLCHAINS = ("clang", "clang-v4", "gcc", "nobtf")
 
 #: Allowed ``// expect:`` classes (see README.md for their meaning).
 EXPECT_CLASSES = frozenset({
-    "stateless", "constant", "control-plane-map", "data-plane-state",
+    "stateless", "constant", "stats-only", "control-plane-map", "data-plane-state",
     "ctx", "helper", "unsupported",
 })
 #: Allowed ``// expect-map:`` classes.

@@ -91,3 +91,23 @@ def objdump(path: Path) -> str:
     tool = require_tool(LLVM_OBJDUMP)
     return subprocess.run([tool, "-dr", "--mcpu=v4", str(path)], check=True,
                           capture_output=True, text=True).stdout
+
+
+# ------------------------------------------------------------- kernel agreement summary
+
+_KERNEL_CHECKS: list[tuple[str, int]] = []
+
+
+@pytest.fixture
+def kernel_checks() -> list[tuple[str, int]]:
+    """Where test_kernel_agrees records (object, packets checked against the kernel)."""
+    return _KERNEL_CHECKS
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The issue asks for the number of packets checked: printed once per run."""
+    if _KERNEL_CHECKS:
+        total = sum(n for _, n in _KERNEL_CHECKS)
+        terminalreporter.write_line(
+            f"kernel agreement: {total} packets checked against BPF_PROG_TEST_RUN over "
+            f"{len(_KERNEL_CHECKS)} objects (every one agreed, or its test failed)")

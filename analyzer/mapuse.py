@@ -1,0 +1,322 @@
+"""What the program's own writes to a map mean for the decisions that read it.
+
+A map the program writes is not necessarily data-plane state. Two cases are proved with z3,
+over all map contents and all packets, and change the class of the map and of the branches
+that read it (classify.py):
+
+* **preserved** - every write the program makes to the map leaves every decision that
+  reads it unchanged: xdp-filter keeps a hit counter in the upper bits of the same u64
+  whose low bits are the flags it decides on; `value += 1 << COUNTER_SHIFT` never changes
+  `value & FLAGS`. The decisions then depend on what the control plane put there only:
+  control-plane map.
+* **fateless** - no packet's verdict, output bytes or redirect depends on the map, and no
+  write to another map carries its contents: `if (!count) init(); else (*count)++` decides
+  only how to count. Its branches are `stats-only`.
+
+The proofs rename the writing packet's inputs (`pkt` -> `pkt#w`, ...) so that "a packet
+that writes" and "a later packet that decides" are independent, then substitute the map's
+state after the write (state.found_after / byte_after with z3.Var arguments) for its
+uninterpreted functions. Anything the explorer cut (truncated paths, sites with more
+conditions than it kept) or a solver timeout leaves the map data-plane: unknown is not a
+proof.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import z3
+
+from .explore import Exploration, Path
+from .state import byte_after, found_after
+from .symbolic import source_of
+
+#: Per z3 query (ms); a timeout is "not proved".
+PROOF_TIMEOUT_MS = 5000
+
+
+@dataclass(frozen=True)
+class MapUse:
+    """The outcome of the proofs for one written map; `why` says what stopped a proof."""
+
+    name: str
+    decided: bool  # some decision (branch, verdict, output) reads it
+    preserved: bool
+    fateless: bool
+    why: str = ""
+
+
+def map_uses(e: Exploration) -> dict[str, MapUse]:
+    """MapUse of every map the program writes (memoised on the exploration)."""
+    if e.map_use is None:
+        e.map_use = _Prover(e).run()
+    return e.map_use
+
+
+class _Prover:
+    def __init__(self, e: Exploration):
+        self.e = e
+        self.env = [a for a in e.base_constraints() if not any(
+            n.startswith("b!") for n in _uninterpreted(a))]
+        self.outputs = [self._outputs(p) for p in e.paths]
+
+    def run(self) -> dict[str, MapUse]:
+        out = {}
+        truncated = next((p.truncated for p in self.e.paths if p.truncated), None)
+        for name in sorted(self.e.written_maps):
+            terms, overflow = self._decisions(name)
+            if not terms and not overflow:
+                out[name] = MapUse(name, False, False, True)
+            elif truncated:
+                out[name] = MapUse(name, True, False, False, f"exploration cut: {truncated}")
+            elif overflow:
+                out[name] = MapUse(name, True, False, False, "a decision site was visited too often to prove")
+            else:
+                preserved, why = self._preserved(name, terms)
+                fateless, why2 = (False, "") if preserved else self._fateless(name)
+                out[name] = MapUse(name, True, preserved, fateless, "" if preserved or fateless
+                                   else f"{why}; {why2}")
+        return out
+
+    # --- what reads the map ---------------------------------------------------------
+
+    def _outputs(self, p: Path) -> list[z3.ExprRef]:
+        """What a path does to the packet beyond its condition: return value, redirect,
+        packet bytes and bounds."""
+        out = [p.pkt, p.head, p.end]
+        if p.retval is not None:
+            out.append(p.retval)
+        if p.redirect is not None:
+            out += [x for x in p.redirect if isinstance(x, z3.ExprRef)]
+        return [self.e.expand(x) for x in out]
+
+    def _decisions(self, name: str) -> tuple[list[z3.ExprRef], bool]:
+        """Every branch condition and path output that reads map `name`, and whether a
+        site reading it kept fewer conditions than it saw."""
+        terms, overflow = [], False
+        for site in self.e.sites.values():
+            if any(s.kind == "map" and s.name == name for s in site.sources):
+                terms += [self.e.expand(c) for c in site.conditions]
+                overflow |= site.overflow
+        for outs in self.outputs:
+            terms += [t for t in outs if _reads(t, name)]
+        return terms, overflow
+
+    # --- preserved --------------------------------------------------------------------
+
+    def _preserved(self, name: str, terms: list[z3.ExprRef]) -> tuple[bool, str]:
+        """First on skeletons (every part of a term that does not read the map made a free
+        variable: a stronger claim, and a small one), then, where that fails, exactly."""
+        skeleton = _Skeleton(name)
+        shapes = [skeleton(t) for t in terms]
+        atoms = skeleton.atoms(shapes)
+        if atoms is not None:  # preserved atoms preserve every term built from them
+            shapes = atoms
+        proved: set[tuple[int, ...]] = set()
+        for p in self.e.paths:
+            writes = dict(p.map_writes).get(name)
+            if not writes:
+                continue
+            general = tuple(type(w)(w.kind, *[None if t is None else skeleton(self.e.expand(t))
+                                              for t in (w.key, w.off)],
+                                    tuple(skeleton(self.e.expand(d)) for d in w.data)) for w in writes)
+            ids = tuple(t.get_id() for w in general for t in _terms(w))
+            if ids in proved or _unsat(z3.Or(*[t != _after(t, name, general) for t in shapes])):
+                proved.add(ids)
+                continue
+            rename = _renaming([self.e.condition(p), *self.env] + [t for w in writes for t in _terms(w)])
+            cond = z3.substitute(self.e.condition(p), *rename) if rename else self.e.condition(p)
+            writes = tuple(_renamed(w, self.e, rename) for w in writes)
+            changed = z3.Or(*[t != _after(t, name, writes) for t in terms])
+            env_w = [z3.substitute(a, *rename) if rename else a for a in self.env]
+            if not _unsat(*self.env, *env_w, cond, changed):
+                return False, f"a write on path {p.id} can change a decision that reads it"
+        return True, ""
+
+    # --- fateless ---------------------------------------------------------------------
+
+    def _fateless(self, name: str) -> tuple[bool, str]:
+        if any(_reads(t, name) for outs in self.outputs for t in outs):
+            return False, "a verdict, redirect or packet byte depends on it"
+        for p in self.e.paths:
+            for other, writes in p.map_writes:
+                if other != name and any(_reads(self.e.expand(t), name) for w in writes for t in _terms(w)):
+                    return False, f"path {p.id} copies it into map {other}"
+        by_verdict: dict[str, list[z3.BoolRef]] = {}
+        for p in self.e.paths:
+            by_verdict.setdefault(p.verdict, []).append(self.e.condition(p))
+        other_state = _other_copy(name)
+        for verdict, conds in by_verdict.items():
+            union = z3.Or(*conds)
+            if not _reads(union, name):
+                continue
+            if not _unsat(*self.env, union != other_state(union)):
+                return False, f"whether the program returns {verdict} depends on it"
+        return True, ""
+
+
+# --- z3 plumbing ----------------------------------------------------------------------
+
+def _uninterpreted(expr: z3.ExprRef) -> dict[str, z3.FuncDeclRef]:
+    """Free constants and uninterpreted functions of `expr`, by name."""
+    out: dict[str, z3.FuncDeclRef] = {}
+    stack, seen = [expr], set()
+    while stack:
+        x = stack.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_app(x):
+            if x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+                out[x.decl().name()] = x.decl()
+            stack.extend(x.children())
+        elif z3.is_quantifier(x) or z3.is_lambda(x):
+            stack.append(x.body())
+    return out
+
+
+def _reads(expr: z3.ExprRef, name: str) -> bool:
+    return any(n in (f"map.{name}.found", f"map.{name}.val") for n in _uninterpreted(expr))
+
+
+def _terms(w) -> list[z3.ExprRef]:
+    return [w.key, *([w.off] if w.off is not None else []), *w.data]
+
+
+def _renaming(exprs: list[z3.ExprRef]) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
+    """A fresh copy (`name#w`) of every per-packet input in `exprs`: packet, ctx, helper
+    results, unknowns. Maps are shared state and stay."""
+    pairs = {}
+    for e in exprs:
+        for n, d in _uninterpreted(e).items():
+            src = source_of(n)
+            if d.arity() == 0 and src is not None and src.kind != "map" and n not in pairs:
+                pairs[n] = (d(), z3.Const(f"{n}#w", d.range()))
+    return list(pairs.values())
+
+
+def _renamed(w, e: Exploration, rename):
+    def r(x):
+        x = e.expand(x)
+        return z3.substitute(x, *rename) if rename else x
+    return type(w)(w.kind, r(w.key), None if w.off is None else r(w.off), tuple(r(d) for d in w.data))
+
+
+class _Skeleton:
+    """A term with every largest part that does not read map `name` replaced by a free
+    variable (the same part, the same variable): proving a claim for all values of the
+    variables proves it for the term. Constants stay."""
+
+    def __init__(self, name: str):
+        self.names = (f"map.{name}.found", f"map.{name}.val")
+        self.memo: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}  # id -> (skeleton, term)
+        self.reads: dict[int, tuple[bool, z3.ExprRef]] = {}
+
+    def _reads(self, e: z3.ExprRef) -> bool:
+        stack = [e]
+        while stack:
+            x = stack[-1]
+            if x.get_id() in self.reads:
+                stack.pop()
+                continue
+            kids = x.children() if z3.is_app(x) else []
+            missing = [k for k in kids if k.get_id() not in self.reads]
+            if missing:
+                stack.extend(missing)
+                continue
+            own = z3.is_app(x) and x.decl().name() in self.names
+            self.reads[x.get_id()] = (own or any(self.reads[k.get_id()][0] for k in kids), x)
+            stack.pop()
+        return self.reads[e.get_id()][0]
+
+    def __call__(self, e: z3.ExprRef) -> z3.ExprRef:
+        self._reads(e)
+        stack = [e]
+        while stack:
+            x = stack[-1]
+            if x.get_id() in self.memo:
+                stack.pop()
+                continue
+            if not self.reads[x.get_id()][0]:
+                constant = z3.is_bv_value(x) or z3.is_true(x) or z3.is_false(x)
+                self.memo[x.get_id()] = (x if constant else z3.FreshConst(x.sort(), "part"), x)
+                stack.pop()
+                continue
+            kids = x.children()
+            missing = [k for k in kids if k.get_id() not in self.memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            out = x.decl()(*[self.memo[k.get_id()][0] for k in kids]) if kids else x
+            self.memo[x.get_id()] = (out, x)
+            stack.pop()
+        return self.memo[e.get_id()][0]
+
+
+    def atoms(self, terms: list[z3.ExprRef]) -> list[z3.BoolRef] | None:
+        """The map-reading yes/no questions `terms` are built from (a comparison with a
+        map value, an entry's existence), when every read of the map in them is inside
+        one; else None. Proving each atom preserved is small where the whole term (path
+        offsets merged over dozens of paths) is not."""
+        inner: dict[int, tuple[bool, z3.ExprRef]] = {}  # a proper subterm is a reading atom
+
+        def is_bool_read(x):
+            return z3.is_bool(x) and self._reads(x)
+
+        found: dict[int, z3.BoolRef] = {}
+        stack = list(terms)
+        while stack:
+            x = stack[-1]
+            if x.get_id() in inner:
+                stack.pop()
+                continue
+            kids = x.children() if z3.is_app(x) else []
+            missing = [k for k in kids if k.get_id() not in inner]
+            if missing:
+                stack.extend(missing)
+                continue
+            below = any(inner[k.get_id()][0] or is_bool_read(k) for k in kids)
+            inner[x.get_id()] = (below, x)
+            if not below and is_bool_read(x):
+                found[x.get_id()] = x
+            stack.pop()
+        marks = [(a, z3.FreshBool("atom")) for a in found.values()]
+        if any(self._reads(z3.substitute(t, *marks) if marks else t) for t in terms):
+            return None
+        return list(found.values())
+
+
+def _map_decls(expr: z3.ExprRef, name: str) -> list[z3.FuncDeclRef]:
+    return [d for n, d in _uninterpreted(expr).items() if n in (f"map.{name}.found", f"map.{name}.val")]
+
+
+def _after(expr: z3.ExprRef, name: str, writes) -> z3.ExprRef:
+    """`expr` evaluated on the map's state after `writes` instead of before."""
+    pairs = []
+    for d in _map_decls(expr, name):
+        key = z3.Var(0, d.domain(0))
+        if d.arity() == 1:  # found
+            pairs.append((d, found_after(writes, key, d(key))))
+        else:
+            off = z3.Var(1, d.domain(1))
+            pairs.append((d, byte_after(writes, key, off, d(key, off))))
+    return z3.substitute_funs(expr, *pairs) if pairs else expr
+
+
+def _other_copy(name: str):
+    """A function giving `expr` over an independent copy of map `name`'s contents."""
+    def copy(expr):
+        pairs = []
+        for d in _map_decls(expr, name):
+            twin = z3.Function(d.name() + "#2", *[d.domain(i) for i in range(d.arity())], d.range())
+            args = [z3.Var(i, d.domain(i)) for i in range(d.arity())]
+            pairs.append((d, twin(*args)))
+        return z3.substitute_funs(expr, *pairs) if pairs else expr
+    return copy
+
+
+def _unsat(*constraints: z3.BoolRef) -> bool:
+    s = z3.Solver()
+    s.set("timeout", PROOF_TIMEOUT_MS)
+    s.add(*constraints)
+    return s.check() == z3.unsat
