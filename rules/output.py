@@ -1,0 +1,70 @@
+"""What `xdp2tc rules` prints: a `tc -batch` script or JSON (schema `xdp2tc.rules/1`).
+
+JSON (one document per program; new fields may be added within a schema version):
+
+    schema, file, program, dev, skip (skip_sw|skip_hw), assumptions [names],
+    summary   {rules, proven, unproven, chains, software_paths}
+    rules     [{chain, prio, protocol, keys [tc tokens], action [tc tokens], role:
+                rule|shield|goto, paths [ids], lines ["file:line"], proven (bool|null for
+                pass/goto filters), tc (the batch line)}]
+    software  [{paths [ids], why}]   paths no filter takes over, and why
+"""
+
+from __future__ import annotations
+
+from analyzer.explore import Exploration
+
+from .flower import render
+from .ruleset import RuleSet
+from .synthesis import ASSUMPTIONS
+from .tc import filter_line, qdisc_line
+
+SCHEMA = "xdp2tc.rules/1"
+
+
+def _lines(e: Exploration, paths: list[int]) -> list[str]:
+    out = []
+    for pid in paths:
+        for section, pc in sorted(e.paths[pid].sites):
+            line = e.obj.line_at(section, pc)
+            if line:
+                where = f"{line.file_name.rsplit('/', 1)[-1]}:{line.line}"
+                if where not in out:
+                    out.append(where)
+    return out
+
+
+def rules_json(e: Exploration, rs: RuleSet, dev: str, skip: str) -> dict:
+    return {
+        "schema": SCHEMA, "file": str(e.obj.path), "program": e.program.name, "dev": dev,
+        "skip": skip, "assumptions": list(rs.assumptions),
+        "summary": {"rules": len(rs.rules), "proven": rs.proved, "unproven": rs.unproved,
+                    "chains": len({r.chain for r in rs.rules}),
+                    "software_paths": sorted({p for ps, _ in rs.software for p in ps})},
+        "rules": [{"chain": r.chain, "prio": r.prio, "protocol": r.match.protocol,
+                   "keys": render(r.match), "action": list(r.action), "role": r.role,
+                   "paths": r.paths, "lines": _lines(e, r.paths), "proven": r.proved,
+                   "tc": filter_line(dev, r.match, r.action, r.prio, r.chain or None, skip=skip)}
+                  for r in rs.rules],
+        "software": [{"paths": ps, "why": why} for ps, why in rs.software],
+    }
+
+
+def tc_script(e: Exploration, rs: RuleSet, dev: str, skip: str) -> str:
+    doc = rules_json(e, rs, dev, skip)
+    s = doc["summary"]
+    out = [f"# xdp2tc rules for {doc['file']} program {doc['program']}: {s['rules']} filters, "
+           f"{s['proven']} proven (z3), {s['unproven']} unproven left out",
+           "# usage: tc -batch THIS_FILE"]
+    for a in rs.assumptions:
+        out.append(f"# ASSUMED: {ASSUMPTIONS[a]} (--assume {a})")
+    out.append(f"# packets up to {e.options.max_len} bytes (--max-len)")
+    for ps, why in rs.software:
+        out.append(f"# software: paths {','.join(map(str, ps))}: {why}")
+    out.append(qdisc_line(dev))
+    for r in doc["rules"]:
+        what = {"rule": "proven" if r["proven"] else "", "shield": "shield (pass)",
+                "goto": "chain jump"}[r["role"]]
+        out.append(f"# paths {','.join(map(str, r['paths']))} {' '.join(r['lines'])} - {what}".rstrip())
+        out.append(r["tc"])
+    return "\n".join(out) + "\n"

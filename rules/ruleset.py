@@ -1,0 +1,226 @@
+"""The rule list tc runs: blocks laid out as filters (chains, prios), minimised, and proved.
+
+Layout. A block's value sets become filters: one value -> an exact key; a run of values ->
+a port range or aligned masks/prefixes; several multi-valued keys -> one tc chain per key
+(`action goto chain N`), so K values for each of four keys take 4K filters, not K^4. tc
+semantics this relies on (net/sched/cls_api.c tcf_classify): filters of a chain run in prio
+order, the first match acts; a `goto chain` never comes back, and a chain where nothing
+matches ends classification (the packet goes on to the host: pass).
+
+Prios: one mask shape per prio (flower keeps one mask per tcf_proto); consecutive filters
+of one shape and one action share a prio, anything else opens the next one.
+
+Proof (`prove`): for every filter that does not pass, z3 checks that no packet reaches it
+(through the gotos before it), matches it, and gets another outcome from the program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import product
+
+import z3
+
+from .dissector import dissect, match_formula
+from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range
+from .synthesis import PASS, Block, Outcome, Synthesis, _Synth, _solver
+
+#: A block whose value sets multiply to at most this many filters is laid out flat.
+MAX_FLAT = 8
+
+
+@dataclass
+class Rule:
+    """One tc filter. `outcome` is None for a `goto chain` filter."""
+
+    chain: int
+    match: FlowerMatch
+    action: tuple[str, ...]
+    outcome: Outcome | None
+    paths: list[int]
+    role: str  # "rule" | "shield" | "goto"
+    prio: int = 0
+    proved: bool | None = None  # None for pass filters (nothing to prove)
+
+
+@dataclass
+class RuleSet:
+    rules: list[Rule]
+    software: list[tuple[list[int], str]]
+    assumptions: tuple[str, ...]
+    proved: int = 0
+    unproved: int = 0
+    dropped: list[tuple[list[int], str]] = field(default_factory=list)  # over --max-rules
+
+
+def lay_out(syn: Synthesis) -> list[Rule]:
+    rules: list[Rule] = []
+    next_chain = 1
+    for b in syn.blocks:
+        for m in b.shields:
+            rules.append(Rule(0, m, ("pass",), PASS, b.paths, "shield"))
+        fixed = [(n, Exact(v[0], _full(n))) for n, v in b.sets.items() if len(v) == 1]
+        fixed += list(b.masked.items())
+        ranges = not {"src_port", "dst_port"} <= set(b.sets)  # tc: no range beside another port
+        multi = [(n, _cover(n, v, ranges)) for n, v in b.sets.items() if len(v) > 1]
+        size = 1
+        for _, c in multi:
+            size *= len(c)
+        if size <= MAX_FLAT:
+            for combo in product(*[c for _, c in multi]):
+                keys = fixed + [(n, v) for (n, _), v in zip(multi, combo)]
+                rules.append(Rule(0, _flower(b.protocol, keys), b.outcome.action, b.outcome, b.paths, "rule"))
+            continue
+        chain = 0
+        for i, (name, cover) in enumerate(multi):
+            last = i == len(multi) - 1
+            target = None if last else next_chain
+            for v in cover:
+                keys = fixed + [(name, v)]
+                if last:
+                    rules.append(Rule(chain, _flower(b.protocol, keys), b.outcome.action, b.outcome,
+                                      b.paths, "rule"))
+                else:
+                    rules.append(Rule(chain, _flower(b.protocol, keys), ("goto", "chain", str(target)),
+                                      None, b.paths, "goto"))
+            if not last:
+                chain, next_chain = next_chain, next_chain + 1
+    return rules
+
+
+def assign_prios(rules: list[Rule]) -> None:
+    """Per chain: the next prio whenever the mask shape or the action changes."""
+    last: dict[int, tuple] = {}
+    prio: dict[int, int] = {}
+    for r in rules:
+        key = (r.match.mask_shape(), r.action)
+        if last.get(r.chain) != key:
+            prio[r.chain] = prio.get(r.chain, 0) + 1
+            last[r.chain] = key
+        r.prio = prio[r.chain]
+
+
+def build(e, assume=(), ifnames=None, max_rules: int = 512) -> RuleSet:
+    """Synthesis, layout, minimisation and proof of a program's rules."""
+    s = _Synth(e, assume, ifnames or {})
+    syn = s.run()
+    rules = lay_out(syn)
+    checker = _Checker(s)
+    rules = checker.minimise(rules)
+    dropped = []
+    if len(rules) > max_rules:
+        dropped.append((sorted({p for r in rules[max_rules:] for p in r.paths}),
+                        f"over --max-rules {max_rules}"))
+        rules = checker.minimise(rules[:max_rules])
+    checker.prove(rules)
+    # An unproved filter is never emitted.
+    bad = [r for r in rules if r.proved is False]
+    rules = [r for r in rules if r.proved is not False]
+    software = list(syn.software) + [(r.paths, "the laid-out filter did not prove") for r in bad]
+    assign_prios(rules)
+    return RuleSet(rules, software + dropped, syn.assumptions,
+                   sum(1 for r in rules if r.proved), len(bad), dropped)
+
+
+class _Checker:
+    """tc's first-match semantics over the dissector model, and the proofs."""
+
+    def __init__(self, s: _Synth):
+        self.s = s
+        self.d = dissect()
+        self._good: dict[Outcome, z3.BoolRef] = {}
+        self._match: dict[int, z3.BoolRef] = {}
+
+    def match(self, r: Rule) -> z3.BoolRef:
+        if id(r) not in self._match:
+            self._match[id(r)] = match_formula(r.match, self.d)
+        return self._match[id(r)]
+
+    def good(self, o: Outcome) -> z3.BoolRef:
+        if o not in self._good:
+            self._good[o] = self.s.good(o)
+        return self._good[o]
+
+    def reaching(self, rules: list[Rule]) -> list[z3.BoolRef]:
+        """Per filter: the packets that reach it and match it."""
+        entry: dict[int, list[z3.BoolRef]] = {0: [z3.BoolVal(True)]}
+        missed: dict[int, list[z3.BoolRef]] = {}
+        out = []
+        for r in rules:
+            into = z3.Or(entry.get(r.chain, [z3.BoolVal(False)]))
+            hit = z3.And(into, *[z3.Not(x) for x in missed.get(r.chain, [])], self.match(r))
+            out.append(hit)
+            missed.setdefault(r.chain, []).append(self.match(r))
+            if r.role == "goto":
+                entry.setdefault(int(r.action[2]), []).append(hit)
+        return out
+
+    def minimise(self, rules: list[Rule]) -> list[Rule]:
+        """Drop filters no packet reaches, and pass filters that no later non-pass filter of
+        their chain overlaps (removing them changes nothing)."""
+        hits = self.reaching(rules)
+        kept = [r for r, h in zip(rules, hits) if _sat(*self.s.env, h)]
+        changed = True
+        while changed:
+            changed = False
+            for i, r in enumerate(kept):
+                if r.role != "shield":
+                    continue
+                later = [x for x in kept[i + 1:] if x.chain == r.chain and x.role != "shield"]
+                nxt = next((j for j in range(i + 1, len(kept)) if kept[j].role != "shield"), len(kept))
+                wider = [x for x in kept[i + 1:nxt] if x.chain == r.chain]  # pass rules right after
+                if any(not _sat(*self.s.env, self.match(r), z3.Not(self.match(x))) for x in wider) or \
+                        not any(_sat(*self.s.env, self.match(r), self.match(x)) for x in later):
+                    kept = kept[:i] + kept[i + 1:]
+                    changed = True
+                    break
+        return kept
+
+    def prove(self, rules: list[Rule]) -> None:
+        for r, hit in zip(rules, self.reaching(rules)):
+            if r.outcome is None or r.outcome.is_pass:
+                continue
+            r.proved = _solver(*self.s.env, hit, z3.Not(self.good(r.outcome))).check() == z3.unsat
+
+
+def _sat(*constraints) -> bool:
+    return _solver(*constraints).check() != z3.unsat
+
+
+def _full(name: str) -> int:
+    return (1 << FLOWER_KEYS[name].width) - 1
+
+
+def _flower(protocol: str, keys) -> FlowerMatch:
+    return FlowerMatch(protocol, tuple(keys))
+
+
+def _cover(name: str, values: tuple[int, ...], ranges: bool = True) -> list[Exact | Range]:
+    """The fewest filter values covering exactly `values`: ranges for ports, aligned
+    masked blocks (prefixes) where the key takes masks, single values otherwise."""
+    row = FLOWER_KEYS[name]
+    runs: list[tuple[int, int]] = []
+    for v in values:
+        if runs and runs[-1][1] + 1 == v:
+            runs[-1] = (runs[-1][0], v)
+        else:
+            runs.append((v, v))
+    out: list[Exact | Range] = []
+    for lo, hi in runs:
+        if lo == hi or row.mask == "none":
+            out += [Exact(v, _full(name)) for v in range(lo, hi + 1)]
+        elif row.ranges and ranges and lo > 0:
+            out.append(Range(lo, hi))
+        else:
+            out += [Exact(b, m) for b, m in _aligned(lo, hi, row.width)]
+    return out
+
+
+def _aligned(lo: int, hi: int, width: int):
+    """Aligned power-of-two blocks covering lo..hi (the CIDR split)."""
+    while lo <= hi:
+        size = lo & -lo if lo else 1 << width
+        while size > hi - lo + 1:
+            size >>= 1
+        yield lo, ((1 << width) - 1) ^ (size - 1)
+        lo += size

@@ -1,0 +1,488 @@
+"""From explored paths to a prioritised list of tc flower rules, each non-pass rule proved.
+
+The contract (issue 4): a rule whose action is not `pass` matches a packet only if the
+program returns that verdict for it - same redirect, no side effect but counters - given
+that no earlier rule matched. `pass` hands the packet to the host, where the program runs
+anyway, so it is always safe.
+
+How the rules are found, per path whose outcome a rule can reproduce (a *target*: DROP or
+ABORTED, REDIRECT to a constant ifindex with a device name), in exploration order (the
+program's decision order):
+
+1. **Extract** a block: for every flower key, the values it takes on the path - under
+   "typical" packets only (IPv4 without options, not a fragment), which is where a header
+   read at a fixed offset means the same as the dissector's key. A key with few values is
+   a value set (laid out as masks, ranges, prefixes, or one chain level per key); a key
+   with many is left free.
+2. **Prove** the block against all packets (options, fragments, VLAN tags, truncation,
+   every map content and helper result): z3 looks for a packet that reaches the block,
+   matches it and that the program does not give the block's outcome. None: proved.
+3. **Shield**: a counterexample becomes an `action pass` rule placed before the block,
+   generalised to the widest match that does not cover packets the block is meant to
+   take; two shields of the same keys that differ in values are widened into one without
+   those keys (flower cannot see what separates them: an IPv4 option moving the port).
+   After MAX_SHIELDS attempts the block is given up: its paths stay in software.
+4. **Lay out** (layout.py): prios per mask shape, chains for multi-key value sets, then
+   prove the final rule list once more (soundness.py) - what is printed is what is proved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import z3
+
+from analyzer.classify import classify, map_classes
+from analyzer.explore import Exploration, Path
+from analyzer.symbolic import PACKET, PACKET_LEN, const_value
+
+from .dissector import dissect, match_formula
+from .flower import FAMILIES, FLOWER_KEYS, IP_FLAG_FRAG, PORT_PROTOS, Exact, FlowerMatch, protocol_name
+
+#: Values a key may take on a path and still be enumerated (else it is left free).
+MAX_VALUES = 64
+#: Counterexamples turned into shields before a block is given up.
+MAX_SHIELDS = 12
+#: Refused merges of same-key shields before they are merged anyway.
+FORCE_WIDEN = 3
+#: Per z3 query (ms).
+QUERY_TIMEOUT_MS = 10000
+
+#: Keys extracted from paths, per protocol family, in the order shields are generalised
+#: (the first ones dropped first: least likely to separate verdicts).
+EXTRACTED = {
+    "ip": ("ip_ttl", "ip_tos", "tcp_flags", "icmp_code", "icmp_type", "src_mac", "dst_mac",
+           "src_port", "dst_port", "src_ip", "dst_ip", "ip_proto"),
+    "ipv6": ("ip_ttl", "ip_tos", "tcp_flags", "icmp_code", "icmp_type", "src_mac", "dst_mac",
+             "src_port", "dst_port", "src_ip6", "dst_ip6", "ip_proto"),
+    "arp": ("src_mac", "dst_mac", "arp_op", "arp_sip", "arp_tip"),
+    None: ("src_mac", "dst_mac"),
+}
+#: The Ethernet minimum frame without FCS: shorter frames are padded on the wire.
+MIN_FRAME = 60
+#: Shields may also say "fragment or not".
+SHIELD_ONLY = ("ip_flags",)
+
+#: Assumptions a user may add (`--assume`): name -> (what it says, constraint builder).
+ASSUMPTIONS = {
+    "min-frame": "frames are at least 60 bytes (the IEEE 802.3 minimum without FCS: an "
+                 "Ethernet MAC discards runts, shorter frames arrive padded)",
+    "no-ip-options": "every IPv4 packet has a 20-byte header (ihl = 5)",
+    "no-fragments": "no IPv4 packet is a fragment",
+}
+#: Always made (a fact of Ethernet hardware, stated in every script).
+DEFAULT_ASSUMPTIONS = ("min-frame",)
+
+#: Effects a non-pass rule may leave to the NIC's counters (the rest keeps a path in software).
+COUNTER_EFFECTS = ("map_write", "map_delete")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a rule does, as tc says it and as the program says it."""
+
+    action: tuple[str, ...]  # tc tokens after `action`
+    verdicts: tuple[str, ...]  # program verdicts that agree (DROP and ABORTED both drop)
+    ifindex: int | None = None  # for redirects
+
+    @property
+    def is_pass(self) -> bool:
+        return self.action == ("pass",)
+
+
+PASS = Outcome(("pass",), ("PASS",))
+DROP = Outcome(("drop",), ("DROP", "ABORTED"))
+
+
+@dataclass
+class Block:
+    """A candidate: packets of `protocol` whose keys lie in `sets` (key -> sorted values;
+    one value = exact) get `outcome`. `exact` keys carry an Exact with a mask (a masked
+    singleton); `paths` are the program paths it stands for."""
+
+    protocol: str
+    sets: dict[str, tuple[int, ...]]
+    outcome: Outcome
+    paths: list[int]
+    masked: dict[str, Exact] = field(default_factory=dict)  # keys known on some bits only
+    shields: list[FlowerMatch] = field(default_factory=list)
+    refused: dict = field(default_factory=dict)  # shield key set -> merges refused
+    proved: bool = False
+    why: str = ""
+
+    def formula(self, d) -> z3.BoolRef:
+        base = FlowerMatch(self.protocol, tuple(_fixed(self.sets)) + tuple(self.masked.items()))
+        parts = [match_formula(base, d)]
+        for name, values in self.sets.items():
+            if len(values) > 1:
+                x = d.keys[name]
+                parts.append(z3.Or([x == v for v in values]))
+        return z3.And(parts)
+
+
+@dataclass
+class Synthesis:
+    """The blocks in order, what was left in software and why, and the assumptions used."""
+
+    blocks: list[Block]
+    software: list[tuple[list[int], str]]  # (paths, reason)
+    assumptions: tuple[str, ...]
+    max_len: int
+
+
+def synthesize(e: Exploration, assume: tuple[str, ...] = (), ifnames: dict[int, str] | None = None) -> Synthesis:
+    return _Synth(e, assume, ifnames or {}).run()
+
+
+class _Synth:
+    def __init__(self, e: Exploration, assume, ifnames):
+        for a in assume:
+            if a not in ASSUMPTIONS:
+                raise ValueError(f"unknown assumption {a!r} (known: {', '.join(ASSUMPTIONS)})")
+        assume = tuple(dict.fromkeys(DEFAULT_ASSUMPTIONS + tuple(assume)))
+        self.e, self.assume, self.ifnames = e, assume, ifnames
+        self.d = dissect()
+        self.maps = map_classes(e, classify(e))
+        self.conds = {p.id: e.condition(p) for p in e.paths}
+        self.env = [a for a in e.base_constraints() if not any(
+            str(x).startswith("b!") for x in _consts(a))]
+        self.env += assumption_constraints(self.assume)
+        self.typical = typical_packet()
+        self.outcomes = {p.id: self.outcome(p) for p in e.paths}
+        self.software: list[tuple[list[int], str]] = []
+        self._blocks: dict[int, Block | None] = {}
+
+    # --- what each path asks for ---------------------------------------------------------
+
+    def outcome(self, p: Path) -> Outcome | str:
+        """The rule outcome reproducing path `p`, or why none can."""
+        if p.truncated or p.notes:
+            return "the path is not fully understood: " + (p.truncated or p.notes[0])
+        bad = [f"{x.kind} {x.target}" for x in p.effects
+               if not (x.kind in COUNTER_EFFECTS and self.maps.get(x.target) in ("stats-only", "control-plane"))
+               and x.kind not in ("redirect", "tail_call", "callback", "packet_resize")]
+        if p.verdict in ("DROP", "ABORTED"):
+            return "side effects beyond counters: " + ", ".join(bad) if bad else DROP
+        if p.verdict == "PASS":
+            return PASS
+        if bad:
+            return "side effects beyond counters: " + ", ".join(bad)
+        if p.verdict == "REDIRECT" and p.redirect and p.redirect[0] == "ifindex":
+            ifindex = const_value(self.e.expand(p.redirect[1]))
+            if p.writes:
+                return "redirect of a rewritten packet (pedit not synthesised yet)"
+            if ifindex is None:
+                return "redirect to an ifindex computed from the packet"
+            if ifindex not in self.ifnames:
+                return f"redirect to ifindex {ifindex}: no device name (use --ifname {ifindex}=DEV)"
+            return Outcome(("mirred", "egress", "redirect", "dev", self.ifnames[ifindex]),
+                           ("REDIRECT",), ifindex)
+        if p.verdict == "REDIRECT":
+            return "redirect through a map (the target is control-plane state)"
+        if p.verdict == "TX":
+            return "XDP_TX (header rewrites are not synthesised yet)"
+        return f"verdict {p.verdict}"
+
+    def good(self, outcome: Outcome) -> z3.BoolRef:
+        """Packets for which the program does what `outcome` does (cleanly)."""
+        conds = [self.conds[p.id] for p in self.e.paths if self.outcomes[p.id] == outcome]
+        return z3.Or(conds) if conds else z3.BoolVal(False)
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def run(self) -> Synthesis:
+        blocks: list[Block] = []
+        for p in self.e.paths:
+            o = self.outcomes[p.id]
+            if isinstance(o, str):
+                if p.verdict not in ("PASS",):
+                    self.software.append(([p.id], o))
+                continue
+            if o.is_pass:
+                continue
+            block = self.extract(p, o)
+            if block is None:
+                continue
+            same = next((b for b in blocks if b.protocol == block.protocol and b.sets == block.sets
+                         and b.outcome == block.outcome), None)
+            if same is not None:
+                same.paths.append(p.id)
+                continue
+            blocks.append(block)
+        kept = []
+        for b in blocks:
+            self.prove(b, kept)
+            if b.proved:
+                kept.append(b)
+            else:
+                self.software.append((b.paths, b.why))
+        return Synthesis(kept, self.software, self.assume, self.e.options.max_len)
+
+    def extract(self, p: Path, outcome: Outcome, quiet: bool = False) -> Block | None:
+        def give_up(why):
+            if not quiet:
+                self.software.append(([p.id], why))
+        cond = z3.And(self.conds[p.id], *self.env, self.typical)
+        s = _solver(cond)
+        if s.check() != z3.sat:
+            return give_up("only atypical packets take this path (short frames, IP options, "
+                           "fragments): no flower key separates them")
+        protocols = _values(s, self.d.skb_protocol, 2)
+        eth = protocols[0] if len(protocols) == 1 else None
+        family = FAMILIES.get(eth)
+        protocol = protocol_name(eth) if family else "all"
+        sets: dict[str, tuple[int, ...]] = {}
+        masked: dict[str, Exact] = {}
+        for name in EXTRACTED[family]:
+            term = self.d.keys[name]
+            values = _values(s, term, MAX_VALUES + 1)
+            if len(values) <= MAX_VALUES:
+                sets[name] = tuple(sorted(values))
+            elif FLOWER_KEYS[name].mask != "none":
+                bits = _fixed_bits(s, term, values, FLOWER_KEYS[name].width)
+                if FLOWER_KEYS[name].mask == "prefix":
+                    bits = Exact(bits.value, _prefix_part(bits.mask, FLOWER_KEYS[name].width))
+                if bits.mask:
+                    masked[name] = Exact(bits.value & bits.mask, bits.mask)
+        sets = _valid(protocol, sets)
+        masked = {n: v for n, v in masked.items() if n in _valid(protocol, {**sets, n: (0,)})}
+        if family == "ip" and not {"src_ip", "dst_ip"} & (set(sets) | set(masked)):
+            masked["src_ip"] = Exact(0, 0)  # "an IPv4 header was read": the program read one
+        return Block(protocol, sets, outcome, [p.id], masked=masked)
+
+    def prove(self, b: Block, earlier: list[Block]) -> None:
+        good = self.good(b.outcome)
+        taken = self.reach(earlier)
+        region = b.formula(self.d)
+        for _ in range(MAX_SHIELDS):
+            shields = [match_formula(m, self.d) for m in b.shields]
+            s = _solver(*self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good))
+            r = s.check()
+            if r == z3.unsat:
+                b.proved = True
+                return
+            if r == z3.unknown:
+                b.why = "z3 gave no answer in time"
+                return
+            shield = self.shield(b, s.model(), good)
+            b.shields = self.widen(b, good, shield)
+        b.why = f"not proved after {MAX_SHIELDS} shields (flower cannot separate what the program decides)"
+
+    def path_block(self, model: z3.ModelRef) -> Block | None:
+        """The extracted block of the path the model's packet takes (None if it is only
+        taken by atypical packets)."""
+        for p in self.e.paths:
+            if z3.is_true(model.eval(self.conds[p.id], model_completion=True)):
+                if p.id not in self._blocks:
+                    o = self.outcomes[p.id]
+                    self._blocks[p.id] = self.extract(p, o if isinstance(o, Outcome) else PASS, quiet=True)
+                return self._blocks[p.id]
+        return None
+
+    def reach(self, earlier: list[Block]) -> z3.BoolRef:
+        """Packets no earlier block (or its shields) takes."""
+        taken = []
+        for b in earlier:
+            taken += [match_formula(m, self.d) for m in b.shields]
+            taken.append(b.formula(self.d))
+        return z3.Not(z3.Or(taken)) if taken else z3.BoolVal(True)
+
+    def shield(self, b: Block, model: z3.ModelRef, good: z3.BoolRef) -> FlowerMatch:
+        """The widest pass rule through the counterexample that takes none of the packets
+        the block is meant for."""
+        family = FAMILIES.get(FlowerMatch(b.protocol).ethertype)
+        names = [n for n in EXTRACTED[family] + (SHIELD_ONLY if family in ("ip", "ipv6") else ())]
+        seen = {n: model.eval(self.d.keys[n], model_completion=True).as_long() for n in names}
+        taken = self.path_block(model)
+        if taken is not None and taken.protocol == b.protocol:
+            # The keys that path fixes, where the packet's flower view agrees: its natural
+            # region, cut down to what flower sees of this packet.
+            fixed = {n: v[0] for n, v in taken.sets.items() if len(v) == 1}
+            keys = {n: v for n, v in fixed.items() if seen.get(n) == v}
+            keys.update({n: v[0] for n, v in b.sets.items() if len(v) == 1})
+            keys = {n: v[0] for n, v in _valid(b.protocol, {n: (v,) for n, v in keys.items()}).items()}
+            shield = _match(b.protocol, keys)
+            lost = [n for n, v in fixed.items() if seen.get(n) != v]
+            if lost and seen.get("ip_flags", 0) & IP_FLAG_FRAG:
+                # flower lost a key because the packet is a fragment: say so in the shield
+                shield = FlowerMatch(b.protocol, shield.keys + (("ip_flags", Exact(IP_FLAG_FRAG, IP_FLAG_FRAG)),))
+            return shield
+        keys = {n: v for n, v in seen.items()}
+        for n, v in b.sets.items():
+            if len(v) == 1:
+                keys[n] = v[0]
+        keys = dict(_valid(b.protocol, {n: (v,) for n, v in keys.items()}))
+        keys = {n: v[0] for n, v in keys.items()}
+        # Typical packets the block is for: widening stops before it would take them
+        # (atypical ones - options, fragments - a shield may take: they pass, safely).
+        region = z3.And(b.formula(self.d), good, *self.env)
+        if _sat(region, match_formula(_match(b.protocol, keys), self.d)):
+            region = z3.And(region, self.typical)
+            if _sat(region, match_formula(_match(b.protocol, keys), self.d)):
+                return _match(b.protocol, keys)  # flower cannot separate: the narrowest shield
+        for n in names:
+            if n not in keys or (n in b.sets and len(b.sets[n]) == 1):
+                continue
+            trial = {k: v for k, v in keys.items() if k != n}
+            trial = {k: v[0] for k, v in _valid(b.protocol, {k: (v,) for k, v in trial.items()}).items()}
+            if not _sat(region, match_formula(_match(b.protocol, trial), self.d)):
+                keys = trial
+        return _match(b.protocol, keys)
+
+    def widen(self, b: Block, good: z3.BoolRef, new: FlowerMatch) -> list[FlowerMatch]:
+        """Add `new` to the block's shields. A shield on the same keys with other values is
+        merged with it, keeping only the bits the two agree on, unless that takes typical
+        packets the block is for; after FORCE_WIDEN such refusals it is merged anyway (flower
+        cannot see what separates them - an IPv4 option moving the port - so those packets
+        go to software)."""
+        region = z3.And(b.formula(self.d), good, *self.env, self.typical)
+        for i, old in enumerate(b.shields):
+            if [k for k, _ in old.keys] == [k for k, _ in new.keys] and old.protocol == new.protocol:
+                merged = _common(old, new)
+                shape = tuple(k for k, _ in old.keys)
+                b.refused[shape] = b.refused.get(shape, 0) + 1
+                if b.refused[shape] >= FORCE_WIDEN or not _sat(region, match_formula(merged, self.d)):
+                    return b.shields[:i] + [merged] + b.shields[i + 1:]
+        return b.shields + [new]
+
+
+# --- assumptions and typical packets ---------------------------------------------------------
+
+def _byte(o: int) -> z3.BitVecRef:
+    return PACKET[z3.BitVecVal(o, 64)]
+
+
+def _is_ipv4() -> z3.BoolRef:
+    return z3.And(z3.UGE(PACKET_LEN, 34), _byte(12) == 0x08, _byte(13) == 0x00)
+
+
+def assumption_constraints(names) -> list[z3.BoolRef]:
+    out = []
+    for n in names:
+        if n == "min-frame":
+            out.append(z3.UGE(PACKET_LEN, MIN_FRAME))
+        elif n == "no-ip-options":
+            out.append(z3.Implies(_is_ipv4(), _byte(14) & 0x0F == 5))
+        elif n == "no-fragments":
+            out.append(z3.Implies(_is_ipv4(), z3.And(_byte(20) & 0x3F == 0, _byte(21) == 0)))
+    return out
+
+
+def typical_packet() -> z3.BoolRef:
+    """Where fixed-offset header reads and flower keys agree: a frame of at least the
+    Ethernet minimum (60 bytes without FCS, so a TCP header after a plain IPv4 header is
+    never cut), IPv4 without options and not a fragment (other ethertypes unconstrained)."""
+    return z3.And(z3.UGE(PACKET_LEN, MIN_FRAME), z3.Implies(
+        _is_ipv4(), z3.And(_byte(14) == 0x45, _byte(20) & 0x3F == 0, _byte(21) == 0)))
+
+
+# --- small helpers ---------------------------------------------------------------------------
+
+def _solver(*constraints) -> z3.Solver:
+    s = z3.Solver()
+    s.set("timeout", QUERY_TIMEOUT_MS)
+    s.add(*constraints)
+    return s
+
+
+def _sat(*constraints) -> bool:
+    return _solver(*constraints).check() != z3.unsat
+
+
+def _values(s: z3.Solver, term: z3.BitVecRef, limit: int) -> list[int]:
+    """Up to `limit` values `term` takes in models of `s` (s is restored)."""
+    out: list[int] = []
+    s.push()
+    try:
+        while len(out) < limit and s.check() == z3.sat:
+            v = s.model().eval(term, model_completion=True).as_long()
+            out.append(v)
+            s.add(term != v)
+    finally:
+        s.pop()
+    return out
+
+
+def _fixed_bits(s: z3.Solver, term: z3.BitVecRef, seen: list[int], width: int) -> Exact:
+    """The bits of `term` that have one value in every model of `s` (seen: values found)."""
+    first = seen[0]
+    mask = 0
+    for i in range(width):
+        bit = first >> i & 1
+        if any((v >> i & 1) != bit for v in seen):
+            continue
+        s.push()
+        s.add(z3.Extract(i, i, term) != bit)
+        if s.check() == z3.unsat:
+            mask |= 1 << i
+        s.pop()
+    return Exact(first & mask, mask)
+
+
+def _consts(e: z3.ExprRef):
+    stack, seen = [e], set()
+    while stack:
+        x = stack.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            yield x
+        elif z3.is_app(x):
+            stack.extend(x.children())
+
+
+def _fixed(sets: dict[str, tuple[int, ...]]):
+    for name, values in sets.items():
+        if len(values) == 1:
+            yield name, Exact(values[0], (1 << FLOWER_KEYS[name].width) - 1)
+
+
+def _match(protocol: str, keys: dict[str, int]) -> FlowerMatch:
+    return FlowerMatch(protocol, tuple((n, Exact(v, (1 << FLOWER_KEYS[n].width) - 1)) for n, v in keys.items()))
+
+
+def _common(a: FlowerMatch, b: FlowerMatch) -> FlowerMatch:
+    """The narrowest match containing both (same keys): per key the bits both agree on
+    (a prefix for address keys, nothing for keys without masks)."""
+    keys = []
+    for (name, x), (_, y) in zip(a.keys, b.keys):
+        row = FLOWER_KEYS[name]
+        mask = x.mask & y.mask & ~(x.value ^ y.value)
+        if row.mask == "prefix":
+            mask = _prefix_part(mask, row.width)
+        full = (1 << row.width) - 1
+        if mask == 0 or (row.mask == "none" and mask != full):
+            continue
+        keys.append((name, Exact(x.value & mask, mask)))
+    return FlowerMatch(a.protocol, tuple(keys))
+
+
+def _prefix_part(mask: int, width: int) -> int:
+    """The leading ones of `mask`."""
+    n = 0
+    while n < width and mask >> (width - 1 - n) & 1:
+        n += 1
+    return ((1 << n) - 1) << (width - n)
+
+
+def _valid(protocol: str, sets: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """Drop keys flower would refuse in this combination (ports without a port protocol,
+    ICMP keys without ICMP, tcp_flags without TCP, a zero address that only says "no IP
+    header was read")."""
+    proto = sets.get("ip_proto")
+    one = proto[0] if proto and len(proto) == 1 else None
+    out = {}
+    for name, values in sets.items():
+        row = FLOWER_KEYS[name]
+        if row.ip_protos is not None:
+            if name.startswith("icmp_"):
+                need = {1} if protocol == "ip" else {58}
+            else:
+                need = set(row.ip_protos)
+            if one is None or one not in need:
+                continue
+        if name in ("src_port", "dst_port") and (one is None or one not in PORT_PROTOS):
+            continue
+        out[name] = values
+    return out
