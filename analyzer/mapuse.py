@@ -49,7 +49,7 @@ class MapUse:
 def map_uses(e: Exploration) -> dict[str, MapUse]:
     """MapUse of every map the program writes (memoised on the exploration)."""
     if e.map_use is None:
-        e.map_use = _Prover(e).run()
+        e.map_use = _Prover(e).run() if e.written_maps else {}
     return e.map_use
 
 

@@ -23,6 +23,10 @@ from analyzer.explore import ExplorationError, Options, explore
 from analyzer import kernel
 from analyzer.report import SCHEMA, analysis_json, analysis_text
 from analyzer.verify import verify
+from offload import costcmd  # cost model (issue 5)
+from rules import output as rules_output
+from rules import ruleset
+from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -249,6 +253,32 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _rules(args: argparse.Namespace) -> int:
+    obj = load_object(args.file)
+    ifnames = {}
+    for spec in args.ifname:
+        index, _, name = spec.partition("=")
+        if not index.isdigit() or not name:
+            raise LiftError(f"--ifname {spec!r}: expected IFINDEX=NAME", file=obj.path)
+        ifnames[int(index)] = name
+    docs = []
+    for prog in _xdp_programs(obj, args.program):
+        e = explore(obj, prog, _options(args), _progress_printer(prog.name))
+        try:
+            rs = ruleset.build(e, tuple(args.assume), ifnames, args.max_rules)
+        except ValueError as err:
+            raise LiftError(str(err), file=obj.path, program=prog.name) from err
+        skip = "skip_hw" if args.sw else "skip_sw"
+        if args.format == "json":
+            docs.append(rules_output.rules_json(e, rs, args.dev, skip))
+        else:
+            sys.stdout.write(rules_output.tc_script(e, rs, args.dev, skip))
+    if docs:
+        print(json.dumps(docs[0] if len(docs) == 1 else {"schema": rules_output.SCHEMA + "+list",
+                                                          "programs": docs}, indent=2))
+    return 0
+
+
 #: Sections whose programs the kernel cannot test-run.
 _NO_TEST_RUN = ("xdp/devmap", "xdp/cpumap", "xdp.frags/devmap", "xdp.frags/cpumap")
 
@@ -287,6 +317,23 @@ def parser() -> argparse.ArgumentParser:
     _exploration_flags(p)
     p.add_argument("--random", type=int, default=1000, help="random packets after the witnesses (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p = sub.add_parser("rules", help="tc flower rules for the paths hardware can take, each proven")
+    p.add_argument("file")
+    p.add_argument("--dev", required=True, help="the device the tc script attaches to")
+    _exploration_flags(p)
+    p.add_argument("--format", choices=("tc", "json"), default="tc",
+                   help=f"a tc -batch script (default) or JSON (schema {rules_output.SCHEMA})")
+    p.add_argument("--sw", action="store_true", help="skip_hw instead of skip_sw (test in software)")
+    p.add_argument("--max-rules", type=int, default=512, help="filters the NIC holds (default 512)")
+    p.add_argument("--assume", action="append", default=[], choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
+                   help="prove under this assumption too (repeatable): " +
+                   "; ".join(f"{k}: {v}" for k, v in ASSUMPTIONS.items() if k not in DEFAULT_ASSUMPTIONS)
+                   + f" (always assumed: {ASSUMPTIONS['min-frame']})")
+    p.add_argument("--ifname", action="append", default=[], metavar="IFINDEX=NAME",
+                   help="device name of an ifindex the program redirects to (repeatable)")
+    # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
+    costcmd.add_parsers(sub, _exploration_flags)
+    # --- end cost model ---
     return top
 
 
@@ -296,7 +343,11 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cfg": _cfg,
     "analyze": _analyze,
     "verify": _verify,
+    "rules": _rules,
 }
+# --- cost model (issue 5) ---
+COMMANDS.update(costcmd.COMMANDS)
+# --- end cost model ---
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -159,7 +159,9 @@ class _Checker:
         """Drop filters no packet reaches, and pass filters that no later non-pass filter of
         their chain overlaps (removing them changes nothing)."""
         hits = self.reaching(rules)
-        kept = [r for r, h in zip(rules, hits) if _sat(*self.s.env, h)]
+        # Inside a chain the filters are the values of one key's set, each taken by some
+        # path: only chain 0 (blocks, shields) can hold filters no packet reaches.
+        kept = [r for r, h in zip(rules, hits) if r.chain or _sat(*self.s.env, h)]
         changed = True
         while changed:
             changed = False

@@ -1,0 +1,408 @@
+"""The cost model (analyzer/cost.py, calibrate.py, tailgraph.py; `xdp2tc cost`/`calibrate`).
+
+Counts are checked against an independent oracle: tests/oracles/interp.py single-steps the
+lifter's IR concretely on each path's witness (packet, ctx fields, map contents and helper
+results from the z3 model that `xdp2tc verify` builds) and counts what it executes. No
+timing thresholds here: the accuracy of the prices is bench/cost.py's job.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import z3
+
+import corpus
+from analyzer import kernel
+from analyzer.cost import (DEFAULT_PROFILE, INSN_CLASSES, Profile, ProfileError, Site, count, load_profile,
+                           path_costs, price, taken_tail_calls)
+from analyzer.explore import UNKNOWN, explore
+from analyzer.helpers import HELPER_BY_ID
+from analyzer.symbolic import ctx_field, map_found, map_val, symbols
+from analyzer.tailgraph import parse_mapping
+from analyzer.verify import Verifier
+from lifter.maps import is_global_data_section
+from lifter.program import load_object
+from offload.cli import main
+from conftest import require, require_kernel
+from oracles import interp
+
+BUILD = corpus.BUILD_DIR
+
+
+def corpus_params() -> list:
+    objs = sorted(corpus.built_objects())
+    if not objs:
+        return [pytest.param(None, id="no-corpus")]
+    return [pytest.param(p, id=str(p.relative_to(BUILD))) for p in objs]
+
+
+def built(rel: str) -> Path:
+    path = BUILD / rel
+    require(path.is_file(), f"{path} is not built (run `make corpus`)")
+    return path
+
+
+# --------------------------------------------------------------------------- the oracle
+
+
+def oracle_inputs(e, v: Verifier, path, model):
+    """The witness as the oracle's inputs: the packet, ctx fields, map contents and the
+    helper results the model chose (in call order per helper)."""
+    ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
+    packet = v._packet(ev)
+    maps = {m.name: m for m in e.obj.maps}
+
+    def map_value(name: str, key: bytes) -> bytes | None:
+        mdef = maps[name]
+        bits = 8 * (mdef.key_size or 4)
+        k = z3.BitVecVal(int.from_bytes(key, "little"), bits)
+        always = is_global_data_section(mdef.section) or (mdef.type and mdef.type.name in ("array", "percpu_array"))
+        if not always and not z3.is_true(ev(map_found(name, bits)(k))):
+            return None
+        return bytes(ev(map_val(name, bits)(k, z3.BitVecVal(i, 32))).as_long() for i in range(mdef.value_size or 0))
+
+    queues: dict[str, list[int]] = {}
+    for name in sorted(symbols(e.condition(path)), key=lambda n: int(n.rsplit(".", 1)[1]) if n.startswith("helper.") else 0):
+        if name.startswith("helper."):
+            queues.setdefault(name.split(".")[1], []).append(ev(z3.BitVec(name, 64)).as_long())
+
+    def helper_value(name: str) -> int:
+        q = queues.get(name)
+        return q.pop(0) if q else 0
+    return packet, {"ingress_ifindex": ev(ctx_field("ingress_ifindex")).as_long(),
+                    "rx_queue_index": ev(ctx_field("rx_queue_index")).as_long(),
+                    "map_value": map_value, "helper_value": helper_value}
+
+
+def oracle_counts(obj, res: interp.Result) -> Counter:
+    """The oracle's counters under the cost model's names."""
+    out = Counter({"insns": res.steps})
+    for cls in INSN_CLASSES:
+        if res.counts.get(cls):
+            out[f"insn.{cls}"] = res.counts[cls]
+    for hid, n in res.helpers.items():
+        h = HELPER_BY_ID.get(hid)
+        out[f"helper.{h.name}" if h else "helper.unknown"] += n
+    maps = {m.name: m for m in obj.maps}
+    for name, n in res.lookups.items():
+        mdef = maps[name]
+        out[f"lookup.{mdef.type.name}"] += n
+        if mdef.type.keyed == "hash":
+            out["hash_key_bytes"] += n * (mdef.key_size or 4)
+    for key, name in (("pkt_read_bytes", "pkt.read_bytes"), ("pkt_write_bytes", "pkt.write_bytes"),
+                      ("callback", "callback")):
+        if res.counts.get(key):
+            out[name] = res.counts[key]
+    return out
+
+
+@pytest.mark.parametrize("path", corpus_params())
+def test_counts_match_the_concrete_oracle(path):
+    """Per path: the explorer's instruction count (Path.steps) and the cost model's
+    counters, at the witness, equal what the concrete interpreter counts on that witness."""
+    require(path is not None, "corpus is not built (run `make corpus`)")
+    obj = load_object(path)
+    compared = skipped = 0
+    for prog in obj.programs:
+        if not prog.is_xdp:
+            continue
+        plain = explore(obj, prog)
+        counted = count(obj, prog)
+        e = counted.exploration
+        assert len(plain.paths) == len(e.paths)
+        v = Verifier(e, None)
+        for p, q, cond in zip(e.paths, plain.paths, v.conditions):
+            if p.verdict == UNKNOWN or p.notes or v._unfillable(p):
+                skipped += 1
+                continue
+            model = v._model(cond)
+            if model is None:
+                skipped += 1
+                continue
+            packet, inputs = oracle_inputs(e, v, p, model)
+            try:
+                res = interp.run(obj, prog, packet, **inputs)
+            except interp.Unsupported:
+                skipped += 1
+                continue
+            predicted_ret = model.eval(z3.Extract(31, 0, p.retval), model_completion=True).as_long()
+            if (res.retval & 0xFFFFFFFF) != predicted_ret:
+                # Only a path that depends on helper results may diverge (their order in
+                # the witness is a guess); anything else is a bug in one of the two.
+                assert v.nondeterministic[p.id], f"{prog.name} path #{p.id}: oracle returned {res.retval}"
+                skipped += 1
+                continue
+            steps = q.steps if isinstance(q.steps, int) else \
+                model.eval(plain.expand(q.steps), model_completion=True).as_long()
+            assert res.steps == steps, f"{prog.name} path #{p.id}: oracle {res.steps} insns, explorer {steps}"
+            assert res.sites <= p.sites, f"{prog.name} path #{p.id}: branch sites"
+            mine = Counter(counted.counts_at(p, model))
+            mine = Counter({k: n for k, n in mine.items() if not k.startswith("tail.")})
+            assert mine == oracle_counts(obj, res), f"{prog.name} path #{p.id}"
+            assert [(c, m, t) for c, m, _, t in res.tail_calls] == [(t.caller, t.map, t.target) for t in p.tail_calls]
+            compared += 1
+    print(f"{path.name}: {compared} paths compared, {skipped} not comparable")
+
+
+def test_oracle_covers_the_corpus():
+    """The comparison above is not vacuous: most corpus paths are compared."""
+    objs = corpus.built_objects()
+    require(bool(objs), "corpus is not built (run `make corpus`)")
+    obj = load_object(built("clang/tailcall_dispatch.o"))
+    prog = obj.program("xdp_dispatch")
+    counted = count(obj, prog)
+    v = Verifier(counted.exploration, None)
+    done = 0
+    for p, cond in zip(counted.exploration.paths, v.conditions):
+        model = v._model(cond)
+        packet, inputs = oracle_inputs(counted.exploration, v, p, model)
+        res = interp.run(obj, prog, packet, **inputs)
+        assert res.steps == counted.counts_at(p, model)["insns"]
+        done += 1
+    assert done == len(counted.exploration.paths) == 12
+
+
+# --------------------------------------------------------------------------- counting
+
+
+def test_tail_call_sites_as_the_kernel_sees_them():
+    """clang merges the dispatcher's three constant-index calls into one site (the kernel
+    runs it as a variable-index tail call); the handlers end the chain."""
+    obj = load_object(built("clang/tailcall_dispatch.o"))
+    counted = count(obj, obj.program("xdp_dispatch"))
+    sites = [s for s, keys in counted.site_keys.items() if keys]
+    assert sites == [Site("xdp_dispatch", 53)]
+    assert counted.site_keys[sites[0]] == {("jmp_table", 0), ("jmp_table", 1), ("jmp_table", 2)}
+    assert counted.site_kind(sites[0]) == "variable"
+    taken = [p for p in counted.exploration.paths if p.tail_calls]
+    assert len(taken) == 9 and all(len(p.tail_calls) == 1 for p in taken)
+
+
+def test_merged_paths_list_only_feasible_subpaths():
+    """A merged path's vectors are its feasible sub-paths (checked), not every combination."""
+    obj = load_object(built("clang/or_stress_k2.o"))
+    counted = count(obj, obj.program("xdp_or_stress"))
+    plain = explore(obj, obj.program("xdp_or_stress"))
+    from analyzer.report import insn_range
+    for p, q in zip(counted.exploration.paths, plain.paths):
+        vectors, exact = counted.vectors(p)
+        assert exact and vectors
+        lo, hi = insn_range(q.steps)
+        assert lo <= min(v["insns"] for v in vectors) <= max(v["insns"] for v in vectors) <= hi
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def test_default_profile_ships_and_is_complete():
+    prof = load_profile()
+    assert Path(prof.source) == DEFAULT_PROFILE
+    assert prof.kernel and prof.cpu and prof.overhead_ns > 0
+    for cls in ("alu", "jump", "load_pkt", "load_stack", "store_stack", "ld_imm64", "exit", "call_helper"):
+        assert cls in prof.insn
+    for name in ("ktime_get_ns", "get_prandom_u32", "get_smp_processor_id", "csum_diff", "redirect", "redirect_map"):
+        assert name in prof.helper
+    for mtype in ("array", "percpu_array", "hash", "percpu_hash", "lru_hash", "lpm_trie", "devmap"):
+        assert mtype in prof.lookup
+    assert set(Profile.TAIL_KINDS) <= set(prof.tail_call)
+    assert {"bpf2bpf", "callback"} <= set(prof.call)
+    assert all(math.isfinite(x) and x >= 0 for x in prof.insn.values())
+
+
+def test_profile_round_trip(tmp_path):
+    prof = load_profile()
+    out = tmp_path / "p.json"
+    prof.save(out)
+    again = load_profile(out)
+    assert again.to_json() == prof.to_json()
+
+
+@pytest.mark.parametrize("text, what", [
+    ("not json", "not JSON"),
+    ('{"schema": "other"}', "not an xdp2tc profile"),
+    ('{"schema": "xdp2tc.profile/1", "kernel": "k", "cpu": "c", "overhead_ns": "x"}', "finite number"),
+])
+def test_bad_profiles(tmp_path, text, what):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ProfileError, match=what):
+        load_profile(path)
+
+
+def test_price_is_the_sum_of_its_parts():
+    prof = load_profile()
+    obj = load_object(built("clang/lpm_src_block.o"))
+    counted = count(obj, obj.program(None))
+    for pc in path_costs(counted, prof):
+        for vec, pr in zip(pc.vectors, pc.prices):
+            assert pr.ns == pytest.approx(sum(pr.parts.values()))
+            expect = sum(n * prof.insn[k.split(".", 1)[1]] for k, n in vec.items() if k.startswith("insn."))
+            assert pr.parts["insns"] == pytest.approx(expect)
+            assert pr.parts["lookups"] == pytest.approx(vec.get("lookup.lpm_trie", 0) * prof.lookup["lpm_trie"])
+
+
+def test_savings_of_the_dispatcher():
+    prof = load_profile()
+    obj = load_object(built("clang/tailcall_dispatch.o"))
+    counted = count(obj, obj.program("xdp_dispatch"))
+    for pc in path_costs(counted, prof):
+        pr = pc.prices[pc.worst]
+        if pc.path.tail_calls:
+            assert pr.parts["tail_calls"] == pytest.approx(prof.tail_call["variable"])
+            assert pr.saving_const == pytest.approx(prof.tail_call["variable"] - prof.tail_call["constant"])
+            assert pr.saving_merge == pytest.approx(max(prof.tail_call["variable"] - prof.insn["goto"], 0))
+        else:
+            assert pr.parts["tail_calls"] == pr.saving_merge == pr.saving_const == 0
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cost_text(capsys):
+    code, out, err = run_cli(capsys, "cost", str(built("clang/tailcall_dispatch.o")))
+    assert code == 0 and not err
+    assert "worst: path #" in out and "% of it in tail calls" in out
+    assert "merging the tail-called programs saves up to" in out
+    assert "tail-call site xdp_dispatch:53: variable index in the kernel (3 different constant indices" in out
+
+
+def test_cost_json(capsys):
+    code, out, _ = run_cli(capsys, "cost", "--json", str(built("clang/tailcall_dispatch.o")))
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["schema"] == "xdp2tc.cost/1" and not doc["errors"]
+    disp = next(p for p in doc["programs"] if p["program"] == "xdp_dispatch")
+    assert disp["summary"]["paths"] == 12
+    tcp = [p for p in disp["paths"] if p["programs"] == ["xdp_dispatch", "xdp_handle_tcp"]]
+    assert tcp and all(p["chain_depth"] == 1 and p["tail_calls"][0]["kind"] == "variable" for p in tcp)
+    assert all(p["ns"]["min"] <= p["ns"]["median"] <= p["ns"]["max"] for p in disp["paths"])
+    assert {e["to"].rsplit(":", 1)[1] for e in doc["graph"]["edges"]} == {"xdp_handle_tcp", "xdp_handle_udp",
+                                                                          "xdp_handle_icmp"}
+
+
+def test_prog_array_mapping_composes_costs(capsys):
+    var, disp = built("clang/tailcall_variable.o"), built("clang/tailcall_dispatch.o")
+    code, out, _ = run_cli(capsys, "cost", "--json", str(var), "--prog-array",
+                           f"dscp_progs=0:{disp}:xdp_handle_tcp")
+    assert code == 0
+    doc = json.loads(out)
+    prog = next(p for p in doc["programs"] if p["program"] == "xdp_tailcall_variable")
+    handler = next(p for p in doc["programs"] if p["program"] == "xdp_handle_tcp")
+    assert handler["root"] is False
+    cont = [p["continues"] for p in prog["paths"] if p["continues"] and p["continues"]["targets"]]
+    assert cont, "the variable-index tail call continues in the mapped handler"
+    hmin, hmax = handler["summary"]["ns"]["min"], handler["summary"]["ns"]["max"]
+    for c, p in ((p["continues"], p) for p in prog["paths"] if p["continues"] and p["continues"]["ns"]):
+        assert c["ns"]["min"] == pytest.approx(p["ns"]["min"] + hmin, abs=1e-3)
+        assert c["ns"]["max"] == pytest.approx(p["ns"]["max"] + hmax, abs=1e-3)
+        assert c["chain_depth"] == 1
+    edges = [e for e in doc["graph"]["edges"] if e["source"] == "prog-array"]
+    assert len(edges) == 1 and edges[0]["kind"] == "variable" and edges[0]["index"] == 0
+
+
+def test_tail_call_cycle_is_an_error(capsys):
+    var = built("clang/tailcall_variable.o")
+    code, out, err = run_cli(capsys, "cost", str(var), "--prog-array", f"dscp_progs=3:{var}:xdp_tailcall_variable")
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("xdp2tc: cost: tail-call cycle ")
+    assert "Traceback" not in err and out  # the report is still printed
+
+
+def test_chain_deeper_than_33_is_an_error():
+    """A synthetic graph of 35 programs in a row (34 tail calls), without 35 objects."""
+    import networkx as nx
+    from analyzer.tailgraph import Node, TailGraph
+    g = TailGraph.__new__(TailGraph)
+    g.graph = nx.DiGraph()
+    nx.add_path(g.graph, [Node("chain.o", f"p{i}") for i in range(35)])
+    errors = g._check()
+    assert len(errors) == 1 and errors[0].startswith("tail-call chain of 34 calls from chain.o:p0")
+    assert "deeper than the kernel's limit of 33" in errors[0]
+    g.graph.remove_node(Node("chain.o", "p34"))
+    assert g._check() == []  # 33 tail calls: what the kernel allows
+
+
+def test_graph_dot_and_svg(capsys):
+    disp = built("clang/tailcall_dispatch.o")
+    code, out, _ = run_cli(capsys, "cost", "--graph", str(disp))
+    assert code == 0 and out.startswith('digraph "tail calls"')
+    assert out.count("->") == 3 and "jmp_table[?] variable" in out
+    import shutil
+    require(shutil.which("dot") is not None, "graphviz's dot is not installed (make setup installs it)")
+    code, out, _ = run_cli(capsys, "cost", "--graph", "--svg", str(disp))
+    assert code == 0 and "<svg" in out
+
+
+@pytest.mark.parametrize("args, what", [
+    (["--prog-array", "nonsense"], "expected MAP=IDX:FILE:PROG"),
+    (["--prog-array", "nomap=0:x.o:p"], "no map 'nomap'"),
+    (["--profile", "/nonexistent/p.json"], "cannot read the profile"),
+    (["--svg"], "--svg needs --graph"),
+    (["--program", "nope"], "no program named 'nope'"),
+])
+def test_cost_bad_input(capsys, args, what):
+    code, out, err = run_cli(capsys, "cost", str(built("clang/tailcall_variable.o")), *args)
+    assert code == 2
+    assert err.count("\n") == 1 and what in err and "Traceback" not in err
+
+
+def test_cost_bad_object(capsys, tmp_path):
+    bad = tmp_path / "bad.o"
+    bad.write_bytes(b"not an elf")
+    code, _, err = run_cli(capsys, "cost", str(bad))
+    assert code == 2 and err.startswith("xdp2tc: ") and err.count("\n") == 1
+
+
+def test_parse_mapping():
+    m = parse_mapping("jmp=3:dir/a.o:xdp_b")
+    assert (m.map, m.index, m.file, m.program) == ("jmp", 3, "dir/a.o", "xdp_b")
+    with pytest.raises(ValueError):
+        parse_mapping("jmp=x:a.o:b")
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+@pytest.mark.kernel
+def test_calibrate_writes_a_profile(capsys, tmp_path):
+    """A quick calibration (few repeats, one round): every entry present and finite; the
+    numbers themselves are not checked (no timing thresholds in unit tests)."""
+    require_kernel()
+    try:
+        kernel.check_kernel()
+    except kernel.KernelUnavailable as err:
+        require(False, str(err))
+    out = tmp_path / "p.json"
+    code, text, err = run_cli(capsys, "calibrate", "--out", str(out), "--repeat", "200", "--rounds", "1",
+                              "--scale", "0.1")
+    assert code == 0, err
+    prof = load_profile(out)
+    shipped = load_profile()
+    for table in ("insn", "helper", "lookup", "tail_call", "call"):
+        assert set(getattr(prof, table)) == set(getattr(shipped, table)), table
+        assert all(math.isfinite(x) and x >= 0 for x in getattr(prof, table).values())
+    assert prof.kernel == __import__("platform").release()
+    assert "profile for kernel" in text
+    # the profile prices paths
+    obj = load_object(built("clang/tailcall_dispatch.o"))
+    counted = count(obj, obj.program("xdp_dispatch"))
+    for p in counted.exploration.paths:
+        for vec in counted.vectors(p)[0]:
+            assert price(vec, taken_tail_calls(p), counted, prof).ns >= 0
+
+
+def test_calibrate_bad_options(capsys):
+    code, _, err = run_cli(capsys, "calibrate", "--repeat", "0")
+    assert code == 2 and "at least 1" in err
