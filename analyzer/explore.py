@@ -151,6 +151,12 @@ class Exploration:
     def base_constraints(self) -> list[z3.BoolRef]:
         return list(self.solver.assertions())
 
+    def environment(self) -> list[z3.BoolRef]:
+        """What holds of every input before any branch (packet length bounds, fragments):
+        the solver's assertions without the branch-literal definitions."""
+        return [a for a in self.solver.assertions()
+                if not any(n.startswith("b!") for n in symbols(a))]
+
 
 class ExplorationError(Exception):
     """The program uses something the explorer cannot even start on (message names it)."""

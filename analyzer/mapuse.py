@@ -56,8 +56,7 @@ def map_uses(e: Exploration) -> dict[str, MapUse]:
 class _Prover:
     def __init__(self, e: Exploration):
         self.e = e
-        self.env = [a for a in e.base_constraints() if not any(
-            n.startswith("b!") for n in _uninterpreted(a))]
+        self.env = e.environment()
         self.outputs = [self._outputs(p) for p in e.paths]
 
     def run(self) -> dict[str, MapUse]:

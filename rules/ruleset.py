@@ -23,7 +23,7 @@ import z3
 
 from .dissector import dissect, match_formula
 from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range
-from .synthesis import PASS, Block, Outcome, Synthesis, _Synth, _solver
+from .synthesis import PASS, Outcome, Synthesis, _sat, _solver, _Synth
 
 #: A block whose value sets multiply to at most this many filters is laid out flat.
 MAX_FLAT = 8
@@ -69,7 +69,7 @@ def lay_out(syn: Synthesis) -> list[Rule]:
         if size <= MAX_FLAT:
             for combo in product(*[c for _, c in multi]):
                 keys = fixed + [(n, v) for (n, _), v in zip(multi, combo)]
-                rules.append(Rule(0, _flower(b.protocol, keys), b.outcome.action, b.outcome, b.paths, "rule"))
+                rules.append(Rule(0, FlowerMatch(b.protocol, tuple(keys)), b.outcome.action, b.outcome, b.paths, "rule"))
             continue
         chain = 0
         for i, (name, cover) in enumerate(multi):
@@ -78,10 +78,10 @@ def lay_out(syn: Synthesis) -> list[Rule]:
             for v in cover:
                 keys = fixed + [(name, v)]
                 if last:
-                    rules.append(Rule(chain, _flower(b.protocol, keys), b.outcome.action, b.outcome,
+                    rules.append(Rule(chain, FlowerMatch(b.protocol, tuple(keys)), b.outcome.action, b.outcome,
                                       b.paths, "rule"))
                 else:
-                    rules.append(Rule(chain, _flower(b.protocol, keys), ("goto", "chain", str(target)),
+                    rules.append(Rule(chain, FlowerMatch(b.protocol, tuple(keys)), ("goto", "chain", str(target)),
                                       None, b.paths, "goto"))
             if not last:
                 chain, next_chain = next_chain, next_chain + 1
@@ -185,16 +185,8 @@ class _Checker:
             r.proved = _solver(*self.s.env, hit, z3.Not(self.good(r.outcome))).check() == z3.unsat
 
 
-def _sat(*constraints) -> bool:
-    return _solver(*constraints).check() != z3.unsat
-
-
 def _full(name: str) -> int:
     return (1 << FLOWER_KEYS[name].width) - 1
-
-
-def _flower(protocol: str, keys) -> FlowerMatch:
-    return FlowerMatch(protocol, tuple(keys))
 
 
 def _cover(name: str, values: tuple[int, ...], ranges: bool = True) -> list[Exact | Range]:

@@ -144,9 +144,7 @@ class _Synth:
         self.d = dissect()
         self.maps = map_classes(e, classify(e))
         self.conds = {p.id: e.condition(p) for p in e.paths}
-        self.env = [a for a in e.base_constraints() if not any(
-            str(x).startswith("b!") for x in _consts(a))]
-        self.env += assumption_constraints(self.assume)
+        self.env = e.environment() + assumption_constraints(self.assume)
         self.typical = typical_packet()
         self.outcomes = {p.id: self.outcome(p) for p in e.paths}
         self.software: list[tuple[list[int], str]] = []
@@ -307,7 +305,7 @@ class _Synth:
                 # flower lost a key because the packet is a fragment: say so in the shield
                 shield = FlowerMatch(b.protocol, shield.keys + (("ip_flags", Exact(IP_FLAG_FRAG, IP_FLAG_FRAG)),))
             return shield
-        keys = {n: v for n, v in seen.items()}
+        keys = dict(seen)
         for n, v in b.sets.items():
             if len(v) == 1:
                 keys[n] = v[0]
@@ -417,19 +415,6 @@ def _fixed_bits(s: z3.Solver, term: z3.BitVecRef, seen: list[int], width: int) -
             mask |= 1 << i
         s.pop()
     return Exact(first & mask, mask)
-
-
-def _consts(e: z3.ExprRef):
-    stack, seen = [e], set()
-    while stack:
-        x = stack.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            yield x
-        elif z3.is_app(x):
-            stack.extend(x.children())
 
 
 def _fixed(sets: dict[str, tuple[int, ...]]):
