@@ -82,7 +82,7 @@ class Path:
     pkt: z3.ArrayRef
     head: z3.BitVecRef
     end: z3.BitVecRef
-    writes: tuple[z3.BitVecRef, ...]
+    writes: tuple[z3.BitVecRef, ...]  # offsets written, from the packet's original first byte
     tail_calls: tuple
     notes: tuple[str, ...]  # why parts of the path are not understood
     truncated: str | None
@@ -649,7 +649,7 @@ class Explorer:
             pkt = s.pkt
             for i, b in enumerate(data):
                 pkt = z3.Store(pkt, z3.simplify(at + i), b)
-                s.writes = s.writes + (z3.simplify(at + i - s.head),)
+                s.writes = s.writes + (z3.simplify(at + i),)
             s.pkt = pkt
         elif kind == RegionKind.STACK:
             o = const_value(at)

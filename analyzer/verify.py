@@ -397,8 +397,8 @@ def output_of(path: Path, ev, packet: bytes) -> tuple[int, bytes]:
     retval = ev(z3.Extract(31, 0, path.retval))
     head, end = _signed(ev(path.head)), _signed(ev(path.end))
     buf = {i: b for i, b in enumerate(packet)}
-    for w in path.writes:
-        off = _signed(ev(w)) + head
+    for w in path.writes:  # offsets from the original first byte, as `buf`'s keys
+        off = _signed(ev(w))
         buf[off] = ev(z3.Select(path.pkt, z3.BitVecVal(off % (1 << 64), 64)))
     if head < 0 or end > len(packet):  # grown by adjust_head/tail: new bytes from the model
         for i in range(head, end):
