@@ -24,7 +24,7 @@ import corpus
 from analyzer import kernel
 from analyzer.explore import explore
 from analyzer.symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field
-from analyzer.verify import output_of
+from analyzer.verify import Verifier, output_of
 from lifter.program import load_object
 from tests.conftest import CLANG, require, require_tool
 from tests.test_kernel_runner import ETH_P_IP, MAC_A, MAC_B, eth, ip4, kernel_ready, udp
@@ -155,3 +155,29 @@ def test_icmp_too_big_is_predicted_exactly():
     frame = eth(ETH_P_IP, ip4("192.0.2.1", "198.51.100.7", 6, bytes(range(256)) * 3))
     assert predicted(e, frame) == (kernel.XDP_TX, icmp_too_big_reply(frame))
     assert not any(p.notes for p in e.paths)
+
+
+# ---------------------------------------------------------------- arbitrary helper results
+
+
+def test_arbitrary_helper_bytes_are_any_value(tmp_path):
+    """Bytes written from bpf_get_prandom_u32/bpf_ktime_get_ns are compared as "any
+    value" (never a mismatch); the byte copied from the packet is still compared."""
+    kernel_ready()
+    clang = require_tool(CLANG)
+    path = tmp_path / "helper_bytes.o"
+    subprocess.run([clang, "-O2", "-target", "bpf", "-Wall", "-Werror", f"-I{corpus.CORPUS_DIR / 'include'}",
+                    "-I/usr/include/x86_64-linux-gnu", "-c", str(DATA / "helper_bytes.c"), "-o", str(path)],
+                   check=True, capture_output=True, text=True)
+    obj = load_object(path)
+    e = explore(obj, obj.programs[0])
+    with kernel.load(path) as loaded:
+        v = Verifier(e, loaded, seed=3)
+        tx = next(p for p in e.paths if p.verdict == "TX")
+        model = v._model(v.conditions[tx.id])
+        assert v.free_bytes(tx, lambda x: model.eval(x, model_completion=True).as_long()) == {0, 1, 2, 3, 4}
+        v.run_witnesses()
+        v.run_random(300, v.seeds)
+    report = v.report
+    assert not report.mismatches, "\n".join(map(str, report.mismatches[:3]))
+    assert report.witnesses == 3 and report.consistent > 0
