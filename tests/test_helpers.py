@@ -181,3 +181,80 @@ def test_arbitrary_helper_bytes_are_any_value(tmp_path):
     report = v.report
     assert not report.mismatches, "\n".join(map(str, report.mismatches[:3]))
     assert report.witnesses == 3 and report.consistent > 0
+
+
+# ---------------------------------------------------------------- vlan_sections
+
+
+def vlan_frame(vid: int, pcp: int = 5, tpid: int = 0x8100) -> bytes:
+    return MAC_A + MAC_B + struct.pack("!HH", tpid, pcp << 13 | vid) + \
+        struct.pack("!H", ETH_P_IP) + ip4("10.0.0.1", "10.0.0.2", 17, udp(9))
+
+
+def notype_object(tmp_path: Path) -> Path:
+    """vlan_sections.c without BTF and with untyped function symbols (assembly whose
+    `.type f,@function` lines are gone, as in hand-written or rewritten objects): no
+    section has a FUNC symbol, so libbpf >= 1.0 finds no program at all."""
+    clang = require_tool(CLANG)
+    asm = tmp_path / "vlan_sections.s"
+    subprocess.run([clang, "-O2", "-target", "bpf", f"-I{corpus.CORPUS_DIR / 'include'}",
+                    "-I/usr/include/x86_64-linux-gnu", "-S", str(corpus.CORPUS_DIR / "vlan_sections.c"),
+                    "-o", str(asm)], check=True, capture_output=True, text=True)
+    asm.write_text("".join(ln for ln in asm.read_text().splitlines(True) if "@function" not in ln))
+    out = tmp_path / "vlan_notype.o"
+    subprocess.run([clang, "-target", "bpf", "-c", str(asm), "-o", str(out)], check=True,
+                   capture_output=True, text=True)
+    return out
+
+
+def check_vlan_programs(path: Path, names: list[str]) -> None:
+    """The four XDP programs, loaded one at a time, on hand-built frames (from the source)."""
+    drop, change, pop, pop2 = names
+    tagged, other = vlan_frame(4011), vlan_frame(42, tpid=0x88A8)
+    untagged = eth(ETH_P_IP, ip4("10.0.0.1", "10.0.0.2", 17, udp(9)))
+    popped = tagged[:12] + tagged[16:]
+    with kernel.load(path, programs=[drop]) as loaded:
+        assert set(loaded.programs) == {drop}
+        assert loaded.run(drop, tagged).retval == kernel.XDP_DROP
+        assert loaded.run(drop, other).retval == kernel.XDP_PASS
+    with kernel.load(path, programs=[change]) as loaded:
+        got = loaded.run(change, tagged)
+        assert (got.retval, got.packet_out) == (kernel.XDP_PASS, tagged[:14] + struct.pack("!H", 5 << 13 | 4000)
+                                                + tagged[16:])
+        assert loaded.run(change, other).packet_out == other
+    for prog in (pop, pop2):
+        with kernel.load(path, programs=[prog]) as loaded:
+            got = loaded.run(prog, tagged)
+            assert (got.retval, got.packet_out) == (kernel.XDP_PASS, popped)
+            assert loaded.run(prog, untagged).packet_out == untagged
+
+
+@pytest.mark.parametrize("toolchain", ["clang", "clang-v4", "gcc", "nobtf"])
+def test_vlan_sections(toolchain):
+    kernel_ready()
+    path = corpus.BUILD_DIR / toolchain / "vlan_sections.o"
+    require(path.is_file(), f"{path} is not built (run `make -C corpus`)")
+    check_vlan_programs(path, ["xdp_prognum0", "xdp_prognum1", "xdp_prognum2", "xdp_prognum3"])
+    # The tc program loads as SCHED_CLS (the whole object too), but is never test-run as XDP.
+    with kernel.load(path) as loaded:
+        assert loaded.types["tc_prognum4"] == kernel.BPF_PROG_TYPE_SCHED_CLS
+        with pytest.raises(kernel.KernelRunError, match="tc program"):
+            loaded.run("tc_prognum4", vlan_frame(1))
+
+
+def test_sections_without_func_symbols(tmp_path, capsys):
+    """libbpf sees no program; xdp2tc loads each one itself and verify agrees with the
+    kernel; the tc program is refused in one line with exit code 2."""
+    kernel_ready()
+    from offload.cli import main
+    path = notype_object(tmp_path)
+    obj = load_object(path)
+    sections = ["xdp_drop_vlan_4011", "xdp_vlan_change", "xdp_vlan_remove_outer", "xdp_vlan_remove_outer2"]
+    assert [p.name for p in obj.programs] == sections + ["tc_vlan_push"]
+    check_vlan_programs(path, sections)
+    assert main(["verify", str(path), "--random", "100"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" 0 mismatches") == 4, out
+    assert main(["verify", str(path), "--program", "tc_vlan_push"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "not an XDP program" in err and "tc_vlan_push" in err
