@@ -574,15 +574,14 @@ class LoadedObject:
             self.map_delete(name, key)
 
 
-def _tail_call_targets(path: str) -> set[str]:
-    """Programs named in a PROG_ARRAY's static `.values`: libbpf writes their fds into the
-    array at load, so they must load even when not requested."""
-    from lifter.program import load_object  # the lifter already parsed `.values`
+def _lifted(path: str):
+    """The lifter's view of the object (programs, PROG_ARRAY `.values`), or None when it
+    cannot read it (libbpf then has the last word)."""
+    from lifter.program import load_object
     try:
-        obj = load_object(path)
+        return load_object(path)
     except Exception:
-        return set()
-    return {prog for m in obj.maps for prog in m.static_values.values()}
+        return None
 
 
 def _log_lines(captured: list[str]) -> list[str]:
@@ -714,9 +713,12 @@ def _configure(lib, handle: int, path: str, programs: list[str] | None,
                rodata: dict[str, bytes] | None) -> set[str]:
     """Before load: program types, autoload, pin paths and global data overrides. Returns
     the names of the programs that will load."""
+    obj = _lifted(path)
     wanted = None
     if programs is not None:
-        wanted = set(programs) | _tail_call_targets(path)
+        # Programs named in a PROG_ARRAY's static `.values`: libbpf writes their fds into
+        # the array at load, so they must load even when not requested.
+        wanted = set(programs) | {p for m in (obj.maps if obj else ()) for p in m.static_values.values()}
     names = []
     prog = lib.bpf_object__next_program(handle, None)
     while prog:
@@ -727,10 +729,10 @@ def _configure(lib, handle: int, path: str, programs: list[str] | None,
         if wanted is not None:
             lib.bpf_program__set_autoload(prog, name in wanted)
         prog = lib.bpf_object__next_program(handle, prog)
-    lifted = _lifted_programs(path)
+    lifted = {p.name: p.section for p in obj.programs} if obj else {}
     unseen = [p for p in lifted if p not in names]  # sections without a FUNC symbol
     missing = sorted(set(programs or ()) - set(names))
-    if unseen and (programs is None or set(missing) <= set(unseen)):
+    if set(missing) & set(unseen) or (programs is None and unseen):
         raise _MissedByLibbpf(f"libbpf >= 1.0 finds programs only at FUNC symbols and sees none in "
                               f"{', '.join(sorted(lifted[p] for p in unseen))}")
     if missing:
@@ -767,15 +769,6 @@ def program_type(section: str) -> int:
     """BPF_PROG_TYPE_* for a program in a section libbpf does not know: SCHED_CLS for
     `tc*`/`classifier*` sections, XDP for the rest (legacy names such as `prog`, `xdp_*`)."""
     return BPF_PROG_TYPE_SCHED_CLS if section.startswith(TC_SECTION_PREFIXES) else BPF_PROG_TYPE_XDP
-
-
-def _lifted_programs(path: str) -> dict[str, str]:
-    """The lifter's programs (name -> section); empty when it cannot read the object."""
-    from lifter.program import load_object
-    try:
-        return {p.name: p.section for p in load_object(path).programs}
-    except Exception:
-        return {}
 
 
 def _has_legacy_maps(path: str) -> bool:
