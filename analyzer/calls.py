@@ -9,7 +9,12 @@ __bpf_xdp_redirect_map (net/core/filter.c: flags must be 0 for redirect, else XD
 a map miss returns the low bits of flags), bpf_loop (kernel/bpf/bpf_iter.c: stops at the
 first non-zero callback result and returns the number of calls), bpf_xdp_adjust_head/tail/
 meta (net/core/filter.c), bpf_tail_call (kernel/bpf/core.c: index >= max_entries, an empty
-slot or more than MAX_TAIL_CALL_CNT calls make it fall through).
+slot or more than MAX_TAIL_CALL_CNT calls make it fall through), bpf_csum_diff
+(net/core/filter.c with x86-64's csum_partial: see "checksums" below; checked against the
+kernel by tests/test_helpers.py). Helpers whose result is truly arbitrary (time, random
+numbers, the CPU, routing) return fresh inputs, and `verify` accepts any value for bytes
+that depend on them. bpf_l3/l4_csum_replace and bpf_csum_update are tc-only: the verifier
+refuses them in XDP programs, so the table has no entry for them.
 """
 
 from __future__ import annotations
