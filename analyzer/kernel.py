@@ -814,8 +814,7 @@ def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | 
     records, or sections without FUNC symbols) with plain bpf() calls: create each map,
     patch its fd into the ld_imm64 instructions relocated against it, load each program
     (or only `programs`) one at a time, as XDP or, in `tc*` sections, as SCHED_CLS.
-    Deliberately narrow (what such objects contain): maps defined without BTF, no global
-    data, no bpf-to-bpf calls, no relocations other than map references; anything else is
+    Deliberately narrow (what such objects contain): only legacy maps, no global data, no bpf-to-bpf calls, no relocations other than map references; anything else is
     a one-line KernelLoadError naming what and why. The lifter's ELF, map and relocation
     parsing is reused, so the kernel sees the maps the analyzer reasons about."""
     from lifter.maps import relocation_map
@@ -830,9 +829,9 @@ def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | 
         raise unsupported(str(err)) from None
     if rodata:
         raise unsupported("global data overrides need libbpf")
-    others = [m.name for m in obj.maps if m.origin not in ("legacy", "btf")]
+    others = [m.name for m in obj.maps if m.origin != "legacy"]
     if others:
-        raise unsupported(f"global data ({', '.join(others)}) needs libbpf")
+        raise unsupported(f"maps other than legacy records ({', '.join(others)}) need libbpf")
     names = [p.name for p in obj.programs]
     missing = sorted(set(programs or ()) - set(names))
     if missing:

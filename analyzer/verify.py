@@ -374,7 +374,9 @@ class Verifier:
                 (ctx_field("ingress_ifindex"), z3.BitVecVal(1, 32)), (ctx_field("rx_queue_index"), z3.BitVecVal(0, 32)),
                 (ctx_field("egress_ifindex"), z3.BitVecVal(0, 32))]
 
-    def _evaluate_prediction(self, path: Path, subst, empty, packet: bytes) -> tuple[int, bytes]:
+    def _evaluator(self, subst, empty):
+        """A term's value on the concrete input (`subst`, maps `empty`); _Open when it still
+        depends on something the input does not fix (helper results, unmodelled values)."""
         def ev(x):
             key = x.get_id()
             if key not in self._expanded:  # merged values mention branch literals
@@ -384,8 +386,11 @@ class Verifier:
             if not z3.is_bv_value(v):
                 raise _Open
             return v.as_long()
+        return ev
+
+    def _evaluate_prediction(self, path: Path, subst, empty, packet: bytes) -> tuple[int, bytes]:
         try:
-            return output_of(path, ev, packet)
+            return output_of(path, self._evaluator(subst, empty), packet)
         except _Open:
             return None
 
@@ -393,12 +398,7 @@ class Verifier:
         """Does the kernel's result equal the prediction on every byte the input determines
         (the others depend on arbitrary helper results: any value)? None when the return
         code, the packet's bounds or a write's place is itself open."""
-        def ev(x):
-            v = z3.simplify(z3.substitute(z3.substitute_funs(self.e.expand(x), *empty) if empty
-                                          else self.e.expand(x), *subst))
-            if not z3.is_bv_value(v):
-                raise _Open
-            return v.as_long()
+        ev = self._evaluator(subst, empty)
         try:
             retval, head, end = ev(z3.Extract(31, 0, path.retval)), _signed(ev(path.head)), _signed(ev(path.end))
             offsets = [_signed(ev(w)) for w in path.writes]
