@@ -9,7 +9,12 @@ __bpf_xdp_redirect_map (net/core/filter.c: flags must be 0 for redirect, else XD
 a map miss returns the low bits of flags), bpf_loop (kernel/bpf/bpf_iter.c: stops at the
 first non-zero callback result and returns the number of calls), bpf_xdp_adjust_head/tail/
 meta (net/core/filter.c), bpf_tail_call (kernel/bpf/core.c: index >= max_entries, an empty
-slot or more than MAX_TAIL_CALL_CNT calls make it fall through).
+slot or more than MAX_TAIL_CALL_CNT calls make it fall through), bpf_csum_diff
+(net/core/filter.c with x86-64's csum_partial: see "checksums" below; checked against the
+kernel by tests/test_helpers.py). Helpers whose result is truly arbitrary (time, random
+numbers, the CPU, routing) return fresh inputs, and `verify` accepts any value for bytes
+that depend on them. bpf_l3/l4_csum_replace and bpf_csum_update are tc-only: the verifier
+refuses them in XDP programs, so the table has no entry for them.
 """
 
 from __future__ import annotations
@@ -474,6 +479,88 @@ def _m_store_bytes(ex, s, insn, name):
     return _zero_or_einval(ex, s, ok, insn.pc, apply)
 
 
+# --- checksums --------------------------------------------------------------------------
+# bpf_csum_diff as Linux >= 6.13 computes it (net/core/filter.c, since commit "bpf:
+# bpf_csum_diff: optimize and homogenize for all archs"; before it the result was not folded
+# to 16 bits and depended on the architecture):
+#
+#     ret = seed;
+#     if (from_size && to_size) ret = csum_sub(csum_partial(to, to_size, ret),
+#                                              csum_partial(from, from_size, 0));
+#     else if (to_size)         ret = csum_partial(to, to_size, ret);
+#     else if (from_size)       ret = ~csum_partial(from, from_size, ~ret);
+#     return csum_from32to16(ret);
+#
+# with x86-64's csum_partial (arch/x86/lib/csum-partial_64.c, Linux >= 6.8, which dropped
+# the byte-swapped path for odd addresses): 64-bit little-endian words (the tail
+# zero-padded) added to the seed with end-around carry, folded to 32 bits. Every step is an
+# end-around-carry sum, so the result is 0 only when every addend is 0, else the value in
+# [1, 2^32 - 1] of the sum modulo 2^32 - 1 -- what `_ones32` computes, whatever the word
+# order. Which of 0 and 0xffff comes out matters: `~csum_partial(zeros, n, ~0)` is 0.
+
+
+def _ones32(total: z3.BitVecRef) -> z3.BitVecRef:
+    """A 64-bit sum folded to 32 bits with end-around carry (from64to32)."""
+    total = (total & 0xFFFFFFFF) + z3.LShR(total, 32)
+    total = (total & 0xFFFFFFFF) + z3.LShR(total, 32)
+    return z3.Extract(31, 0, total)
+
+
+def csum_from32to16(x: z3.BitVecRef) -> z3.BitVecRef:
+    """include/net/checksum.h csum_from32to16: 32 bits folded to 16 with end-around carry."""
+    x = z3.ZeroExt(1, x)
+    x = (x & 0xFFFF) + z3.LShR(x, 16)
+    x = (x & 0xFFFF) + z3.LShR(x, 16)
+    return z3.Extract(15, 0, x)
+
+
+def csum_add(a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:
+    """include/net/checksum.h csum_add: 32-bit add with end-around carry."""
+    r = a + b
+    return r + z3.If(z3.ULT(r, b), z3.BitVecVal(1, 32), z3.BitVecVal(0, 32))
+
+
+def csum_partial(data: list[z3.BitVecRef], seed: z3.BitVecRef) -> z3.BitVecRef:
+    """x86-64 csum_partial of the bytes `data` (at least one) with a 32-bit `seed`."""
+    padded = list(data) + [z3.BitVecVal(0, 8)] * (-len(data) % 4)
+    total = z3.ZeroExt(32, seed)
+    for i in range(0, len(padded), 4):
+        total = total + z3.ZeroExt(32, z3.Concat(*reversed(padded[i:i + 4])))
+    return _ones32(total)
+
+
+def csum_diff(frm: list[z3.BitVecRef], to: list[z3.BitVecRef], seed: z3.BitVecRef) -> z3.BitVecRef:
+    """bpf_csum_diff's 64-bit result for the bytes `frm` and `to` (empty: size 0)."""
+    if frm and to:
+        ret = csum_add(csum_partial(to, seed), ~csum_partial(frm, z3.BitVecVal(0, 32)))
+    elif to:
+        ret = csum_partial(to, seed)
+    elif frm:
+        ret = ~csum_partial(frm, ~seed)
+    else:
+        ret = seed
+    return z3.simplify(z3.ZeroExt(48, csum_from32to16(ret)))
+
+
+def _m_csum_diff(ex, s, insn, name):
+    sizes = [s.regs[r] for r in (2, 4)]
+    seed = s.regs[5]
+    ns = [const_value(v.bv) if isinstance(v, Scalar) else None for v in sizes]
+    if None in ns or not isinstance(seed, Scalar):
+        s.note(f"bpf_csum_diff with a size or seed that is not a number at {ex.where(s)}")
+        return _fresh(ex, s, insn, name)
+    bufs = []
+    for reg, n in zip((1, 3), ns):
+        n &= 0xFFFFFFFF
+        data = ex.read_bytes(s, s.regs[reg], 0, n, insn.pc) if 0 < n <= 512 else [] if n == 0 else None
+        if data is None or any(not isinstance(b, z3.BitVecRef) for b in data):
+            s.note(f"bpf_csum_diff input (r{reg}, {n} bytes) not modelled at {ex.where(s)}")
+            return _fresh(ex, s, insn, name)
+        bufs.append(data)
+    s.regs[0] = scalar(csum_diff(bufs[0], bufs[1], z3.Extract(31, 0, seed.bv)))
+    return [s]
+
+
 def _m_ringbuf_reserve(ex, s, insn, name):
     got = ex.fresh.condition("helper.ringbuf_reserve")
     s.regs[0] = Pointer(Region(RegionKind.MEM, "ringbuf"), bv(0), z3.Not(got))
@@ -487,5 +574,5 @@ _MODELS = {
     "redirect_map": _m_redirect_map, "tail_call": _m_tail_call, "loop": _m_loop,
     "adjust_head": _m_adjust_head, "adjust_meta": _m_adjust_meta, "adjust_tail": _m_adjust_tail,
     "buff_len": _m_buff_len, "load_bytes": _m_load_bytes, "store_bytes": _m_store_bytes,
-    "ringbuf_reserve": _m_ringbuf_reserve,
+    "ringbuf_reserve": _m_ringbuf_reserve, "csum_diff": _m_csum_diff,
 }

@@ -30,6 +30,7 @@ import z3
 
 from lifter.insn import (Alu, AluOp, Atomic, ByteOrder, Call, Cond, Endian, Exit, Goto, Imm, Jump,
                          LegacyLoad, Load, LoadImm64, MovSx, Neg, Store, slots)
+from lifter.errors import LiftError
 from lifter.maps import is_global_data_section
 from lifter.opcodes import AtomicOp
 from lifter.insn import ExternRef, FuncRef, MapRef
@@ -82,7 +83,7 @@ class Path:
     pkt: z3.ArrayRef
     head: z3.BitVecRef
     end: z3.BitVecRef
-    writes: tuple[z3.BitVecRef, ...]
+    writes: tuple[z3.BitVecRef, ...]  # offsets written, from the packet's original first byte
     tail_calls: tuple
     notes: tuple[str, ...]  # why parts of the path are not understood
     truncated: str | None
@@ -649,7 +650,7 @@ class Explorer:
             pkt = s.pkt
             for i, b in enumerate(data):
                 pkt = z3.Store(pkt, z3.simplify(at + i), b)
-                s.writes = s.writes + (z3.simplify(at + i - s.head),)
+                s.writes = s.writes + (z3.simplify(at + i),)
             s.pkt = pkt
         elif kind == RegionKind.STACK:
             o = const_value(at)
@@ -866,5 +867,10 @@ def describe(v: Value | None) -> str:
 
 
 def explore(obj: BpfObject, program: Program, options: Options | None = None, progress=None) -> Exploration:
-    """Explore every path of `program` (an XDP program of `obj`)."""
+    """Explore every path of `program` (an XDP program of `obj`). A program of another type
+    (a tc section's struct __sk_buff ctx) is refused with a LiftError naming it."""
+    if not program.is_xdp:
+        raise LiftError(f"not an XDP program: section {program.section} names another program "
+                        "type; xdp2tc explores XDP programs only",
+                        file=obj.path, program=program.name)
     return Explorer(obj, program, options or Options(), progress).run()

@@ -63,7 +63,7 @@ HELPERS: tuple[Helper, ...] = (
     _h(23, "redirect", "int int", "verdict", "redirect", "stateless", True, "redirect"),
     _h(25, "perf_event_output", "ctx map int mem size", "int", "output", "helper", False,
        "output"),
-    _h(28, "csum_diff", "mem size mem size int", "int", "", "helper", False, "fresh32"),
+    _h(28, "csum_diff", "mem size mem size int", "int", "", "stateless", False, "csum_diff"),
     _h(44, "xdp_adjust_head", "ctx int", "int", "packet_resize", "stateless", False,
        "adjust_head"),
     _h(51, "redirect_map", "map key int", "verdict", "redirect", "map", True, "redirect_map"),

@@ -70,7 +70,11 @@ OUT_BUFFER_SIZE = 64 * 1024
 
 XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)
 BPF_PROG_TYPE_UNSPEC = 0
+BPF_PROG_TYPE_SCHED_CLS = 3
 BPF_PROG_TYPE_XDP = 6
+#: Section prefixes of tc (cls_bpf) programs: loaded as SCHED_CLS when libbpf does not know
+#: the section (`tc_vlan_push`); every other unknown section loads as XDP.
+TC_SECTION_PREFIXES = ("tc", "classifier")
 #: Map types whose values are per CPU (include/uapi/linux/bpf.h enum bpf_map_type).
 PERCPU_MAP_TYPES = frozenset({5, 6, 10, 21})  # PERCPU_HASH, PERCPU_ARRAY, LRU_PERCPU_HASH,
 # PERCPU_CGROUP_STORAGE
@@ -345,9 +349,10 @@ class LoadedObject:
 
     def __init__(self, path: str, handle: int | None, programs: dict[str, int],
                  maps: dict[str, MapInfo], own_fds: list[int],
-                 sections: dict[str, str] | None = None):
+                 sections: dict[str, str] | None = None, types: dict[str, int] | None = None):
         self.path = path
-        self._handle = handle  # libbpf bpf_object *, or None for the raw legacy loader
+        self.types = types or {}  # program -> BPF_PROG_TYPE_* (XDP when not given)
+        self._handle = handle  # libbpf bpf_object *, or None for the raw loader
         self.programs = programs
         self.sections = sections or {}  # program -> ELF section (its attach type)
         self.maps = maps
@@ -393,6 +398,14 @@ class LoadedObject:
                            + (", ".join(sorted(self.programs)) or "none"))
         return fd
 
+    def _xdp_fd(self, program: str) -> int:
+        fd = self._prog_fd(program)
+        if self.types.get(program, BPF_PROG_TYPE_XDP) != BPF_PROG_TYPE_XDP:
+            raise KernelRunError(f"{self.path}: program {program} (section "
+                                 f"{self.sections.get(program, '?')}) is loaded as a tc program, "
+                                 "not XDP: runs take XDP programs only", errno_mod.EINVAL)
+        return fd
+
     def _frags(self, program: str, allow_frags: bool | None) -> bool:
         if allow_frags is None:  # multi-buffer programs read beyond the linear part by design
             return self.sections.get(program, "").startswith("xdp.frags")
@@ -404,14 +417,14 @@ class LoadedObject:
         timing). Raises PacketError for packets the kernel would refuse or truncate, and
         KernelRunError (with errno) when the test run fails. `allow_frags` (default: only
         for `xdp.frags` programs) lets packets longer than MAX_LINEAR_PACKET through."""
-        return self._run(self._prog_fd(program), packet, repeat, ctx,
+        return self._run(self._xdp_fd(program), packet, repeat, ctx,
                          self._frags(program, allow_frags), program)
 
     def run_many(self, program: str, packets: Iterable[bytes], *, ctx: XdpCtx | None = None,
                  allow_frags: bool | None = None) -> list[RunResult]:
         """`run` for each packet in order, reusing the opts struct and both buffers: one
         syscall per packet, no allocation besides the output bytes."""
-        fd = self._prog_fd(program)
+        fd = self._xdp_fd(program)
         frags = self._frags(program, allow_frags)
         run = self._run
         return [run(fd, pkt, 1, ctx, frags, program) for pkt in packets]
@@ -561,15 +574,14 @@ class LoadedObject:
             self.map_delete(name, key)
 
 
-def _tail_call_targets(path: str) -> set[str]:
-    """Programs named in a PROG_ARRAY's static `.values`: libbpf writes their fds into the
-    array at load, so they must load even when not requested."""
-    from lifter.program import load_object  # the lifter already parsed `.values`
+def _lifted(path: str):
+    """The lifter's view of the object (programs, PROG_ARRAY `.values`), or None when it
+    cannot read it (libbpf then has the last word)."""
+    from lifter.program import load_object
     try:
-        obj = load_object(path)
+        return load_object(path)
     except Exception:
-        return set()
-    return {prog for m in obj.maps for prog in m.static_values.values()}
+        return None
 
 
 def _log_lines(captured: list[str]) -> list[str]:
@@ -630,11 +642,13 @@ def load(path: str | Path, *, programs: list[str] | None = None,
       the whole section (its size) -- `volatile const` configuration is set this way.
     * Pinning declared by the object (LIBBPF_PIN_BY_NAME) is cleared: nothing is written
       to /sys/fs/bpf, no map is reused from there, nothing outlives `close()`.
-    * Programs in sections libbpf does not know (legacy "prog", "xdp_prog") are loaded as
-      XDP.
+    * Programs in sections libbpf does not know (legacy "prog", "xdp_prog", "xdp_vlan_change")
+      are loaded as XDP, those in `tc*`/`classifier*` sections as SCHED_CLS (`program_type`);
+      with `programs`, only those are loaded, one object per call.
 
     Objects with legacy `SEC("maps")` records (which libbpf 1.x refuses) are loaded by a
-    small raw-bpf() fallback when they need nothing else (see `_load_legacy`).
+    small raw-bpf() fallback when they need nothing else (see `_load_raw`); so are objects whose
+    program sections have no FUNC symbol (libbpf >= 1.0 sees no program in them).
     Raises KernelUnavailable, KernelLoadError."""
     global _captured
     check_kernel()
@@ -652,20 +666,28 @@ def load(path: str | Path, *, programs: list[str] | None = None,
         if not handle:
             err = ctypes.get_errno()
             if _has_legacy_maps(path):
-                return _load_legacy(path, programs, rodata)
+                return _load_raw(path, programs, rodata, "legacy SEC(\"maps\") map definitions are not "
+                                 "supported by libbpf >= 1.0")
             raise _load_error(path, "libbpf cannot open the object", err, captured)
-        loaded_progs = _configure(lib, handle, path, programs, rodata)
+        try:
+            loaded_progs = _configure(lib, handle, path, programs, rodata)
+        except _MissedByLibbpf as missed:
+            lib.bpf_object__close(handle)
+            handle = None
+            return _load_raw(path, programs, rodata, str(missed))
         if lib.bpf_object__load(handle) != 0:
             err = ctypes.get_errno()
             raise _load_error(path, "load failed", err, captured)
         progs: dict[str, int] = {}
         sections: dict[str, str] = {}
+        types: dict[str, int] = {}
         prog = lib.bpf_object__next_program(handle, None)
         while prog:
             name = lib.bpf_program__name(prog).decode()
             if name in loaded_progs:
                 progs[name] = lib.bpf_program__fd(prog)
                 sections[name] = lib.bpf_program__section_name(prog).decode()
+                types[name] = lib.bpf_program__type(prog)
             prog = lib.bpf_object__next_program(handle, prog)
         maps: dict[str, MapInfo] = {}
         m = lib.bpf_object__next_map(handle, None)
@@ -677,7 +699,7 @@ def load(path: str | Path, *, programs: list[str] | None = None,
             if lib.bpf_map__is_internal(m) and "." in name:
                 maps.setdefault(name[name.index("."):], info)  # ".rodata" alias
             m = lib.bpf_object__next_map(handle, m)
-        obj = LoadedObject(path, handle, progs, maps, [], sections)
+        obj = LoadedObject(path, handle, progs, maps, [], sections, types)
         handle = None  # owned by obj now
         return obj
     finally:
@@ -691,22 +713,31 @@ def _configure(lib, handle: int, path: str, programs: list[str] | None,
                rodata: dict[str, bytes] | None) -> set[str]:
     """Before load: program types, autoload, pin paths and global data overrides. Returns
     the names of the programs that will load."""
+    obj = _lifted(path)
     wanted = None
     if programs is not None:
-        wanted = set(programs) | _tail_call_targets(path)
+        # Programs named in a PROG_ARRAY's static `.values`: libbpf writes their fds into
+        # the array at load, so they must load even when not requested.
+        wanted = set(programs) | {p for m in (obj.maps if obj else ()) for p in m.static_values.values()}
     names = []
     prog = lib.bpf_object__next_program(handle, None)
     while prog:
         name = lib.bpf_program__name(prog).decode()
         names.append(name)
-        if lib.bpf_program__type(prog) == BPF_PROG_TYPE_UNSPEC:
-            lib.bpf_program__set_type(prog, BPF_PROG_TYPE_XDP)
+        if lib.bpf_program__type(prog) == BPF_PROG_TYPE_UNSPEC:  # a section libbpf does not know
+            lib.bpf_program__set_type(prog, program_type(lib.bpf_program__section_name(prog).decode()))
         if wanted is not None:
             lib.bpf_program__set_autoload(prog, name in wanted)
         prog = lib.bpf_object__next_program(handle, prog)
+    lifted = {p.name: p.section for p in obj.programs} if obj else {}
+    unseen = [p for p in lifted if p not in names]  # sections without a FUNC symbol
     missing = sorted(set(programs or ()) - set(names))
+    if set(missing) & set(unseen) or (programs is None and unseen):
+        raise _MissedByLibbpf(f"libbpf >= 1.0 finds programs only at FUNC symbols and sees none in "
+                              f"{', '.join(sorted(lifted[p] for p in unseen))}")
     if missing:
-        raise KernelLoadError(f"{path}: no program {', '.join(missing)}; programs: {', '.join(names)}")
+        raise KernelLoadError(f"{path}: no program {', '.join(missing)}; programs: "
+                              f"{', '.join(names) or ', '.join(lifted) or 'none'}")
     overrides = dict(rodata or {})
     m = lib.bpf_object__next_map(handle, None)
     while m:
@@ -728,6 +759,16 @@ def _configure(lib, handle: int, path: str, programs: list[str] | None,
     if overrides:
         raise KernelLoadError(f"{path}: no global data map {', '.join(sorted(overrides))}")
     return set(names) if wanted is None else set(names) & wanted
+
+
+class _MissedByLibbpf(Exception):
+    """libbpf does not see programs the lifter finds (the message says which and why)."""
+
+
+def program_type(section: str) -> int:
+    """BPF_PROG_TYPE_* for a program in a section libbpf does not know: SCHED_CLS for
+    `tc*`/`classifier*` sections, XDP for the rest (legacy names such as `prog`, `xdp_*`)."""
+    return BPF_PROG_TYPE_SCHED_CLS if section.startswith(TC_SECTION_PREFIXES) else BPF_PROG_TYPE_XDP
 
 
 def _has_legacy_maps(path: str) -> bool:
@@ -767,21 +808,20 @@ BPF_PSEUDO_MAP_FD = 1
 LD_IMM64 = 0x18
 
 
-def _load_legacy(path: str, programs: list[str] | None,
-                 rodata: dict[str, bytes] | None) -> LoadedObject:
-    """Load an object whose maps are legacy `SEC("maps")` records, which libbpf >= 1.0
-    refuses, with plain bpf() calls: create each map, patch its fd into the ld_imm64
-    instructions relocated against it, load each program as XDP. Deliberately narrow
-    (what such pre-BTF objects contain): only legacy maps, no global data, no
-    bpf-to-bpf calls, no relocations other than map references; anything else is a
-    KernelLoadError naming the reason. The lifter's ELF, map and relocation parsing is
-    reused, so the kernel sees the maps the analyzer reasons about."""
+def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | None,
+              why: str) -> LoadedObject:
+    """Load a pre-libbpf-1.0 object that libbpf cannot (`why`: legacy `SEC("maps")`
+    records, or sections without FUNC symbols) with plain bpf() calls: create each map,
+    patch its fd into the ld_imm64 instructions relocated against it, load each program
+    (or only `programs`) one at a time, as XDP or, in `tc*` sections, as SCHED_CLS.
+    Deliberately narrow (what such objects contain): only legacy maps, no global data, no bpf-to-bpf calls, no relocations other than map references; anything else is
+    a one-line KernelLoadError naming what and why. The lifter's ELF, map and relocation
+    parsing is reused, so the kernel sees the maps the analyzer reasons about."""
     from lifter.maps import relocation_map
     from lifter.program import load_object
 
-    def unsupported(why: str) -> KernelLoadError:
-        return KernelLoadError(f"{path}: legacy SEC(\"maps\") map definitions are not supported by "
-                               f"libbpf >= 1.0, and the fallback loader cannot load this object: {why}")
+    def unsupported(what: str) -> KernelLoadError:
+        return KernelLoadError(f"{path}: {why}, and the fallback loader cannot load this object: {what}")
 
     try:
         obj = load_object(path)
@@ -791,7 +831,7 @@ def _load_legacy(path: str, programs: list[str] | None,
         raise unsupported("global data overrides need libbpf")
     others = [m.name for m in obj.maps if m.origin != "legacy"]
     if others:
-        raise unsupported(f"maps other than legacy records ({', '.join(others)})")
+        raise unsupported(f"maps other than legacy records ({', '.join(others)}) need libbpf")
     names = [p.name for p in obj.programs]
     missing = sorted(set(programs or ()) - set(names))
     if missing:
@@ -813,6 +853,7 @@ def _load_legacy(path: str, programs: list[str] | None,
             maps[m.name] = MapInfo(m.name, fd, m.type.id, m.key_size, m.value_size, m.max_entries)
         license = (obj.license or "GPL").encode()
         progs: dict[str, int] = {}
+        types: dict[str, int] = {}
         for prog in obj.programs:
             if programs is not None and prog.name not in programs:
                 continue
@@ -838,7 +879,8 @@ def _load_legacy(path: str, programs: list[str] | None,
             log = ctypes.create_string_buffer(1 << 20)
             opts = _ProgLoadOpts(sz=ctypes.sizeof(_ProgLoadOpts), log_level=1,
                                  log_size=len(log), log_buf=ctypes.addressof(log))
-            fd = lib.bpf_prog_load(BPF_PROG_TYPE_XDP, prog.name.encode()[:15], license, code,
+            ptype = program_type(prog.section)
+            fd = lib.bpf_prog_load(ptype, prog.name.encode()[:15], license, code,
                                    len(insns) // 8, ctypes.byref(opts))
             if fd < 0:
                 err = ctypes.get_errno() or -fd
@@ -847,8 +889,9 @@ def _load_legacy(path: str, programs: list[str] | None,
                                       f"{text[-1] if text else ''}\n" + "\n".join(text[-40:]))
             fds.append(fd)
             progs[prog.name] = fd
+            types[prog.name] = ptype
         loaded = LoadedObject(path, None, progs, maps, fds,
-                              {p.name: p.section for p in obj.programs if p.name in progs})
+                              {p.name: p.section for p in obj.programs if p.name in progs}, types)
         fds = []
         return loaded
     finally:

@@ -15,7 +15,7 @@ schema version, new fields may be added):
                    visits, both_ways}]
     paths        [{id, verdict, retval (int|null), redirect ({ifindex}|{map, key}|null),
                    insns {min, max}, effects [{kind, target, section, pc, line}],
-                   tail_calls [{caller, map, index, target, pc}], rewrites [byte offsets],
+                   tail_calls [{caller, map, index, target, pc}], rewrites [offsets in the output packet],
                    notes [...], truncated (reason|null), programs [...],
                    lines ["file:line" of branches decided on the path],
                    condition (SMT-LIB 2 over the inputs of analyzer/symbolic.py)}]
@@ -94,7 +94,7 @@ def path_json(e: Exploration, path: Path, condition: bool = True) -> dict:
                      "line": _line(e, x.section, x.pc)} for x in path.effects],
         "tail_calls": [{"caller": t.caller, "map": t.map, "index": t.index, "target": t.target, "pc": t.pc}
                        for t in path.tail_calls],
-        "rewrites": sorted({v for v in (const_value(w) for w in path.writes) if v is not None}),
+        "rewrites": sorted({v for v in (const_value(w - path.head) for w in path.writes) if v is not None}),
         "notes": list(path.notes),
         "truncated": path.truncated,
         "programs": list(path.programs),

@@ -8,11 +8,12 @@ pass the verifier.  It understands exactly what the corpus needs:
 
 * map records of five u32 (type, key_size, value_size, max_entries, map_flags)
   in section ``maps``, one symbol per record;
-* programs in executable sections (one or more FUNC symbols per section);
+* programs in executable sections (one or more FUNC symbols per section, or the
+  whole section when it has none -- libbpf >= 1.0 finds no program there);
 * R_BPF_64_64 relocations of ``ld_imm64`` against map symbols.
 
 It creates the maps, patches the map fds into the instructions, loads every
-program as BPF_PROG_TYPE_XDP, prints the verifier log on failure, and closes
+program as BPF_PROG_TYPE_XDP (sections `tc*`/`classifier*` as SCHED_CLS), prints the verifier log on failure, and closes
 everything again (nothing is pinned or attached).
 
 Usage: legacy_load.py OBJ.o        exit status 0 if every program loaded
@@ -26,6 +27,9 @@ SYS_BPF = 321  # x86_64
 BPF_MAP_CREATE = 0
 BPF_PROG_LOAD = 5
 BPF_PROG_TYPE_XDP = 6
+BPF_PROG_TYPE_SCHED_CLS = 3
+#: Sections of tc (cls_bpf) programs; every other executable section loads as XDP.
+TC_SECTION_PREFIXES = ("tc", "classifier")
 BPF_PSEUDO_MAP_FD = 1
 SHF_EXECINSTR = 0x4
 SHT_SYMTAB = 2
@@ -124,7 +128,8 @@ def load(path: str) -> bool:
                 code_buf = ctypes.create_string_buffer(code, len(code))
                 log = ctypes.create_string_buffer(1 << 20)
                 name = fn["name"].encode()[:15]
-                attr = struct.pack("<IIQQIIQII16s", BPF_PROG_TYPE_XDP, len(code) // 8,
+                ptype = BPF_PROG_TYPE_SCHED_CLS if sec["name"].startswith(TC_SECTION_PREFIXES) else BPF_PROG_TYPE_XDP
+                attr = struct.pack("<IIQQIIQII16s", ptype, len(code) // 8,
                                    ctypes.addressof(code_buf), ctypes.addressof(lic_buf),
                                    1, len(log), ctypes.addressof(log), 0, 0, name).ljust(128, b"\0")
                 try:

@@ -55,7 +55,12 @@ XDP2TC_HELPER(long, bpf_map_delete_elem, (void *map, const void *key), 3);
 XDP2TC_HELPER(__u64, bpf_ktime_get_ns, (void), 5);
 XDP2TC_HELPER(__u32, bpf_get_prandom_u32, (void), 7);
 XDP2TC_HELPER(long, bpf_tail_call, (void *ctx, void *prog_array, __u32 index), 12);
+XDP2TC_HELPER(long, bpf_skb_vlan_push, (struct __sk_buff *skb, __be16 proto, __u16 tci), 18);
 XDP2TC_HELPER(long, bpf_redirect, (__u32 ifindex, __u64 flags), 23);
+XDP2TC_HELPER(__s64, bpf_csum_diff,
+	      (__be32 *from, __u32 from_size, __be32 *to, __u32 to_size, __wsum seed), 28);
+XDP2TC_HELPER(long, bpf_xdp_adjust_head, (struct xdp_md *ctx, int delta), 44);
+XDP2TC_HELPER(long, bpf_xdp_adjust_tail, (struct xdp_md *ctx, int delta), 65);
 XDP2TC_HELPER(long, bpf_redirect_map, (void *map, __u64 key, __u64 flags), 51);
 XDP2TC_HELPER(long, bpf_xdp_get_buff_len, (struct xdp_md *ctx), 188);
 XDP2TC_HELPER(long, bpf_loop,
@@ -74,6 +79,7 @@ struct icmphdr {
 #define ICMP_DEST_UNREACH 3
 #define ICMP_REDIRECT     5
 #define ICMP_ECHO         8
+#define ICMP_FRAG_NEEDED  4 /* code of ICMP_DEST_UNREACH: "fragmentation needed and DF set" */
 
 /* One 802.1Q / 802.1AD tag as it follows the two MAC addresses. */
 struct vlan_hdr {
