@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import struct
 
 import pytest
@@ -20,12 +21,13 @@ from analyzer.explore import VERDICTS, explore
 from analyzer.symbolic import PACKET, PACKET_LEN
 from lifter.program import load_object
 from offload.cli import main
+from offload.programs import entry_programs
 from rules import ruleset, tc
 from rules.dissector import dissect, evaluate, match_formula
 from rules.flower import Exact, FlowerMatch, exact
 from rules.synthesis import assumption_constraints, typical_packet
 from tests.conftest import need_object, require
-from tests.test_kernel_runner import kernel_ready
+from tests.test_kernel_runner import kernel_ready, tcp4, udp4
 
 ASSUME = ("no-ip-options",)
 #: Witness packets per non-pass filter, random packets per object.
@@ -247,3 +249,72 @@ def test_rules_bad_ifname(capsys):
     assert main(["rules", str(path), "--dev", "eth0", "--ifname", "four=eth1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "IFINDEX=NAME" in err
+
+
+# ---------------------------------------------------------------- one device, one program (issue 20)
+
+def _header_drops(stem: str) -> dict[str, set[tuple[str, int]]]:
+    """{program: {(ip_proto, dst_port)}} from the corpus header's hand-written `Offload:` line."""
+    spec = corpus.header(stem)["offload"]
+    return {prog: {(proto, int(port)) for proto, port in re.findall(r"ip_proto (\w+) dst_port (\d+) drop", what)}
+            for prog, what in re.findall(r"(\w+) -> ([^;]*)", spec)}
+
+
+def test_several_entry_programs_need_program(capsys):
+    """Without --program or --out-dir: exit 2, one line naming every entry program, no script."""
+    path = need_object(_clang("two_progs_one_section"))
+    for fmt in ("tc", "json"):
+        code = main(["rules", str(path), "--dev", "eth0", "--assume", "no-ip-options", "--format", fmt])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert "--program" in err and all(p in err for p in _header_drops("two_progs_one_section"))
+
+
+def test_out_dir_writes_one_script_per_entry_program(tmp_path, capsys):
+    """--out-dir: one file per program, each with exactly that program's drops (the corpus
+    header), one qdisc line; the kernel running each program drops that file's packets and
+    passes the other program's (the issue's 12 of 120 frames)."""
+    path = need_object(_clang("two_progs_one_section"))
+    expected = _header_drops("two_progs_one_section")
+    assert len(expected) == 2 and all(expected.values())
+    assert main(["rules", str(path), "--dev", "eth0", "--assume", "no-ip-options", "--out-dir", str(tmp_path)]) == 0
+    assert sorted(capsys.readouterr().out.split()) == sorted(str(tmp_path / f"{p}.tc") for p in expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{p}.tc" for p in expected)
+    found = {}
+    for prog in expected:
+        lines = [ln for ln in (tmp_path / f"{prog}.tc").read_text().splitlines() if ln and not ln.startswith("#")]
+        assert sum(ln.startswith("qdisc ") for ln in lines) == 1
+        found[prog] = {(proto, int(port)) for ln in lines if ln.endswith("action drop")
+                       for proto, port in re.findall(r"ip_proto (\w+) .*dst_port (\d+)", ln)}
+        assert found[prog] == expected[prog], prog
+    kernel_ready()
+    build = {"tcp": tcp4, "udp": udp4}
+    with kernel.load(path) as loaded:
+        for prog in expected:
+            for other in expected:
+                for proto, port in found[other]:
+                    packet = build[proto]("10.0.0.1", "10.0.0.2", port).ljust(60, b"\0")
+                    verdict = VERDICTS.get(loaded.run(prog, packet).retval)
+                    assert verdict == ("DROP" if other == prog else "PASS"), (prog, proto, port)
+
+
+def test_tail_call_targets_are_not_entry_programs(tmp_path, capsys):
+    """tailcall_dispatch: the handlers its jmp_table names (read from the source) are not
+    attached to a device, so the dispatcher alone is the entry program: one script."""
+    path = need_object(_clang("tailcall_dispatch"))
+    source = corpus.source_of("tailcall_dispatch").read_text()
+    programs = set(re.findall(r'SEC\("xdp"\)\s*int (\w+)', source))
+    targets = set(re.findall(r"\[SLOT_\w+\]\s*=\s*\(void \*\)&(\w+)", source))
+    assert len(programs) == 4 and len(targets) == 3 and targets < programs
+    (entry,) = programs - targets
+    assert [p.name for p in entry_programs(load_object(path))] == [entry]
+    assert main(["rules", str(path), "--dev", "eth0"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\nqdisc add dev eth0 ingress\n") == 1 and f"program {entry}:" in out
+    assert not any(f"program {t}" in out for t in targets)
+    assert main(["rules", str(path), "--dev", "eth0", "--out-dir", str(tmp_path)]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == [f"{entry}.tc"]
+    # a tail-call target can still be asked for by name
+    target = sorted(targets)[0]
+    assert main(["rules", str(path), "--dev", "eth0", "--program", target]) == 0
+    assert f"program {target}:" in capsys.readouterr().out
