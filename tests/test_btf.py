@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +38,7 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import require_tool  # skip outside CI, fail under CI (the one IN_CI)
 from lifter import btf as btfmod
 from lifter.btf import Btf, Datasec, Enum64, Struct, Var, parse_btf
 from lifter.btf_ext import parse_btf_ext
@@ -54,15 +53,6 @@ READELF = "llvm-readelf-19"
 CLANG_INCLUDES = ["-I/usr/include/x86_64-linux-gnu"]
 
 
-def require_tool(name: str) -> None:
-    """Skip (printing why) when a tool is missing; on CI a missing tool is a failure."""
-    if shutil.which(name):
-        return
-    reason = f"{name} not found on PATH"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (required when CI=true)")
-    print(f"SKIP: {reason}", file=sys.stderr)
-    pytest.skip(reason)
 
 
 # --- C snippets ---------------------------------------------------------------------------
@@ -312,32 +302,10 @@ def snippet_object(snippet_dir):
 
 
 def _corpus_objects() -> list[Path]:
-    """Objects with a .BTF under corpus/build and corpus/external.
-
-    Uses corpus.built_objects()/external_objects() when the corpus module offers them,
-    else globs the directory.
-    """
-    try:
-        import corpus  # noqa: PLC0415
-    except Exception as err:  # a half-written corpus module must not hide the glob
-        print(f"corpus module unusable ({err!r}); globbing instead", file=sys.stderr)
-        corpus = None
-    found: list[Path] = []
-    for getter, sub in (("built_objects", "build"), ("external_objects", "external")):
-        items = None
-        if getattr(corpus, getter, None) is not None:
-            try:
-                items = list(getattr(corpus, getter)())
-            except Exception as err:
-                print(f"corpus.{getter}() failed ({err!r}); globbing instead", file=sys.stderr)
-        if items is None:
-            items = sorted((REPO / "corpus" / sub).glob("**/*.o"))
-        for item in items:
-            path = item if isinstance(item, (str, Path)) else getattr(item, "path", None)
-            if path is not None:
-                found.append(Path(path))
-    unique = sorted({p.resolve() for p in found})
-    return [p for p in unique if _has_section(p, ".BTF")]
+    """Objects with a .BTF among the built corpus and Debian's objects (that every planned
+    object is built is test_lift_objects.py's test_every_planned_object_is_built)."""
+    import corpus  # noqa: PLC0415
+    return [p for p in corpus.built_objects() + corpus.external_objects() if _has_section(p, ".BTF")]
 
 
 def _has_section(path: Path, name: str) -> bool:
@@ -503,19 +471,6 @@ def test_queries_on_types_snippet(snippet_object):
         btf.size_of(btf.find("xdp_main"))
     with pytest.raises(LiftError, match="out of range"):
         btf.size_of(len(btf.types))
-
-
-@pytest.mark.parametrize("object_id", [o[0] for o in SNIPPET_OBJECTS])
-def test_parse_is_fast(object_id, snippet_object):
-    data = sections(snippet_object(object_id))[0]
-    best = float("inf")
-    for _ in range(15):
-        start = time.perf_counter()
-        parse_btf(data)
-        best = min(best, time.perf_counter() - start)
-    # clang objects carry ~60 types; gcc-bpf emits every header type (~800)
-    budget = 0.005 if object_id != "gcc" else 0.020
-    assert best < budget, f"{object_id}: {best * 1e3:.2f} ms"
 
 
 # --- .BTF.ext: line_info vs DWARF, func_info vs symbols --------------------------------------
