@@ -217,6 +217,11 @@ def test_xdp_filter_classes():
 RANDOM_PACKETS = 60
 
 
+#: Objects none of whose paths a test run can witness, by stem (every path needs an AF_XDP
+#: socket, a device map entry, or is cut).
+NO_WITNESS = set()
+
+
 @pytest.mark.parametrize("path", object_params())
 def test_kernel_agrees(path, kernel_checks):
     """Every witness and random packet: the kernel's verdict and output packet are the
@@ -230,16 +235,19 @@ def test_kernel_agrees(path, kernel_checks):
     progs = [p for p in obj.programs if p.is_xdp and not p.section.startswith("xdp/devmap")]
     if not progs:
         pytest.skip("no test-runnable XDP program (devmap egress / tracing only)")
-    checked = 0
+    checked = witnessed = 0
     for prog in progs:
         e = explore(obj, prog, Options())
         with kernel.load(path, programs=[prog.name]) as loaded:
             report = verify(e, loaded, RANDOM_PACKETS)
         assert not report.mismatches, "\n".join(map(str, report.mismatches[:5]))
-        runnable = [p for p in e.paths if p.verdict != "UNKNOWN"]
-        assert report.witnesses + len(report.unwitnessable) >= len(runnable)
+        # A witness the kernel refuses points at a bad witness, not at a test-run limit.
+        rejected = [(i, why) for i, why in report.unwitnessable if why.startswith("map entry rejected")]
+        assert not rejected, rejected
         checked += report.packets
-    assert checked > 0
+        witnessed += report.witnesses
+    # Random packets alone would make `checked` positive: the z3 witnesses must run too.
+    assert witnessed > 0 or path.stem in NO_WITNESS, "no path witnessed"
     kernel_checks.append((f"{toolchain}/{path.name}", checked))
 
 
