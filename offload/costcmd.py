@@ -69,8 +69,8 @@ def add_parsers(sub, exploration_flags) -> None:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    if args.repeat < 1 or args.rounds < 1 or not 0 < args.scale <= 10:
-        raise LiftError("--repeat and --rounds must be at least 1")
+    if not 0 < args.scale <= 10:  # --repeat and --rounds are range-checked by the parser
+        raise LiftError("--scale must be in (0, 10]")
     progress = None
     if sys.stderr.isatty():
         def progress(msg: str) -> None:
