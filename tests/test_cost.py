@@ -39,11 +39,6 @@ def corpus_params() -> list:
     return [pytest.param(p, id=str(p.relative_to(BUILD))) for p in corpus.expected_objects()]
 
 
-#: Objects with no path the oracle can compare, by stem, and why; every other object must
-#: have at least one.
-NOT_COMPARABLE: dict[str, str] = {}
-
-
 def built(rel: str) -> Path:
     path = BUILD / rel
     require(path.is_file(), f"{path} is not built (run `make corpus`)")
@@ -158,7 +153,8 @@ def test_counts_match_the_concrete_oracle(path):
             assert [(c, m, t) for c, m, _, t in res.tail_calls] == [(t.caller, t.map, t.target) for t in p.tail_calls]
             compared += 1
     print(f"{path.name}: {compared} paths compared, {skipped} not comparable")
-    assert compared > 0 or path.stem in NOT_COMPARABLE, f"{path.name}: no path compared ({skipped} skipped)"
+    # Every planned object has a comparable path (measured: all 191 do).
+    assert compared > 0, f"{path.name}: no path compared ({skipped} skipped)"
 
 
 def test_oracle_covers_the_corpus():
