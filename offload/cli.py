@@ -298,9 +298,10 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
-def _exploration_flags(p: argparse.ArgumentParser) -> None:
+def _exploration_flags(p: argparse.ArgumentParser,
+                       program_help: str = "only this program (default: every XDP program)") -> None:
     d = Options()
-    p.add_argument("--program", "-p", help="only this program (default: every XDP program)")
+    p.add_argument("--program", "-p", help=program_help)
     p.add_argument("--max-len", type=at_least(MIN_PACKET), default=d.max_len,
                    help=f"largest packet in bytes, at least {MIN_PACKET} (default {d.max_len})")
     p.add_argument("--loop-bound", type=at_least(1), default=d.loop_bound,
@@ -344,7 +345,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--dev", required=True, type=interface_name,
                    help="the device the tc script attaches to (the one running the program)")
-    _exploration_flags(p)
+    _exploration_flags(p, "this program (default: the object's only entry program; see --out-dir)")
     p.add_argument("--format", choices=("tc", "json"), default="tc",
                    help=f"a tc -batch script (default) or JSON (schema {rules_output.SCHEMA})")
     p.add_argument("--sw", action="store_true", help="skip_hw instead of skip_sw (test in software)")
