@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
 
 from lifter.errors import EXIT_BAD_INPUT, LiftError
 from lifter.printer import format_insn, objdump_text
@@ -24,9 +26,11 @@ from analyzer import kernel
 from analyzer.report import SCHEMA, analysis_json, analysis_text
 from analyzer.verify import verify
 from offload import costcmd  # cost model (issue 5)
+from offload.options import OneLineParser, at_least, ifname_pair, interface_name
+from offload.programs import EGRESS_SECTIONS, device_programs
 from rules import output as rules_output
 from rules import ruleset
-from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
+from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, MIN_FRAME
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -224,7 +228,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     obj = load_object(args.file)
-    programs = [p for p in _xdp_programs(obj, args.program) if not p.section.startswith(_NO_TEST_RUN)]
+    programs = [p for p in _xdp_programs(obj, args.program) if not p.section.startswith(EGRESS_SECTIONS)]
     if not programs:
         raise LiftError("no program that BPF_PROG_TEST_RUN can run (devmap/cpumap egress programs "
                         "cannot be test-run)", file=obj.path)
@@ -253,16 +257,25 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _refuse_duplicates(option: str, values: list) -> None:
+    seen = set()
+    for value in values:
+        if value in seen:
+            raise LiftError(f"{option} {value} given twice")
+        seen.add(value)
+
+
 def _rules(args: argparse.Namespace) -> int:
+    _refuse_duplicates("--ifname", [index for index, _ in args.ifname])
+    _refuse_duplicates("--assume", args.assume)
+    if args.max_len < MIN_FRAME:
+        raise LiftError(f"--max-len {args.max_len}: rules assume frames of at least {MIN_FRAME} bytes")
+    out_dir = Path(args.out_dir) if args.out_dir else None
+    if out_dir is not None and not out_dir.is_dir():
+        raise LiftError("--out-dir: not a directory", file=args.out_dir)
     obj = load_object(args.file)
-    ifnames = {}
-    for spec in args.ifname:
-        index, _, name = spec.partition("=")
-        if not index.isdigit() or not name:
-            raise LiftError(f"--ifname {spec!r}: expected IFINDEX=NAME", file=obj.path)
-        ifnames[int(index)] = name
-    docs = []
-    for prog in _xdp_programs(obj, args.program):
+    ifnames = dict(args.ifname)
+    for prog in device_programs(obj, args.program, per_program_output=out_dir is not None):
         e = explore(obj, prog, _options(args), _progress_printer(prog.name))
         try:
             rs = ruleset.build(e, tuple(args.assume), ifnames, args.max_rules)
@@ -270,32 +283,42 @@ def _rules(args: argparse.Namespace) -> int:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
         skip = "skip_hw" if args.sw else "skip_sw"
         if args.format == "json":
-            docs.append(rules_output.rules_json(e, rs, args.dev, skip))
+            text = json.dumps(rules_output.rules_json(e, rs, args.dev, skip), indent=2) + "\n"
         else:
-            sys.stdout.write(rules_output.tc_script(e, rs, args.dev, skip))
-    if docs:
-        print(json.dumps(docs[0] if len(docs) == 1 else {"schema": rules_output.SCHEMA + "+list",
-                                                          "programs": docs}, indent=2))
+            text = rules_output.tc_script(e, rs, args.dev, skip)
+        if out_dir is None:
+            sys.stdout.write(text)
+            continue
+        target = out_dir / f"{prog.name}.{args.format}"
+        try:
+            target.write_text(text)
+        except OSError as err:
+            raise LiftError(f"cannot write: {err.strerror}", file=str(target)) from None
+        print(target)
     return 0
 
 
-#: Sections whose programs the kernel cannot test-run.
-_NO_TEST_RUN = ("xdp/devmap", "xdp/cpumap", "xdp.frags/devmap", "xdp.frags/cpumap")
-
-
-def _exploration_flags(p: argparse.ArgumentParser) -> None:
+def _exploration_flags(p: argparse.ArgumentParser,
+                       program_help: str = "only this program (default: every XDP program)") -> None:
     d = Options()
-    p.add_argument("--program", "-p", help="only this program (default: every XDP program)")
-    p.add_argument("--max-len", type=int, default=d.max_len, help=f"largest packet in bytes (default {d.max_len})")
-    p.add_argument("--loop-bound", type=int, default=d.loop_bound,
+    p.add_argument("--program", "-p", help=program_help)
+    p.add_argument("--max-len", type=at_least(MIN_PACKET), default=d.max_len,
+                   help=f"largest packet in bytes, at least {MIN_PACKET} (default {d.max_len})")
+    p.add_argument("--loop-bound", type=at_least(1), default=d.loop_bound,
                    help=f"iterations of one loop per path before the path is cut (default {d.loop_bound})")
-    p.add_argument("--max-insns", type=int, default=d.max_insns,
+    p.add_argument("--max-insns", type=at_least(1), default=d.max_insns,
                    help=f"instructions explored before remaining paths are cut (default {d.max_insns})")
-    p.add_argument("--max-paths", type=int, default=d.max_paths, help=f"paths (default {d.max_paths})")
+    p.add_argument("--max-paths", type=at_least(1), default=d.max_paths, help=f"paths (default {d.max_paths})")
+
+
+#: The smallest `--max-len`: an Ethernet header (every program reads one; `rules` assumes
+#: frames of at least 60 bytes and refuses a smaller bound, see _rules).
+MIN_PACKET = 14
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="xdp2tc", description=__doc__.split("\n")[0])
+    top = OneLineParser(prog="xdp2tc", description=__doc__.split("\n")[0])
+    top.add_argument("--version", action="version", version=f"xdp2tc {metadata.version('xdp2tc')}")
     sub = top.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="programs, maps, globals and source files of an object")
     p.add_argument("file")
@@ -315,21 +338,26 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check every path's prediction against the running kernel")
     p.add_argument("file")
     _exploration_flags(p)
-    p.add_argument("--random", type=int, default=1000, help="random packets after the witnesses (default 1000)")
+    p.add_argument("--random", type=at_least(0), default=1000,
+                   help="random packets after the witnesses (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p = sub.add_parser("rules", help="tc flower rules for the paths hardware can take, each proven")
     p.add_argument("file")
-    p.add_argument("--dev", required=True, help="the device the tc script attaches to")
-    _exploration_flags(p)
+    p.add_argument("--dev", required=True, type=interface_name,
+                   help="the device the tc script attaches to (the one running the program)")
+    _exploration_flags(p, "this program (default: the object's only entry program; see --out-dir)")
     p.add_argument("--format", choices=("tc", "json"), default="tc",
                    help=f"a tc -batch script (default) or JSON (schema {rules_output.SCHEMA})")
     p.add_argument("--sw", action="store_true", help="skip_hw instead of skip_sw (test in software)")
-    p.add_argument("--max-rules", type=int, default=512, help="filters the NIC holds (default 512)")
+    p.add_argument("--max-rules", type=at_least(1), default=512, help="filters the NIC holds (default 512)")
+    p.add_argument("--out-dir", metavar="DIR",
+                   help="write one file per entry program, DIR/PROGRAM.tc (or .json), instead of "
+                   "stdout; without it an object with several entry programs needs --program")
     p.add_argument("--assume", action="append", default=[], choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
                    help="prove under this assumption too (repeatable): " +
                    "; ".join(f"{k}: {v}" for k, v in ASSUMPTIONS.items() if k not in DEFAULT_ASSUMPTIONS)
                    + f" (always assumed: {ASSUMPTIONS['min-frame']})")
-    p.add_argument("--ifname", action="append", default=[], metavar="IFINDEX=NAME",
+    p.add_argument("--ifname", action="append", default=[], metavar="IFINDEX=NAME", type=ifname_pair,
                    help="device name of an ifindex the program redirects to (repeatable)")
     # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
     costcmd.add_parsers(sub, _exploration_flags)
@@ -351,7 +379,10 @@ COMMANDS.update(costcmd.COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as done:  # usage errors (one line, 2), --help and --version (0)
+        return done.code if isinstance(done.code, int) else 0
     try:
         return COMMANDS[args.command](args)
     except LiftError as err:

@@ -41,6 +41,7 @@ from analyzer.explore import ExplorationError, Options
 from analyzer.tailgraph import Mapping, Node, ProgramCost, TailGraph, parse_mapping
 from lifter.errors import LiftError
 from lifter.program import BpfObject, Program, load_object
+from offload.options import at_least
 
 #: Exit code when the tail-call graph is unbounded (cycle) or deeper than the kernel allows.
 EXIT_GRAPH = 1
@@ -59,8 +60,8 @@ def add_parsers(sub, exploration_flags) -> None:
     p = sub.add_parser("calibrate", help="measure the cost model's prices on this kernel")
     p.add_argument("--out", "-o", metavar="PROFILE.json", help="write the profile here (default: stdout)")
     d = Settings()
-    p.add_argument("--repeat", type=int, default=d.repeat, help=f"runs per timing (default {d.repeat})")
-    p.add_argument("--rounds", type=int, default=d.rounds, help=f"rounds, median kept (default {d.rounds})")
+    p.add_argument("--repeat", type=at_least(1), default=d.repeat, help=f"runs per timing (default {d.repeat})")
+    p.add_argument("--rounds", type=at_least(1), default=d.rounds, help=f"rounds, median kept (default {d.rounds})")
     p.add_argument("--scale", type=float, default=d.scale, help=argparse.SUPPRESS)
 
 
@@ -68,8 +69,8 @@ def add_parsers(sub, exploration_flags) -> None:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    if args.repeat < 1 or args.rounds < 1 or not 0 < args.scale <= 10:
-        raise LiftError("--repeat and --rounds must be at least 1")
+    if not 0 < args.scale <= 10:  # --repeat and --rounds are range-checked by the parser
+        raise LiftError("--scale must be in (0, 10]")
     progress = None
     if sys.stderr.isatty():
         def progress(msg: str) -> None:

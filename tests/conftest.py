@@ -57,21 +57,25 @@ def external_objects() -> list[Path]:
 
 
 def all_objects() -> list[Path]:
-    """Corpus (every toolchain) plus Debian's objects, as pytest params (ids = relative paths)."""
-    return sorted(corpus.built_objects()) + sorted(corpus.external_objects())
+    """Every object the corpus Makefile plans (every toolchain, built or not: a missing one
+    is a failing test under CI, never a shorter list) plus Debian's objects."""
+    return corpus.expected_objects() + sorted(corpus.external_objects())
 
 
 def object_params() -> list:
-    objs = all_objects()
-    if not objs:  # collection must not fail; the test body reports the missing corpus
-        return [pytest.param(None, id="no-objects")]
-    return [pytest.param(p, id=str(p.relative_to(corpus.CORPUS_DIR))) for p in objs]
+    """all_objects() as pytest params (ids = relative paths); without Debian's objects one
+    `no-external-objects` param, whose test reports them missing."""
+    params = [pytest.param(p, id=str(p.relative_to(corpus.CORPUS_DIR))) for p in all_objects()]
+    if not corpus.external_objects():  # collection must not fail; the test body reports it
+        params.append(pytest.param(None, id="no-external-objects"))
+    return params
 
 
 def need_object(path: Path | None) -> Path:
+    """The object, or skip (fail under CI) when it is not built / not fetched."""
     if path is None:
-        corpus_objects()
         external_objects()
+    require(path.is_file(), f"{path} is not built (run `make corpus`)")
     return path
 
 

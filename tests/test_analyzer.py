@@ -230,16 +230,19 @@ def test_kernel_agrees(path, kernel_checks):
     progs = [p for p in obj.programs if p.is_xdp and not p.section.startswith("xdp/devmap")]
     if not progs:
         pytest.skip("no test-runnable XDP program (devmap egress / tracing only)")
-    checked = 0
+    checked = witnessed = 0
     for prog in progs:
         e = explore(obj, prog, Options())
         with kernel.load(path, programs=[prog.name]) as loaded:
             report = verify(e, loaded, RANDOM_PACKETS)
         assert not report.mismatches, "\n".join(map(str, report.mismatches[:5]))
-        runnable = [p for p in e.paths if p.verdict != "UNKNOWN"]
-        assert report.witnesses + len(report.unwitnessable) >= len(runnable)
+        # A witness the kernel refuses points at a bad witness, not at a test-run limit.
+        rejected = [(i, why) for i, why in report.unwitnessable if why.startswith("map entry rejected")]
+        assert not rejected, rejected
         checked += report.packets
-    assert checked > 0
+        witnessed += report.witnesses
+    # Random packets alone would make `checked` positive: the z3 witnesses must run too.
+    assert witnessed > 0, "no path witnessed"
     kernel_checks.append((f"{toolchain}/{path.name}", checked))
 
 

@@ -110,3 +110,92 @@ def test_every_corpus_object_loads_in_the_kernel():
     print(result.stdout[-2000:])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert re.search(r"summary: \d+ pass, 0 fail", result.stdout)
+
+
+# ---------------------------------------------------------------- options checked up front (issue 11, item 5)
+
+#: Every bad value: (argv after the command's FILE, what the one-line error names).
+BAD_OPTIONS = [
+    (["rules", "--dev", ""], "--dev"),
+    (["rules", "--dev", "a b"], "--dev"),
+    (["rules", "--dev", "a\tb"], "--dev"),
+    (["rules", "--dev", "eth0\nreboot"], "--dev"),
+    (["rules", "--dev", "a/b"], "--dev"),
+    (["rules", "--dev", "eth0:1"], "--dev"),
+    (["rules", "--dev", "."], "--dev"),
+    (["rules", "--dev", ".."], "--dev"),
+    (["rules", "--dev", "x" * 16], "--dev"),
+    (["rules", "--dev", "é" * 8], "--dev"),  # 8 characters, 16 bytes
+    (["rules", "--dev", "x" * 25], "--dev"),
+    (["rules", "--dev", "eth0; rm -rf /"], "--dev"),
+    (["rules", "--dev", "eth0;reboot"], "--dev"),
+    (["rules", "--dev", "eth\x01"], "--dev"),
+    (["rules", "--dev", "eth0", "--ifname", "4=eth1;reboot"], "--ifname"),
+    (["rules", "--dev", "eth0", "--ifname", "four=eth1"], "--ifname"),
+    (["rules", "--dev", "eth0", "--ifname", "0=eth1"], "--ifname"),
+    (["rules", "--dev", "eth0", "--ifname", "-4=eth1"], "--ifname"),
+    (["rules", "--dev", "eth0", "--ifname", "2147483648=eth1"], "--ifname"),
+    (["rules", "--dev", "eth0", "--ifname", "4="], "--ifname"),
+    (["rules", "--dev", "eth0", "--ifname", "4"], "--ifname"),
+    (["rules", "--dev", "eth0", "--ifname", "4=a/b"], "--ifname"),
+    (["rules", "--dev", "eth0", "--ifname", "4=eth1", "--ifname", "4=eth2"], "--ifname"),
+    (["rules", "--dev", "eth0", "--assume", "no-ip-options", "--assume", "no-ip-options"], "--assume"),
+    (["rules", "--dev", "eth0", "--max-rules", "0"], "--max-rules"),
+    (["rules", "--dev", "eth0", "--max-rules", "-1"], "--max-rules"),
+    (["rules", "--dev", "eth0", "--max-rules", "many"], "--max-rules"),
+    (["rules", "--dev", "eth0", "--max-len", "59"], "--max-len"),
+    (["rules", "--dev", "eth0", "--out-dir", "/nonexistent/dir"], "--out-dir"),
+    (["analyze", "--max-len", "-1"], "--max-len"),
+    (["analyze", "--max-len", "13"], "--max-len"),
+    (["analyze", "--loop-bound", "0"], "--loop-bound"),
+    (["analyze", "--loop-bound", "-3"], "--loop-bound"),
+    (["analyze", "--max-insns", "0"], "--max-insns"),
+    (["analyze", "--max-paths", "0"], "--max-paths"),
+    (["analyze", "--max-paths", "1e3"], "--max-paths"),
+    (["verify", "--random", "-1"], "--random"),
+    (["cost", "--max-paths", "-1"], "--max-paths"),
+]
+
+
+@pytest.mark.parametrize("argv,names", BAD_OPTIONS, ids=lambda v: repr(v) if isinstance(v, list) else v)
+def test_bad_option_is_one_line_before_any_work(argv, names, capsys, monkeypatch):
+    """Exit 2 and one line on stderr naming the option, before the object is even read (a
+    lifter or explorer call fails the test), and no traceback."""
+    import offload.cli as cli
+
+    def forbidden(*_args, **_kw):
+        raise AssertionError("the object was read before the options were checked")
+    monkeypatch.setattr(cli, "load_object", forbidden)
+    monkeypatch.setattr(cli, "explore", forbidden)
+    code = main([argv[0], _obj("two_progs_one_section"), *argv[1:]])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", (code, out)
+    assert err.count("\n") == 1 and err.startswith("xdp2tc: ") and names in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["calibrate", "--repeat", "0"], ["calibrate", "--rounds", "-1"], []])
+def test_bad_option_without_file(argv, capsys):
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("xdp2tc")
+
+
+def test_good_options_are_accepted():
+    """The boundaries: 15-byte names (the kernel's IFNAMSIZ - 1), the largest ifindex, the
+    smallest bounds."""
+    from offload.cli import parser
+    args = parser().parse_args(["rules", "f.o", "--dev", "x" * 15, "--ifname", "2147483647=br-lan.100",
+                                "--ifname", "1=veth_a@b", "--max-rules", "1", "--max-len", "60",
+                                "--loop-bound", "1", "--max-insns", "1", "--max-paths", "1"])
+    assert args.dev == "x" * 15 and args.ifname == [(2147483647, "br-lan.100"), (1, "veth_a@b")]
+    assert (args.max_rules, args.max_len, args.loop_bound, args.max_insns, args.max_paths) == (1, 60, 1, 1, 1)
+    assert parser().parse_args(["verify", "f.o", "--random", "0"]).random == 0
+
+
+def test_version(capsys):
+    """--version prints the version pyproject.toml declares."""
+    import tomllib
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"xdp2tc {declared}\n"

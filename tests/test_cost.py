@@ -35,10 +35,8 @@ BUILD = corpus.BUILD_DIR
 
 
 def corpus_params() -> list:
-    objs = sorted(corpus.built_objects())
-    if not objs:
-        return [pytest.param(None, id="no-corpus")]
-    return [pytest.param(p, id=str(p.relative_to(BUILD))) for p in objs]
+    """Every object the corpus Makefile plans (a missing one fails under CI)."""
+    return [pytest.param(p, id=str(p.relative_to(BUILD))) for p in corpus.expected_objects()]
 
 
 def built(rel: str) -> Path:
@@ -105,9 +103,12 @@ def oracle_counts(obj, res: interp.Result) -> Counter:
 def test_counts_match_the_concrete_oracle(path):
     """Per path: the explorer's instruction count (Path.steps) and the cost model's
     counters, at the witness, equal what the concrete interpreter counts on that witness."""
-    require(path is not None, "corpus is not built (run `make corpus`)")
+    require(path.is_file(), f"{path} is not built (run `make corpus`)")
     obj = load_object(path)
     compared = skipped = 0
+    # corpus `// load-<toolchain>: no` objects (gcc/globals.o: libbpf's ld_imm64 offset lands
+    # past .data, as the oracle computes too) may access out of bounds; no other may.
+    rejected = corpus.expected_load_failures(path.stem).get(path.parent.name)
     for prog in obj.programs:
         if not prog.is_xdp:
             continue
@@ -127,7 +128,12 @@ def test_counts_match_the_concrete_oracle(path):
             packet, inputs = oracle_inputs(e, v, p, model)
             try:
                 res = interp.run(obj, prog, packet, **inputs)
-            except interp.Unsupported:
+            except interp.Unsupported:  # a feature the oracle does not model
+                skipped += 1
+                continue
+            except interp.BadAccess:  # fails, unless the kernel refuses the object for it
+                if not rejected:
+                    raise
                 skipped += 1
                 continue
             predicted_ret = model.eval(z3.Extract(31, 0, p.retval), model_completion=True).as_long()
@@ -147,6 +153,8 @@ def test_counts_match_the_concrete_oracle(path):
             assert [(c, m, t) for c, m, _, t in res.tail_calls] == [(t.caller, t.map, t.target) for t in p.tail_calls]
             compared += 1
     print(f"{path.name}: {compared} paths compared, {skipped} not comparable")
+    # Every planned object has a comparable path (measured: all 191 do).
+    assert compared > 0, f"{path.name}: no path compared ({skipped} skipped)"
 
 
 def test_oracle_covers_the_corpus():

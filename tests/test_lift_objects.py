@@ -5,10 +5,12 @@ jump targets for CFG edges, and libbpf for programs and maps."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
+import corpus
 from conftest import need_object, object_params, objdump, require
 from lifter.cfg import FALLTHROUGH, GOTO, TAKEN
 from lifter.decode import decode
@@ -157,3 +159,17 @@ def test_programs_and_maps_equal_libbpf(path):
             assert mdef.initial == lmap.initial, lmap.name
     # Maps libbpf does not create: only global-data sections it skips (none expected).
     assert {m.name for m in obj.maps} == matched
+
+
+def test_every_planned_object_is_built():
+    """The object lists the tests run over cannot shrink silently: corpus.expected_objects()
+    is what `make -C corpus list` (the Makefile itself) plans, and every one of them is built.
+    Nothing built at all is a missing capability (skip outside CI); a partial build fails."""
+    plan = subprocess.run(["make", "-s", "-C", str(corpus.CORPUS_DIR), "list"], check=True,
+                          capture_output=True, text=True).stdout.split()
+    assert sorted(corpus.CORPUS_DIR / p for p in plan) == corpus.expected_objects()
+    built = corpus.built_objects()
+    require(bool(built), "corpus is not built (run `make corpus`)")
+    missing = [str(p.relative_to(corpus.CORPUS_DIR)) for p in corpus.expected_objects() if p not in built]
+    assert built == corpus.expected_objects(), f"{len(missing)} planned objects not built: {missing[:10]}"
+    require(bool(corpus.external_objects()), "external objects are missing (run `make external`)")

@@ -34,6 +34,11 @@ class Unsupported(Exception):
     """The run needs something this interpreter does not model (message says what)."""
 
 
+class BadAccess(Exception):
+    """The run read or wrote outside the packet, the stack or a map value: the kernel's
+    verifier would not allow it, so the input (a witness) or the program model is wrong."""
+
+
 @dataclass(frozen=True)
 class Ptr:
     """A pointer: `region` (a key into Machine.memory) and a byte offset."""
@@ -124,7 +129,7 @@ class Machine:
         self.result.counts[f"load_{kind}"] += 1
         if kind == "pkt":
             if not (self.meta <= at and at + size <= self.end):
-                raise Unsupported(f"packet read at {at - self.head} outside the packet")
+                raise BadAccess(f"packet read at {at - self.head} outside the packet")
             self.result.counts["pkt_read_bytes"] += size
         if kind == "stack":
             slots_ = self.memory.setdefault(("ptrs",) + ptr.region, {})
@@ -132,7 +137,7 @@ class Machine:
                 return slots_[at]
         buf = self._buf(ptr.region)
         if at < 0 or at + size > len(buf):
-            raise Unsupported(f"{kind} read out of bounds")
+            raise BadAccess(f"{kind} read out of bounds")
         return int.from_bytes(buf[at:at + size], "little")
 
     def store(self, ptr, off: int, size: int, value, count: bool = True) -> None:
@@ -158,7 +163,7 @@ class Machine:
             raise Unsupported(f"pointer stored to {kind} memory")
         buf = self._buf(ptr.region)
         if at < 0 or at + size > len(buf):
-            raise Unsupported(f"{kind} write out of bounds")
+            raise BadAccess(f"{kind} write out of bounds")
         buf[at:at + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
 
     def read_bytes(self, ptr, n: int) -> bytes:

@@ -1,0 +1,75 @@
+"""Command-line values checked before any work (issue 11, item 5): interface names,
+`IFINDEX=NAME` pairs and numeric bounds, as argparse `type=` functions, and a parser whose
+errors are one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import unicodedata
+
+from lifter.errors import EXIT_BAD_INPUT
+
+#: IFNAMSIZ in include/uapi/linux/if.h: 16 bytes with the terminating NUL.
+IFNAMSIZ = 16
+#: Characters the kernel accepts in a name but that tc's batch parser (quotes, backslash,
+#: `#` comments) or a shell a line is pasted into would interpret: refused, so a name is
+#: copied into a script only as itself.
+SCRIPT_SPECIAL = set("\"'\\#;&|<>()$`*?[]{}!~")
+
+
+def interface_name(text: str) -> str:
+    """A device name the kernel accepts: Linux net/core/dev.c `dev_valid_name()` refuses
+    the empty name, names of IFNAMSIZ (16) bytes or more, `.` and `..`, and any `/`, `:`
+    or whitespace (isspace). On top of that, control characters and SCRIPT_SPECIAL."""
+    size = len(text.encode("utf-8", "surrogateescape"))
+    why = None
+    if not text:
+        why = "empty"
+    elif size >= IFNAMSIZ:
+        why = f"{size} bytes (at most {IFNAMSIZ - 1})"
+    elif text in (".", ".."):
+        why = "'.' and '..' are not device names"
+    elif bad := sorted({c for c in text if c in "/:" or c.isspace()}):
+        why = f"contains {''.join(bad)!r} (the kernel refuses '/', ':' and whitespace)"
+    elif bad := sorted({c for c in text if unicodedata.category(c) == "Cc" or c in SCRIPT_SPECIAL}):
+        why = f"contains {''.join(bad)!r} (control and shell/tc-batch special characters are refused)"
+    if why:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid interface name: {why}")
+    return text
+
+
+def ifname_pair(text: str) -> tuple[int, str]:
+    """`IFINDEX=NAME`: a positive ifindex (the kernel's are 1 .. 2^31-1) and a valid name."""
+    index, sep, name = text.partition("=")
+    if not sep or not index.isascii() or not index.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected IFINDEX=NAME, e.g. 4=eth1")
+    if not 1 <= int(index) < 2**31:
+        raise argparse.ArgumentTypeError(f"{text!r}: the ifindex must be 1 .. {2**31 - 1}")
+    return int(index), interface_name(name)
+
+
+def at_least(minimum: int, maximum: int | None = None):
+    """An argparse type: an integer in [minimum, maximum]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"at least {minimum}" if maximum is None else f"{minimum} .. {maximum}"
+            raise argparse.ArgumentTypeError(f"{value} is out of range (must be {bound})")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (`xdp2tc: rules: argument --dev: ...`) and
+    exit code 2, like every other bad input."""
+
+    def error(self, message: str):
+        where = self.prog.replace(" ", ": ")
+        print(f"{where}: {message}".replace("\n", "\\n"), file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
