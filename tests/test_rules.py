@@ -47,6 +47,7 @@ NO_FILTER = {
     "config_array": "map-dependent: filters from map contents (templates) are not built yet",
     "devmap_section": "a devmap egress program: not attached to a device's ingress",
     "flag_counter": "map-dependent: templates are not built yet",
+    "icmp_too_big": "XDP_TX of a reply built from the packet's own bytes: no flower action",
     "globals": "depends on .bss/.data globals the control plane writes: templates not yet",
     "ingress_ifindex": "decides on the ingress ifindex and RX queue (ctx), not on headers",
     "isa_gotol": "a hash of the ports, no flower match",
@@ -70,6 +71,7 @@ DEFECTS = {
                  "software reason",
     "vlan_tags": "issue 11: vlan_id 666 and dst_ip 10.0.0.1 (0-2 tags) drops get 0 filters and no "
                  "software reason",
+    "vlan_sections": "issue 14: the vlan_id 4011 drop needs VLAN match keys, not emitted yet",
     "frags_section": "issue 22: the udp dst_port 4791 drop gets 0 filters and no software reason",
     "ip_fragments": "issue 11: the ip_flags frag drop gets 0 filters ('only atypical packets')",
     "ipv6_filter": "issue 11: IPv6 drops not proved (flower walks extension headers, the program "
