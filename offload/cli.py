@@ -24,6 +24,7 @@ from analyzer import kernel
 from analyzer.report import SCHEMA, analysis_json, analysis_text
 from analyzer.verify import verify
 from offload import costcmd  # cost model (issue 5)
+from offload import flowercheck  # rules --check-flower (issue 13)
 from rules import output as rules_output
 from rules import ruleset
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
@@ -331,6 +332,7 @@ def parser() -> argparse.ArgumentParser:
                    + f" (always assumed: {ASSUMPTIONS['min-frame']})")
     p.add_argument("--ifname", action="append", default=[], metavar="IFINDEX=NAME",
                    help="device name of an ifindex the program redirects to (repeatable)")
+    flowercheck.add_option(p)  # --check-flower (issue 13)
     # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
     costcmd.add_parsers(sub, _exploration_flags)
     # --- end cost model ---
@@ -343,7 +345,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cfg": _cfg,
     "analyze": _analyze,
     "verify": _verify,
-    "rules": _rules,
+    "rules": flowercheck.with_check(_rules),  # --check-flower (issue 13)
 }
 # --- cost model (issue 5) ---
 COMMANDS.update(costcmd.COMMANDS)
