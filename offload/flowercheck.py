@@ -271,7 +271,7 @@ class Check:
     verdicts: list[str | None]  # None: shorter than the test run takes (never reaches tc either)
     in_assumptions: list[bool]
     sent: Counter = field(default_factory=Counter)  # class -> frames delivered to tc
-    refused: Counter = field(default_factory=Counter)  # class -> frames AF_PACKET refused
+    refused: Counter = field(default_factory=Counter)  # class -> frames that never reached tc
     taken: Counter = field(default_factory=Counter)  # class -> frames a non-pass filter took
     unsound: list[Unsound] = field(default_factory=list)
     outside: list[Unsound] = field(default_factory=list)  # disagreements outside the assumptions
@@ -337,9 +337,10 @@ def judge(check: Check, result: flowervm.JobResult) -> None:
     check.apply_error = result.apply_error
     if result.apply_error:
         return
-    for probe, verdict, ok, sent, hits in zip(check.probes, check.verdicts, check.in_assumptions,
-                                              result.sent, result.hits):
-        if sent < 0:
+    for probe, verdict, ok, sent, reached, hits in zip(
+            check.probes, check.verdicts, check.in_assumptions, result.sent, result.reached,
+            result.hits):
+        if not reached:
             check.refused[probe.kind] += 1
             continue
         check.sent[probe.kind] += 1
@@ -363,7 +364,7 @@ def report(check: Check, out=sys.stderr) -> None:
           f"assumptions ({', '.join(check.script.assumptions)})", file=out)
     kinds = sorted(set(check.sent) | set(check.refused))
     print("  per class: " + ", ".join(
-        f"{k} {check.sent[k]}" + (f" (+{check.refused[k]} refused)" if check.refused[k] else "")
+        f"{k} {check.sent[k]}" + (f" (+{check.refused[k]} not reaching tc)" if check.refused[k] else "")
         for k in kinds), file=out)
     for u in check.unsound[:10]:
         print(f"  UNSOUND {u.probe.kind}: filter chain {u.filter.chain} prio {u.filter.prio} "

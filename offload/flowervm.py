@@ -342,6 +342,9 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 echo 1 > /proc/sys/kernel/printk
+# no traffic of the guest's own (router solicitations, MLD) may reach the filters
+echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6
+echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6
 for m in $(cat /modules.order); do insmod /lib/modules/$m || echo "@@insmod-failed $m"; done
 /usr/sbin/ip link set lo up
 echo "@@ready $(cut -d' ' -f1 /proc/uptime)"
@@ -389,13 +392,15 @@ class Filter:
 class JobResult:
     """What the guest saw for one job: `apply_error` is tc -batch's complaint (then nothing was
     sent); `hits[i]` lists the filters whose counters moved on frame i, `sent[i]` the bytes the
-    sender wrote (negative errno when the kernel refused the frame)."""
+    sender wrote (negative errno when the kernel refused the frame), `reached[i]` whether tc's
+    ingress hook saw it (the stack drops some frames before, e.g. a VLAN tag cut short)."""
 
     name: str
     apply_error: str = ""
     filters: list[Filter] = field(default_factory=list)  # after the last frame
     hits: list[list[Filter]] = field(default_factory=list)
     sent: list[int] = field(default_factory=list)
+    reached: list[bool] = field(default_factory=list)  # the ingress qdisc counted the frame
 
 
 @dataclass
@@ -509,7 +514,12 @@ def _parse_job(job: Job, text: str) -> JobResult:
     prev: dict[tuple, int] = {}
     for chunk in re.split(r"^@pkt ", body, flags=re.M)[1:]:
         head, *lines = chunk.splitlines()
-        res.sent.append(int(head.split()[1]))
+        _, sent, reached = head.split()
+        res.sent.append(int(sent))
+        if int(reached) > 1:  # the guest sends nothing of its own (IPv6 is off): never expected
+            raise VmError(f"job {job.name}: frame {len(res.sent) - 1}: tc's ingress saw "
+                          f"{reached} frames")
+        res.reached.append(reached == "1")
         now = {}
         for line in lines:
             if line.startswith("C "):
