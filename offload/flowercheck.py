@@ -32,7 +32,7 @@ from pathlib import Path
 import z3
 
 from analyzer import kernel
-from analyzer.explore import VERDICTS, Options, explore
+from analyzer.explore import VERDICTS, Exploration, Options, explore
 from analyzer.symbolic import PACKET, PACKET_LEN
 from analyzer.verify import Verifier
 from lifter.errors import LiftError
@@ -67,7 +67,7 @@ def _checksum(data: bytes) -> int:
 
 
 @dataclass
-class _Parsed:
+class Parsed:
     """A frame cut into MACs, VLAN tags, ethertype, L3 fields and what follows L3."""
 
     macs: bytes
@@ -82,10 +82,10 @@ class _Parsed:
     raw_l3: bytes = b""
 
 
-def parse_frame(frame: bytes) -> _Parsed | None:
+def parse_frame(frame: bytes) -> Parsed | None:
     if len(frame) < 14:
         return None
-    p = _Parsed(frame[:12], [], 0)
+    p = Parsed(frame[:12], [], 0)
     o = 12
     while len(frame) >= o + 4 and frame[o:o + 2] in (b"\x81\x00", b"\x88\xa8"):
         p.tags.append(frame[o:o + 4])
@@ -113,7 +113,7 @@ def parse_frame(frame: bytes) -> _Parsed | None:
     return p
 
 
-def ipv4(p: _Parsed, options: bytes = b"", frag: int = 0, proto: int | None = None) -> bytes:
+def ipv4(p: Parsed, options: bytes = b"", frag: int = 0, proto: int | None = None) -> bytes:
     """An IPv4 header (checksum filled) and p's L4 bytes."""
     ihl = 5 + len(options) // 4
     proto = p.proto if proto is None else proto
@@ -123,7 +123,7 @@ def ipv4(p: _Parsed, options: bytes = b"", frag: int = 0, proto: int | None = No
     return hdr + p.l4
 
 
-def ipv6(p: _Parsed, ext: bytes = b"", first_nh: int | None = None) -> bytes:
+def ipv6(p: Parsed, ext: bytes = b"", first_nh: int | None = None) -> bytes:
     """An IPv6 header, extension headers `ext` (first_nh: the first one's number), p's L4."""
     nh = p.proto if first_nh is None else first_nh
     src = bytes.fromhex("20010db8000000000000000000000000")[:12] + p.src4
@@ -132,7 +132,8 @@ def ipv6(p: _Parsed, ext: bytes = b"", first_nh: int | None = None) -> bytes:
     return struct.pack("!IHBB16s16s", ver, len(ext) + len(p.l4), nh & 0xFF, p.ttl, src, dst) + ext + p.l4
 
 
-def _frame(p: _Parsed, ethertype: int, l3: bytes, tags: list[bytes] | None = None) -> bytes:
+def build_frame(p: Parsed, ethertype: int, l3: bytes, tags: list[bytes] | None = None) -> bytes:
+    """p's MACs and tags (or `tags`), then `ethertype` and `l3`, padded to 60 bytes."""
     tags = p.tags if tags is None else tags
     return (p.macs + b"".join(tags) + ethertype.to_bytes(2, "big") + l3).ljust(60, b"\0")[:MAX_FRAME]
 
@@ -148,29 +149,29 @@ def adversarial(seed: bytes) -> list[Probe]:
     plain4 = ipv4(p)
     for n in range(1, 11):  # ihl 6..15
         opts = b"\x01" * (4 * n - 1) + b"\x00"
-        out.append(Probe(_frame(p, 0x0800, ipv4(p, opts)), "ipv4-options"))
-    out.append(Probe(_frame(p, 0x0800, ipv4(p, frag=0x2000)), "fragment-first"))
-    out.append(Probe(_frame(p, 0x0800, ipv4(p, frag=0x2000 | 185)), "fragment-later"))
-    out.append(Probe(_frame(p, 0x0800, ipv4(p, frag=185)), "fragment-later"))
-    out.append(Probe(_frame(p, 0x0800, ipv4(p, frag=0x4000)), "fragment-df"))
+        out.append(Probe(build_frame(p, 0x0800, ipv4(p, opts)), "ipv4-options"))
+    out.append(Probe(build_frame(p, 0x0800, ipv4(p, frag=0x2000)), "fragment-first"))
+    out.append(Probe(build_frame(p, 0x0800, ipv4(p, frag=0x2000 | 185)), "fragment-later"))
+    out.append(Probe(build_frame(p, 0x0800, ipv4(p, frag=185)), "fragment-later"))
+    out.append(Probe(build_frame(p, 0x0800, ipv4(p, frag=0x4000)), "fragment-df"))
     one = [b"\x81\x00" + (0x6064).to_bytes(2, "big")]  # prio 3, vid 100
     two = [b"\x88\xa8" + (0x00C8).to_bytes(2, "big"), b"\x81\x00" + (0x0064).to_bytes(2, "big")]
-    untagged = _Parsed(p.macs, [], p.ethertype, p.proto, p.src4, p.dst4, p.tos, p.ttl, p.l4, p.raw_l3)
+    untagged = Parsed(p.macs, [], p.ethertype, p.proto, p.src4, p.dst4, p.tos, p.ttl, p.l4, p.raw_l3)
     inner_type, inner = (p.ethertype, p.raw_l3) if p.ethertype in (0x0800, 0x86DD) else (0x0800, plain4)
-    out.append(Probe(_frame(untagged, inner_type, inner, one), "vlan-1"))
-    out.append(Probe(_frame(untagged, inner_type, inner, two), "vlan-2"))
-    out.append(Probe(_frame(untagged, 0x0800, plain4, []), "ipv4"))
+    out.append(Probe(build_frame(untagged, inner_type, inner, one), "vlan-1"))
+    out.append(Probe(build_frame(untagged, inner_type, inner, two), "vlan-2"))
+    out.append(Probe(build_frame(untagged, 0x0800, plain4, []), "ipv4"))
     if len(seed) < 60:
         out.append(Probe(seed.ljust(60, b"\0"), "witness-padded"))
-    out.append(Probe(_frame(p, 0x86DD, ipv6(p)), "ipv6"))
+    out.append(Probe(build_frame(p, 0x86DD, ipv6(p)), "ipv6"))
     for name, nh in (("hop", 0), ("routing", 43), ("dest", 60)):
         ext = bytes([p.proto & 0xFF, 0]) + (b"\x00" * 6 if nh != 43 else b"\x00\x00" + b"\0" * 4)
-        out.append(Probe(_frame(p, 0x86DD, ipv6(p, ext, nh)), f"ipv6-{name}"))
+        out.append(Probe(build_frame(p, 0x86DD, ipv6(p, ext, nh)), f"ipv6-{name}"))
     for name, off in (("frag-first", 0x0001), ("frag-later", (23 << 3) | 1)):
         ext = struct.pack("!BBHI", p.proto & 0xFF, 0, off, 0x12345678)
-        out.append(Probe(_frame(p, 0x86DD, ipv6(p, ext, 44)), f"ipv6-{name}"))
+        out.append(Probe(build_frame(p, 0x86DD, ipv6(p, ext, 44)), f"ipv6-{name}"))
     ext2 = bytes([60, 0]) + b"\0" * 6 + bytes([p.proto & 0xFF, 0]) + b"\0" * 6
-    out.append(Probe(_frame(p, 0x86DD, ipv6(p, ext2, 0)), "ipv6-hop+dest"))
+    out.append(Probe(build_frame(p, 0x86DD, ipv6(p, ext2, 0)), "ipv6-hop+dest"))
     l2 = 12 + 4 * len(p.tags) + 2
     whole4 = p.macs + b"".join(p.tags) + b"\x08\x00" + plain4
     for cut in (l2 + 1, l2 + 10, l2 + 19):
@@ -283,10 +284,12 @@ class Check:
                             [p.frame for p in self.probes], other_devices(lines, self.script.dev))
 
 
-def witnesses(path: str, program: str, options: Options) -> list[bytes]:
-    """Every path's z3 witness packet (analyzer/verify.py builds and runs them)."""
-    obj = load_object(path)
-    e = explore(obj, obj.program(program), options)
+def witnesses(path: str, program: str, options: Options, e: Exploration | None = None) -> list[bytes]:
+    """Every path's z3 witness packet (analyzer/verify.py builds and runs them); `e`: the
+    program's exploration when the caller has it."""
+    if e is None:
+        obj = load_object(path)
+        e = explore(obj, obj.program(program), options)
     with kernel.load(path, programs=[program]) as loaded:
         v = Verifier(e, loaded)
         v.run_witnesses()

@@ -119,7 +119,12 @@ def fetch(cache: Path = CACHE, log=print) -> Image:
         raise VmUnavailable("apt-get is missing: the flower VM is built from Debian packages")
     debs = cache / "debs"
     debs.mkdir(parents=True, exist_ok=True)
-    meta = _download(["linux-image-amd64"], debs)[0]
+    try:
+        meta = _download(["linux-image-amd64"], debs)[0]
+    except VmUnavailable:  # a fresh machine may have no package lists yet
+        log("flower VM: apt-get download failed; running apt-get update once")
+        _apt(["update"])
+        meta = _download(["linux-image-amd64"], debs)[0]
     depends = subprocess.run(["dpkg-deb", "-f", str(meta), "Depends"], capture_output=True,
                              text=True, check=True).stdout
     kernel_pkg = re.search(r"(linux-image-[\w.-]+-amd64)", depends)
