@@ -356,7 +356,9 @@ def judge(check: Check, result: flowervm.JobResult) -> None:
             (check.unsound if ok else check.outside).append(Unsound(probe, f, str(verdict)))
 
 
-def report(check: Check, out=sys.stderr) -> None:
+def report(check: Check, out=None) -> None:
+    """The per-program lines of the --check-flower report (default: on stderr)."""
+    out = out or sys.stderr
     name = f"{check.path}: program {check.script.program}"
     if check.apply_error:
         print(f"{name}: tc -batch refused the script in the VM: {check.apply_error}", file=out)

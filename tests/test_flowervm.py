@@ -212,3 +212,33 @@ def test_parse_printed_json_and_tc_agree(capsys):
     assert [(s.program, s.lines, s.assumptions) for s in tc] == [(s.program, s.lines, s.assumptions) for s in js]
     assert tc[0].assumptions == ("min-frame", "no-ip-options")
     assert all(" skip_hw " in ln for ln in flowercheck.vm_lines(tc[0].lines) if ln.startswith("filter"))
+
+
+def test_check_flower_command_writes_pcap(monkeypatch, tmp_path, capsys):
+    """The command end to end: `rules --check-flower` on a script made wrong as above (the
+    printer patched to edit the shield) exits 1 and writes the unsound packets as pcap, which
+    read back frame by frame as TCP to port 22 from 192.168.1.21."""
+    _need_vm()
+    path = corpus.BUILD_DIR / "clang" / "thesis_static_rules.o"
+    require(path.is_file(), "corpus is not built")
+    printer = rules_output.tc_script
+    monkeypatch.setattr(rules_output, "tc_script", lambda *a: _wrong_port(printer(*a)))
+    monkeypatch.chdir(tmp_path)
+    assert main(["rules", str(path), "--dev", "eth0", "--assume", "no-ip-options", "--check-flower"]) == 1
+    err = capsys.readouterr().err
+    print(err)
+    assert re.search(r"program xdp_static_rules: \d+ packets through cls_flower, \d+ taken by a "
+                     r"non-pass filter, [1-9]\d* unsound", err), err
+    data = (tmp_path / "thesis_static_rules.xdp_static_rules.unsound.pcap").read_bytes()
+    magic, major, minor, _, _, _, linktype = struct.unpack_from("<IHHiIII", data)
+    assert (magic, major, minor, linktype) == (0xA1B2C3D4, 2, 4, 1)
+    off, frames = 24, 0
+    while off < len(data):
+        _, _, caplen, wirelen = struct.unpack_from("<IIII", data, off)
+        frame = data[off + 16:off + 16 + caplen]
+        assert caplen == wirelen == len(frame)
+        p = flowercheck.parse_frame(frame)
+        assert p.src4 == bytes([192, 168, 1, 21]) and p.proto == 6 and p.l4[2:4] == b"\x00\x16"
+        off += 16 + caplen
+        frames += 1
+    assert frames >= 1
