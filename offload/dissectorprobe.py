@@ -53,6 +53,8 @@ ZERO_MASK = [("ip/src_ip/0", FlowerMatch("ip", (("src_ip", prefix("src_ip", 0, 0
 
 @dataclass
 class Disagreement:
+    """A probe packet where the model and the real classifier chose different filters."""
+
     group: str
     probe: Probe
     model: list[str]  # filters the model matches (rendered keys)
@@ -61,6 +63,8 @@ class Disagreement:
 
 @dataclass
 class Group:
+    """One probe group: its filters (one value each), its VM job, and what it found."""
+
     name: str
     matches: list[FlowerMatch]
     job: flowervm.Job | None = None

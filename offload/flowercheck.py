@@ -199,6 +199,19 @@ def random_probes(seeds: list[bytes], count: int, rng: random.Random) -> list[Pr
     return out
 
 
+def probe_set(seeds: list[bytes], random_count: int, seed: int = 0) -> list[Probe]:
+    """The witnesses, their adversarial variants and random mutations; each frame once (the
+    first class that made it names it)."""
+    probes = [Probe(s, "witness") for s in seeds]
+    for s in seeds:
+        probes += adversarial(s)
+    probes += random_probes(seeds, random_count, random.Random(seed))
+    first: dict[bytes, Probe] = {}
+    for p in probes:
+        first.setdefault(p.frame, p)
+    return list(first.values())
+
+
 def write_pcap(path: Path, frames: list[bytes]) -> None:
     """A classic pcap file (LINKTYPE_ETHERNET)."""
     with open(path, "wb") as f:
@@ -257,6 +270,8 @@ def other_devices(lines: list[str], dev: str) -> tuple[str, ...]:
 
 @dataclass
 class Unsound:
+    """A packet a non-pass filter took while the program gave `verdict`."""
+
     probe: Probe
     filter: flowervm.Filter
     verdict: str
@@ -276,6 +291,7 @@ class Check:
     taken: Counter = field(default_factory=Counter)  # class -> frames a non-pass filter took
     unsound: list[Unsound] = field(default_factory=list)
     outside: list[Unsound] = field(default_factory=list)  # disagreements outside the assumptions
+    idle: list[flowervm.Filter] = field(default_factory=list)  # non-pass filters no packet reached
     apply_error: str = ""
 
     def job(self) -> flowervm.Job:
@@ -299,15 +315,7 @@ def witnesses(path: str, program: str, options: Options, e: Exploration | None =
 def prepare(path: str, script: Script, seeds: list[bytes], random_count: int = RANDOM_PACKETS,
             seed: int = 0) -> Check:
     """The probes for one program and its verdicts on each (maps empty, as loaded)."""
-    rng = random.Random(seed)
-    probes = [Probe(s, "witness") for s in seeds]
-    for s in seeds:
-        probes += adversarial(s)
-    probes += random_probes(seeds, random_count, rng)
-    first: dict[bytes, Probe] = {}
-    for p in probes:
-        first.setdefault(p.frame, p)
-    probes = list(first.values())
+    probes = probe_set(seeds, random_count, seed)
     verdicts: list[str | None] = []
     with kernel.load(path, programs=[script.program]) as loaded:
         for p in probes:
@@ -340,6 +348,8 @@ def judge(check: Check, result: flowervm.JobResult) -> None:
     check.apply_error = result.apply_error
     if result.apply_error:
         return
+    check.idle = [f for f in result.filters
+                  if f.packets == 0 and f.control != "pass" and not f.control.startswith("goto")]
     for probe, verdict, ok, sent, reached, hits in zip(
             check.probes, check.verdicts, check.in_assumptions, result.sent, result.reached,
             result.hits):
@@ -371,6 +381,9 @@ def report(check: Check, out=None) -> None:
     print("  per class: " + ", ".join(
         f"{k} {check.sent[k]}" + (f" (+{check.refused[k]} not reaching tc)" if check.refused[k] else "")
         for k in kinds), file=out)
+    for f in check.idle:
+        print(f"  no packet reached filter chain {f.chain} prio {f.prio} handle {f.handle} "
+              f"({f.control})", file=out)
     for u in check.unsound[:10]:
         print(f"  UNSOUND {u.probe.kind}: filter chain {u.filter.chain} prio {u.filter.prio} "
               f"handle {u.filter.handle} ({u.filter.control}) took a packet the program gives "

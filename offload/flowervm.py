@@ -14,11 +14,14 @@ unpacks them with `dpkg-deb -x`, and builds one initramfs per set of package ver
 
 `run_jobs()` boots the VM once for a batch of jobs. A job is a tc script, the device it uses
 and frames: the guest makes a veth pair (frames go in at the peer, tc's ingress hook runs on
-the device), applies the script with `tc -batch`, and after every frame dumps
-the counters of every filter (the sender reads them with the RTM_GETTFILTER dump `tc -s filter
-show` uses; one `tc` process per frame costs 0.25 s under TCG); the host reads which counters
-moved, and checks the totals against `tc -s -j filter show` at the end of the job.
-TCG by default: KVM was seen to hang in the firmware on this machine.
+the device), applies the script with `tc -batch`, and sends the frames one by one. After each,
+the sender waits until the ingress qdisc has counted it (veth delivers through the backlog),
+then reads the counters of every filter with the RTM_GETTFILTER dump `tc -s filter show` uses
+(one `tc` process per frame costs 0.25 s under TCG); the host takes the filters whose counters
+moved, and checks the totals against `tc -s -j filter show` at the end of the job. One vCPU,
+so a frame's classification ends before the sender runs again; IPv6 is off in the guest, so
+none of its own packets reach the filters. TCG only: a KVM boot was seen to hang in the
+firmware on this machine.
 """
 
 from __future__ import annotations
@@ -385,7 +388,7 @@ class Filter:
     handle: int
     protocol: str
     action: str  # gact/mirred/... kind
-    control: str  # drop, pass, goto chain N, redirect: mirred's "egress redirect to device X"
+    control: str  # drop, pass, goto chain N, or mirred's "egress redirect to DEV"
     packets: int
 
     @property
@@ -410,6 +413,8 @@ class JobResult:
 
 @dataclass
 class BatchResult:
+    """One boot's results, in job order, with its timings."""
+
     jobs: list[JobResult]
     boot_seconds: float  # kernel start to /init ready, guest clock
     total_seconds: float  # host wall clock, qemu start to exit
@@ -563,7 +568,7 @@ def parse_filters(text: str) -> list[Filter]:
         a = actions[0]
         control = a.get("control_action", {}).get("type", "")
         if a.get("kind") == "mirred":
-            control = f"{a.get('mirred_action', '')} to {a.get('to_dev', '')}"
+            control = f"{a.get('direction', '')} {a.get('mirred_action', '')} to {a.get('to_dev', '')}".strip()
         elif control == "goto":
             control = f"goto chain {a['control_action']['chain']}"
         out.append(Filter(f.get("chain", 0), f["pref"], int(opts.get("handle", f.get("handle", 0))),

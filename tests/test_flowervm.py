@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import os
-import random
 import re
 import struct
 import sys
@@ -34,6 +33,8 @@ from tests.conftest import require
 ASSUME = ("no-ip-options",)  # what the corpus's rules are built with (tests/test_rules.py)
 RANDOM = 40  # random packets per program (the witnesses' adversarial variants come on top)
 PROBE_RANDOM = 40
+#: --ifname per corpus program, so redirects become mirred filters (the VM makes the devices).
+IFNAMES = {"redirect_ifindex": {4: "eth9"}}
 
 #: Where rules/dissector.py and the real classifier are known to differ (each one asserted).
 #: Issue 21: the model lets `src_ip 0.0.0.0/0` match every IPv4 packet; in Linux the key's zero
@@ -54,14 +55,14 @@ def _need_vm() -> flowervm.Image:
 
 def _scripts(path: Path) -> list[tuple[str, object]]:
     """(printed script, exploration) per XDP program, printed as `xdp2tc rules --dev eth0
-    --assume no-ip-options` prints it (the same functions the command calls)."""
+    --assume no-ip-options [--ifname ...]` prints it (the same functions the command calls)."""
     obj = load_object(path)
     out = []
     for prog in obj.programs:
         if not prog.is_xdp or prog.section.startswith("xdp/devmap"):
             continue
         e = explore(obj, prog)
-        rs = ruleset.build(e, ASSUME)
+        rs = ruleset.build(e, ASSUME, IFNAMES.get(path.stem, {}))
         out.append((rules_output.tc_script(e, rs, "eth0", "skip_sw"), e))
     return out
 
@@ -95,14 +96,7 @@ def _probe_packets() -> list[flowercheck.Probe]:
     seeds = [frame(6, struct.pack("!HHIIBBHHH", 40000, 22, 1, 0, 0x50, 0x12, 512, 0, 0)),
              frame(17, struct.pack("!HHHH", 5353, 53, 8, 0) + b"abcd"),
              frame(1, struct.pack("!BBHHH", 8, 0, 0, 1, 1) + b"ping")]
-    probes = [flowercheck.Probe(s, "witness") for s in seeds]
-    for s in seeds:
-        probes += flowercheck.adversarial(s)
-    probes += flowercheck.random_probes(seeds, PROBE_RANDOM, random.Random(13))
-    first: dict[bytes, flowercheck.Probe] = {}
-    for p in probes:
-        first.setdefault(p.frame, p)
-    return list(first.values())
+    return flowercheck.probe_set(seeds, PROBE_RANDOM, seed=13)
 
 
 class Batch:
