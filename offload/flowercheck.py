@@ -253,6 +253,12 @@ def parse_printed(text: str) -> list[Script]:
     return out
 
 
+def has_non_pass(script: Script) -> bool:
+    """Whether any filter can refuse or redirect a packet (else there is nothing to check)."""
+    return any(ln.startswith("filter ") and not ln.endswith(" action pass") and " goto chain " not in ln
+               for ln in script.lines)
+
+
 def vm_lines(lines: list[str]) -> list[str]:
     """skip_sw -> skip_hw: the same filters, run by the software classifier."""
     return [re.sub(r" skip_sw( |$)", r" skip_hw\1", ln) for ln in lines]
@@ -439,11 +445,18 @@ def check_command(args: argparse.Namespace, printed: str) -> int:
                       max_paths=args.max_paths)
     checks = []
     for script in parse_printed(printed):
+        if not has_non_pass(script):
+            print(f"{args.file}: program {script.program}: no non-pass filter, nothing to check",
+                  file=sys.stderr)
+            continue
         try:
             seeds = witnesses(args.file, script.program, options)
+            checks.append(prepare(args.file, script, seeds))
         except kernel.KernelLoadError as err:
             raise LiftError(str(err).splitlines()[0], file=args.file) from err
-        checks.append(prepare(args.file, script, seeds))
+        except kernel.KernelRunError as err:  # e.g. a devmap program: no test run
+            print(f"{args.file}: program {script.program}: not checked: BPF_PROG_TEST_RUN: "
+                  f"{str(err).splitlines()[0]}", file=sys.stderr)
     if not checks:
         return 0
     try:

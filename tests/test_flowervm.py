@@ -70,8 +70,8 @@ def _scripts(path: Path) -> list[tuple[str, object]]:
 def _checks(path: Path, printed: str, e) -> list[flowercheck.Check]:
     out = []
     for script in flowercheck.parse_printed(printed):
-        if not any(" action drop" in ln or " mirred " in ln for ln in script.lines):
-            continue  # only pass filters: nothing a packet could be wrongly refused by
+        if not flowercheck.has_non_pass(script):
+            continue
         seeds = flowercheck.witnesses(str(path), script.program, e.options, e)
         out.append(flowercheck.prepare(str(path), script, seeds, RANDOM, seed=len(out)))
     return out
