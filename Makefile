@@ -16,14 +16,14 @@ APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev linux-libc-dev iprou
 
 DEMO_OBJ  := corpus/build/clang/thesis_static_rules.o
 
-.PHONY: demo test setup system-deps venv corpus external clean bench
+.PHONY: demo test setup system-deps venv corpus external flowervm clean bench
 
 demo: setup corpus
 	$(XDP2TC) info $(DEMO_OBJ)
 	$(XDP2TC) disasm --lines $(DEMO_OBJ)
 	$(XDP2TC) analyze $(DEMO_OBJ)
 
-test: setup corpus external
+test: setup corpus external flowervm
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 setup: system-deps venv
@@ -68,6 +68,21 @@ corpus: system-deps
 # ignored folder; never committed.
 external:
 	bash corpus/external.sh
+
+# The cls_flower oracle (offload/flowervm.py): qemu from apt when missing, then Debian's kernel,
+# modules, busybox and iproute2 fetched with apt-get download into build/flowervm/ (ignored),
+# the initramfs built once per package versions, and the static sender built with gcc.
+flowervm: venv
+	@missing=""; command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
+	command -v gcc >/dev/null 2>&1 && [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || missing="$$missing gcc libc6-dev"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages for the flower VM (missing:$$missing)"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null || \
+	  { echo "error: apt-get could not install$$missing" >&2; exit 1; }; \
+	fi
+	$(PY) -m offload.flowervm fetch
 
 bench: setup corpus external
 	$(PY) bench/lift.py

@@ -28,6 +28,7 @@ from analyzer.verify import verify
 from offload import costcmd  # cost model (issue 5)
 from offload.options import OneLineParser, at_least, ifname_pair, interface_name
 from offload.programs import EGRESS_SECTIONS, device_programs
+from offload import flowercheck  # rules --check-flower (issue 13)
 from rules import output as rules_output
 from rules import ruleset
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, MIN_FRAME
@@ -359,6 +360,7 @@ def parser() -> argparse.ArgumentParser:
                    + f" (always assumed: {ASSUMPTIONS['min-frame']})")
     p.add_argument("--ifname", action="append", default=[], metavar="IFINDEX=NAME", type=ifname_pair,
                    help="device name of an ifindex the program redirects to (repeatable)")
+    flowercheck.add_option(p)  # --check-flower (issue 13)
     # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
     costcmd.add_parsers(sub, _exploration_flags)
     # --- end cost model ---
@@ -371,7 +373,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cfg": _cfg,
     "analyze": _analyze,
     "verify": _verify,
-    "rules": _rules,
+    "rules": flowercheck.with_check(_rules),  # --check-flower (issue 13)
 }
 # --- cost model (issue 5) ---
 COMMANDS.update(costcmd.COMMANDS)
