@@ -23,7 +23,7 @@ from analyzer.explore import ExplorationError, Options, explore
 from analyzer import kernel
 from analyzer.report import SCHEMA, analysis_json, analysis_text
 from analyzer.verify import verify
-from offload import costcmd  # cost model (issue 5)
+from offload import check, costcmd  # check: the CI gate (issue 11); cost model (issue 5)
 from rules import output as rules_output
 from rules import ruleset
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
@@ -334,6 +334,7 @@ def parser() -> argparse.ArgumentParser:
     # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
     costcmd.add_parsers(sub, _exploration_flags)
     # --- end cost model ---
+    check.add_parser(sub, _exploration_flags)  # the CI gate (issue 11), offload/check.py
     return top
 
 
@@ -348,6 +349,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 # --- cost model (issue 5) ---
 COMMANDS.update(costcmd.COMMANDS)
 # --- end cost model ---
+COMMANDS.update(check.COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> int:
