@@ -312,12 +312,19 @@ class Decoder:
                 return self._compare(">", inner.arg(0), inner.arg(1), lay, cond)
             if z3.is_app_of(inner, z3.Z3_OP_SLEQ):
                 return self._compare(">s", inner.arg(0), inner.arg(1), lay, cond)
+            if z3.is_and(inner):
+                parts = self._joined(list(inner.children()), lay, cond)
+                if len(parts) == 1 and parts[0].count(" == ") == 1 and " ∧ " not in parts[0]:
+                    return parts[0].replace(" == ", " != ")  # one field, byte by byte
             text = self._bool(inner, lay, cond)
             return "¬" + (text if text.startswith("(") or " " not in text else f"({text})")
         if z3.is_eq(t) and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
             return self._compare("==", t.arg(0), t.arg(1), lay, cond)
+        if z3.is_distinct(t) and t.num_args() == 2 and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
+            return self._compare("!=", t.arg(0), t.arg(1), lay, cond)
         for op, sym in ((z3.Z3_OP_ULEQ, "<="), (z3.Z3_OP_SLEQ, "<=s"), (z3.Z3_OP_UGEQ, ">="),
-                        (z3.Z3_OP_ULT, "<"), (z3.Z3_OP_UGT, ">")):
+                        (z3.Z3_OP_ULT, "<"), (z3.Z3_OP_UGT, ">"), (z3.Z3_OP_SGEQ, ">=s"),
+                        (z3.Z3_OP_SLT, "<s"), (z3.Z3_OP_SGT, ">s")):
             if z3.is_app_of(t, op):
                 return self._compare(sym, t.arg(0), t.arg(1), lay, cond)
         if z3.is_app(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED and t.num_args():
@@ -330,45 +337,59 @@ class Decoder:
         return self._term(t, lay, cond)
 
     def _byte_eqs(self, atoms, lay, cond) -> tuple[list[tuple[int, str]], set[int]]:
-        """Single-byte equalities among `atoms` joined per field: ([(first atom index,
-        text)], indices used). A whole field prints as `ipv4.saddr == 10.0.0.1`, part of
-        one as `ipv6.daddr[0:4] == 0x20010db8`."""
-        bytes_at: dict[tuple[str, int], tuple[int, int]] = {}
+        """Equalities on single bytes or bits of one byte among `atoms`, joined per field:
+        ([(first atom index, text)], indices used). A whole field prints as
+        `ipv4.saddr == 10.0.0.1`, a sub-field as `vlan.vid == 100`, consecutive whole bytes
+        of a field as `ipv6.daddr[0:4] == 0x20010db8`, anything else as `field & mask == v`."""
+        bytes_at: dict[tuple[str, int], list[tuple[int, int, int]]] = {}  # -> [(atom, mask, value)]
         for i, a in enumerate(atoms):
             if z3.is_eq(a) and a.arg(0).sort().kind() == z3.Z3_BV_SORT:
                 x, c = (a.arg(0), a.arg(1)) if z3.is_bv_value(a.arg(1)) else (a.arg(1), a.arg(0))
                 r = self.read(x, lay, cond) if z3.is_bv_value(c) else None
-                if r is not None and len(r.offs) == 1 and r.hi == 7 and r.lo == 0:
-                    bytes_at[self.absolute(lay, r.offs[0])] = (i, c.as_long())
+                if r is not None and len(r.offs) == 1:
+                    mask = ((1 << (r.hi - r.lo + 1)) - 1) << r.lo
+                    bytes_at.setdefault(self.absolute(lay, r.offs[0]), []).append((i, mask, c.as_long() << r.lo))
         out, used = [], set()
-        for (header, off), _ in sorted(bytes_at.items(), key=lambda kv: kv[1][0]):
+        for (header, off) in sorted(bytes_at, key=lambda k: bytes_at[k][0][0]):
             h = header.rstrip("@")
-            if (header, off) not in bytes_at or h not in HEADERS:
+            if h not in HEADERS or any(i in used for i, _, _ in bytes_at[(header, off)]):
                 continue
             for fname, (start, n) in HEADERS[h].items():
                 if not start <= off < start + n:
                     continue
-                run = [k for k in range(start, start + n) if (header, k) in bytes_at
-                       and bytes_at[(header, k)][0] not in used]
-                # the longest consecutive run through `off`
-                lo = hi = off
-                while lo - 1 in run:
-                    lo -= 1
-                while hi + 1 in run:
-                    hi += 1
-                if hi == lo and n > 1 and not (lo == start and hi == start + n - 1):
-                    break  # one byte of a wider field: printed on its own
-                keys = [(header, k) for k in range(lo, hi + 1)]
-                value = int.from_bytes(bytes(bytes_at[k][1] for k in keys), "big")
+                present = [k for k in range(start, start + n) if (header, k) in bytes_at]
+                mask = value = 0
+                for k in present:
+                    for _, m, v in bytes_at[(header, k)]:
+                        shift = 8 * (start + n - 1 - k)
+                        mask |= m << shift
+                        value |= v << shift
+                whole = [k for k in present if (1 << 8) - 1 == _byte_mask(bytes_at[(header, k)])]
                 name = f"{h}.{fname}"
-                if (lo, hi + 1) == (start, start + n):
-                    text = f"{name} == {fmt(name, value)}"
+                lo = hi = off
+                while lo - 1 in whole:
+                    lo -= 1
+                while hi + 1 in whole:
+                    hi += 1
+                sub = self._subfield(name, mask, 0)
+                if mask == (1 << (8 * n)) - 1:
+                    text, keys = f"{name} == {fmt(name, value)}", present
+                elif sub is not None:
+                    text, keys = f"{sub[0]} == {fmt(sub[0], (value & sub[1]) >> sub[2])}", present
+                elif off in whole and hi > lo and len(whole) == len(present):
+                    v = int.from_bytes(bytes(_byte_value(bytes_at[(header, k)]) for k in range(lo, hi + 1)), "big")
+                    text, keys = f"{name}[{lo - start}:{hi + 1 - start}] == {v:#x}", list(range(lo, hi + 1))
+                elif name == "tcp.flags":
+                    text, keys = f"{name} & {tcp_flags(mask)} == {tcp_flags(value) if value else 0}", present
+                elif len(present) > 1 or n == 1:
+                    text, keys = f"{name} & {mask:#x} == {value:#x}", present
                 else:
-                    text = f"{name}[{lo - start}:{hi + 1 - start}] == {value:#x}"
+                    break  # one byte of a wider field: printed on its own
                 if header.endswith("@"):
                     self.fixed_used = True
-                out.append((min(bytes_at[k][0] for k in keys), text))
-                used |= {bytes_at[k][0] for k in keys}
+                idx = [i for k in keys for i, _, _ in bytes_at[(header, k)]]
+                out.append((min(idx), text))
+                used |= set(idx)
                 break
         return out, used
 
@@ -491,7 +512,6 @@ class Decoder:
 
     def key_fields(self, key: z3.BitVecRef, cond: z3.BoolRef, lay: Layout | None = None) -> str:
         """A map key in header fields (`ipv4.saddr`), for reasons."""
-        cond = z3.simplify(cond)
         return self._key(z3.simplify(key), lay or self.layout(cond), cond)
 
 
@@ -512,6 +532,20 @@ def fmt(name: str, value: int) -> str:
                  "type", "code", "vid", "pcp", "doff") or value < 10:
         return str(value)
     return hex(value)
+
+
+def _byte_mask(entries) -> int:
+    m = 0
+    for _, mask, _ in entries:
+        m |= mask
+    return m
+
+
+def _byte_value(entries) -> int:
+    v = 0
+    for _, _, value in entries:
+        v |= value
+    return v
 
 
 def tcp_flags(bits: int) -> str:
