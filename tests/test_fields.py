@@ -113,7 +113,7 @@ def test_ihl_and_length_and_fallback():
     assert "ipv4.ihl != 5" in text and "len >= 34" in text
     # bytes no header of the path holds: raw offsets
     assert render(b(70) == 0x12) == "pkt[70:71] == 0x12"
-    assert render(be(70, 2) != 0x1234).startswith("¬(pkt[") or "pkt[70:" in render(be(70, 2) != 0x1234)
+    assert "pkt[70:71] == 0x12" in render(be(70, 2) != 0x1234)
 
 
 def _paths(stem: str):
