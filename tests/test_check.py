@@ -147,6 +147,14 @@ def test_new_drop_in_changed_source_fails_the_baseline(capsys, tmp_path, blackli
     assert all(f["location"]["file"].endswith("thesis_ddos_blacklist.c") for f in new)
 
 
+def test_readme_documents_every_reason_code_and_target():
+    readme = (ROOT / "README.md").read_text()
+    for r in REASONS.values():
+        assert f"| `{r.code}` | {r.rule} | {r.level} |" in readme
+    for name in TARGETS:
+        assert f"| `{name}` |" in readme
+
+
 def test_targets_table_rows_cite_their_source():
     for t in TARGETS.values():
         assert t.source and t.kind in ("flower", "ebpf")
