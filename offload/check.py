@@ -18,7 +18,10 @@ JSON schema `xdp2tc.check/1` (new fields may be added within the version):
     schema, version, targets [names], fail_on [categories], baseline (path|null), failed (bool)
     programs  [{file, program, section, summary {verdicts {VERDICT: {paths, offloaded,
                 filters, software, reasons}}, lines [...]}, paths [{id, verdict, offloaded,
-                code, detail, fields}]}]
+                code, detail, fields}],
+                traffic (with --pcap) {total {packets, bytes}, nic {packets, bytes, packet_share,
+                byte_share}, filters [{filter (index), tc, action, packets, bytes, ...shares}],
+                host_paths [{path (null: map/helper-dependent), code, packets, bytes, ...}]}}]
     findings  [{fingerprint, new (bool), target, file, program, path (id|null for
                 program-wide findings), verdict, code, rule, level, detail, fields,
                 location {file, line, col, text} | null}]
@@ -47,6 +50,7 @@ from rules.flower import FLOWER_KEYS, Range, prefix_len
 from rules.reasons import REASONS, Reason, account, summary, summary_lines
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
+from . import traffic
 from .targets import DEFAULT_TARGETS, TARGETS, Target
 
 SCHEMA = "xdp2tc.check/1"
@@ -182,7 +186,7 @@ def entry_programs(obj: BpfObject, name: str | None) -> list[Program]:
 
 
 def check_object(path: str, report: Report, options: Options, program: str | None, assume: tuple,
-                 max_rules: int) -> None:
+                 max_rules: int, frames: list[bytes] | None = None) -> None:
     obj = load_object(path)
     for prog in entry_programs(obj, program):
         try:
@@ -205,6 +209,8 @@ def check_object(path: str, report: Report, options: Options, program: str | Non
                        "code": f.reason.code if f.reason else None,
                        "detail": f.reason.detail if f.reason else None, "fields": fields[f.path]}
                       for f in fates]})
+        if frames is not None:
+            report.programs[-1]["traffic"] = traffic.traffic_json(traffic.run(e, rs.rules, frames), rs.rules, fates)
         for t in report.targets:
             if t.kind == "ebpf":
                 for section, pc, reason in ebpf_findings(obj, prog, t):
@@ -212,7 +218,7 @@ def check_object(path: str, report: Report, options: Options, program: str | Non
                                                    location(obj, section, pc)))
                 continue
             bad = {i: why for i, r in enumerate(rs.rules) if (why := unsupported(r, t))}
-            limit = t.max_rules if t.max_rules is not None else None
+            limit = t.max_rules
             for f in fates:
                 p = e.paths[f.path]
                 if f.offloaded:
@@ -285,6 +291,8 @@ def text(report: Report, failed: bool, fail_on: list[str]) -> str:
     for prog in report.programs:
         out.append(f"{prog['file']}: program {prog['program']} ({prog['section']})")
         out += [f"  {line}" for line in prog["summary"]["lines"]]
+        if "traffic" in prog:
+            out += [f"  {line}" for line in traffic.traffic_lines(prog["traffic"])]
     if report.findings:
         out.append("")
     for f in report.findings:
@@ -382,11 +390,12 @@ def run(args) -> int:
         if getattr(args, name) < 1:
             raise LiftError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
     baseline = baseline_fingerprints(args.baseline) if args.baseline else None
+    frames = traffic.read_capture(args.pcap) if args.pcap else None
     options = Options(max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns,
                       max_paths=args.max_paths)
     report = Report(targets)
     for path in args.files:
-        check_object(path, report, options, args.program, tuple(args.assume), args.max_rules)
+        check_object(path, report, options, args.program, tuple(args.assume), args.max_rules, frames)
     assign_fingerprints(report.findings)
     for f in report.findings:
         f.new = baseline is None or f.fingerprint not in baseline
@@ -420,6 +429,8 @@ def add_parser(sub, exploration_flags) -> None:
     p.add_argument("--baseline", metavar="PREVIOUS.json",
                    help="a previous check report (json or sarif): only findings not in it count")
     p.add_argument("--max-rules", type=int, default=512, help="filters the NIC holds (default 512)")
+    p.add_argument("--pcap", metavar="FILE", help="a capture (pcap or pcapng, Ethernet): report the share "
+                   "of packets and bytes the NIC would handle, per filter, and the busiest software paths")
     p.add_argument("--assume", action="append", default=[],
                    choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
                    help="prove under this assumption too (as for `rules`)")

@@ -203,3 +203,44 @@ def test_bad_baseline_and_missing_object_exit_2(capsys, tmp_path):
     assert _run(capsys, "check", _obj("thesis_ddos_blacklist"), "--baseline", str(other))[0] == 2
     code, _, err = _run(capsys, "check", str(tmp_path / "missing.o"))
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def _frame(src: str, dst: str, proto: int, dport: int) -> bytes:
+    """An Ethernet + IPv4 (no options) + TCP/UDP frame built by hand, padded to 60 bytes."""
+    import ipaddress
+    import struct
+    l4 = (struct.pack("!HHIIBBHHH", 40000, dport, 0, 0, 0x50, 0x02, 1024, 0, 0) if proto == 6
+          else struct.pack("!HHHH", 40000, dport, 8, 0))
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 1, 0, 64, proto, 0,
+                     ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed)
+    frame = b"\x02\x00\x00\x00\x00\x01" + b"\x02\x00\x00\x00\x00\x02" + b"\x08\x00" + ip + l4
+    return frame + b"\x00" * (60 - len(frame))
+
+
+def test_pcap_traffic_share(capsys, tmp_path):
+    """thesis_static_rules drops everything from 192.168.1.21 except TCP to port 22, and
+    everything to 192.168.6.21. Its proven filters take the UDP from .21 and the packets to
+    .6.21 in the NIC; TCP from .21 is shielded (flower cannot see the port under IP options),
+    so its drops stay on the host. By hand: 5 of 10 packets in the NIC."""
+    import dpkt
+    frames = ([_frame("192.168.1.21", "10.0.0.1", 17, 53)] * 3 + [_frame("10.0.0.9", "192.168.6.21", 6, 80)] * 2
+              + [_frame("192.168.1.21", "10.0.0.1", 6, 80), _frame("192.168.1.21", "10.0.0.1", 6, 22)]
+              + [_frame("10.0.0.9", "10.0.0.1", 17, 53)] * 3)
+    pcap = tmp_path / "cap.pcap"
+    with open(pcap, "wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for i, fr in enumerate(frames):
+            w.writepkt(fr, ts=i)
+    code, out, err = _run(capsys, "check", _obj("thesis_static_rules"), "--pcap", str(pcap), "--format", "json")
+    traffic = json.loads(out)["programs"][0]["traffic"]
+    assert traffic["total"] == {"packets": 10, "bytes": 600}
+    assert traffic["nic"]["packets"] == 5 and traffic["nic"]["packet_share"] == 0.5
+    by_filter = {tuple(f["tc"].split()[-2:]): f["packets"] for f in traffic["filters"]}
+    assert by_filter == {("src_ip", "192.168.1.21"): 3, ("dst_ip", "192.168.6.21"): 2}
+    host = {p["path"]: p for p in traffic["host_paths"]}
+    assert sum(p["packets"] for p in host.values()) == 5
+    # the TCP drop from .21 to port 80 stays on the host, on a DROP path in software
+    drops = [p for p in host.values() if p["code"] not in (None, "pass-to-host")]
+    assert [p["packets"] for p in drops] == [1]
+    code, _, err = _run(capsys, "check", _obj("thesis_static_rules"), "--pcap", str(tmp_path / "none.pcap"))
+    assert code == 2 and len(err.strip().splitlines()) == 1
