@@ -21,6 +21,7 @@ The result is for people: it is not parsed back by anything.
 from __future__ import annotations
 
 import ipaddress
+import time
 from dataclasses import dataclass, field
 
 import z3
@@ -66,6 +67,10 @@ L4 = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmp6", "ports": "l4"}
 MAX_TEXT = 1200
 #: Layouts (header positions, a few z3 queries each) worked out per rendered condition.
 MAX_LAYOUTS = 40
+#: z3 time per rendered condition (s) and per query (ms): past it nothing more is "implied"
+#: (fewer names, never wrong ones).
+RENDER_BUDGET_S = 0.2
+QUERY_MS = 100
 #: Appended when fixed-offset reads were named as L4 fields.
 FIXED_NOTE = " [L4 fields at fixed offsets: as named only without IPv4 options]"
 
@@ -100,19 +105,32 @@ class Read:
 class Decoder:
     """Renders conditions of one exploration path by path (`layout` first)."""
 
-    def __init__(self, env: list[z3.BoolRef] | None = None, timeout_ms: int = 2000):
+    def __init__(self, env: list[z3.BoolRef] | None = None, budget_s: float = RENDER_BUDGET_S):
         self.env = env or []
-        self.timeout_ms = timeout_ms
+        self.budget_s = budget_s
+        self.deadline = time.monotonic() + budget_s
         self.layouts = 0  # layouts computed (each a few z3 queries), at most MAX_LAYOUTS
+        self.emitted = 0  # characters rendered so far: past MAX_TEXT the rest is "…"
         self.last = Layout()
         self.fixed_used = False  # a fixed-offset L4 read was named (see Layout.fixed_l4)
 
     # --- which headers the path has ----------------------------------------------------
 
-    def _implied(self, cond: z3.BoolRef, claim: z3.BoolRef) -> bool:
+    def _solver(self) -> z3.Solver | None:
+        """A solver limited to what is left of this rendering's budget (None: spent)."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return None
         s = z3.Solver()
-        s.set("timeout", self.timeout_ms)
-        s.add(*self.env, cond, z3.Not(claim))
+        s.set("timeout", max(1, min(QUERY_MS, int(left * 1000))))
+        s.add(*self.env)
+        return s
+
+    def _implied(self, cond: z3.BoolRef, claim: z3.BoolRef) -> bool:
+        s = self._solver()
+        if s is None:
+            return False
+        s.add(cond, z3.Not(claim))
         return s.check() == z3.unsat
 
     def _value(self, cond: z3.BoolRef, term: z3.BitVecRef, choices) -> int | None:
@@ -141,9 +159,10 @@ class Decoder:
         if self.layouts >= MAX_LAYOUTS:
             return parent or self.last
         self.layouts += 1
-        s = z3.Solver()
-        s.set("timeout", self.timeout_ms)
-        s.add(*self.env, cond)
+        s = self._solver()
+        if s is None:
+            return parent or self.last
+        s.add(cond)
         if s.check() != z3.sat:
             return parent or Layout()
         lay = Layout()
@@ -185,9 +204,10 @@ class Decoder:
             delta = z3.simplify(index - base)
             if z3.is_bv_value(delta) and delta.as_long() < 64:
                 return (header, delta.as_long())
-            s = z3.Solver()
-            s.set("timeout", self.timeout_ms)
-            s.add(*self.env, cond)
+            s = self._solver()
+            if s is None:
+                break
+            s.add(cond)
             if s.check() == z3.sat:
                 k = s.model().eval(index - base, model_completion=True).as_long()
                 if k < 64 and self._implied(cond, index - base == k):
@@ -283,7 +303,8 @@ class Decoder:
 
     def render(self, cond: z3.BoolRef, lay: Layout | None = None) -> str:
         cond = z3.simplify(cond)
-        self.layouts, self.fixed_used = 0, False
+        self.layouts, self.fixed_used, self.emitted = 0, False, 0
+        self.deadline = time.monotonic() + self.budget_s
         lay = lay or self.layout(cond)
         text = self._bool(cond, lay, cond)
         if len(text) > MAX_TEXT:
@@ -291,6 +312,14 @@ class Decoder:
         return text + (FIXED_NOTE if self.fixed_used else "")
 
     def _bool(self, t: z3.BoolRef, lay: Layout, cond) -> str:
+        if self.emitted > MAX_TEXT:
+            return "…"
+        text = self._bool_text(t, lay, cond)
+        if not (z3.is_and(t) or z3.is_or(t) or z3.is_not(t)):
+            self.emitted += len(text)
+        return text
+
+    def _bool_text(self, t: z3.BoolRef, lay: Layout, cond) -> str:
         if z3.is_true(t):
             return "true"
         if z3.is_false(t):
@@ -299,10 +328,14 @@ class Decoder:
             parts = self._joined(list(t.children()), lay, cond)
             return " ∧ ".join(parts)
         if z3.is_or(t):
-            parts = []
+            parts, size = [], 0
             for c in t.children():  # a branch may say more about the headers
+                if size > MAX_TEXT:
+                    parts.append("…")
+                    break
                 sub = z3.And(cond, c)
                 parts.append(self._bool(c, self.layout(sub, lay), sub))
+                size += len(parts[-1])
             return "(" + " ∨ ".join(parts) + ")"
         if z3.is_not(t):
             inner = t.arg(0)
@@ -396,7 +429,15 @@ class Decoder:
     def _joined(self, atoms, lay, cond) -> list[str]:
         joined, used = self._byte_eqs(atoms, lay, cond)
         parts = [(i, text) for i, text in joined]
-        parts += [(i, self._bool(a, lay, cond)) for i, a in enumerate(atoms) if i not in used]
+        size = sum(len(text) for _, text in parts)
+        for i, a in enumerate(atoms):
+            if i in used:
+                continue
+            if size > MAX_TEXT:
+                parts.append((i, "…"))
+                break
+            parts.append((i, self._bool(a, lay, cond)))
+            size += len(parts[-1][1])
         return [text for _, text in sorted(parts, key=lambda p: p[0])]
 
     def _compare(self, op: str, a, b, lay, cond) -> str:
@@ -453,6 +494,8 @@ class Decoder:
         return d[0] if d is not None else self._term(key, lay, cond)
 
     def _term(self, t, lay, cond) -> str:
+        if self.emitted > MAX_TEXT:
+            return "…"
         if z3.is_bv_value(t):
             v = t.as_long()
             return str(v) if v < 256 else hex(v)
