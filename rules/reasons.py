@@ -83,7 +83,8 @@ def path_reason(e, path, map_classes: dict[str, str]) -> Reason:
     """The reason a path stays in software when nothing more specific is known, from the
     inputs its condition depends on: an unknown input or a cut path first, then helpers,
     state the program writes, ctx fields, maps (with the header fields of their key), and
-    packet bytes alone (flower cannot express the decision)."""
+    packet bytes alone: IP options when the program reads L4 fields at fixed offsets (fields.py
+    names them so), else flower cannot express the decision."""
     if path.truncated or path.notes:
         return Reason("unknown", path.truncated or path.notes[0])
     cond = e.condition(path)
@@ -106,7 +107,13 @@ def path_reason(e, path, map_classes: dict[str, str]) -> Reason:
             key = next((a.key for a in path.accesses if a.map == m), None)
             keys.append(f"map {m}" + (f" keyed by {decoder.key_fields(key, cond)}" if key is not None else ""))
         return Reason("map-dependent", "; ".join(keys))
-    return Reason("not-expressible", "flower cannot separate the packets this path takes from the others")
+    decoder = Decoder(e.environment())
+    decoder.render(cond)
+    if decoder.fixed_used:
+        return Reason("atypical-packets", "IP options: the program reads L4 fields at fixed offsets, flower "
+                      "after the real IPv4 header (try --assume no-ip-options)")
+    return Reason("not-expressible", "no proven filter takes this path: flower cannot separate its packets "
+                  "from packets the program treats otherwise")
 
 
 

@@ -244,3 +244,17 @@ def test_pcap_traffic_share(capsys, tmp_path):
     assert [p["packets"] for p in drops] == [1]
     code, _, err = _run(capsys, "check", _obj("thesis_static_rules"), "--pcap", str(tmp_path / "none.pcap"))
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_fixed_offset_port_drop_suggests_no_ip_options(capsys):
+    """two_progs_one_section.c drops TCP port 23 and UDP port 161, reading the port at
+    14 + 20 + 2 whatever the IHL: with IPv4 options flower's port is elsewhere, so the drop
+    is only provable without options; with --assume no-ip-options it is offloaded."""
+    obj = _obj("two_progs_one_section")
+    code, out, _ = _run(capsys, "check", obj, "--format", "json")
+    drops = [f for f in json.loads(out)["findings"] if f["verdict"] == "DROP"]
+    assert code == 1 and len(drops) == 2
+    assert all(f["code"] == "atypical-packets" and "--assume no-ip-options" in f["detail"] for f in drops)
+    assert {f["fields"].split(" [")[0].rsplit(" ∧ ", 1)[-1] for f in drops} == {"tcp.dport == 23", "udp.dport == 161"}
+    code, out, _ = _run(capsys, "check", obj, "--assume", "no-ip-options")
+    assert code == 0 and "0 findings" in out
