@@ -102,10 +102,12 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     # Intel E800 (ice): drivers/net/ethernet/intel/ice/ice_tc_lib.c ice_parse_cls_flower
     # refuses keys outside CONTROL, BASIC, ETH_ADDRS, VLAN, CVLAN, IPV4/IPV6_ADDRS, IP, PORTS,
     # PPPOE, L2TPV3 and tunnel keys ("Unsupported key used"); control flags are refused
-    # (flow_rule_has_control_flags); no TCP flags, no ICMP, no ARP. Actions
-    # (ice_tc_parse_action): drop, redirect/mirred; no accept, no goto.
+    # (flow_rule_has_control_flags); no TCP flags, no ICMP, no ARP. Actions: drop
+    # (ice_tc_parse_action; also RX queue mapping), redirect only in switchdev mode
+    # (ice_eswitch_tc_parse_action); no accept, no goto.
     Target("ice", "flower", "Intel E800 series (ice), switchdev",
-           "drivers/net/ethernet/intel/ice/ice_tc_lib.c (ice_parse_cls_flower, ice_tc_parse_action)",
+           "drivers/net/ethernet/intel/ice/ice_tc_lib.c (ice_parse_cls_flower, ice_tc_parse_action, "
+           "ice_eswitch_tc_parse_action)",
            keys=_L2 | _CVLAN | _L3 | _PORTS | _TOS_TTL,
            actions=frozenset({"drop", "redirect"})),
     # Netronome NFP eBPF offload (the XDP program runs on the card, `ip link set dev X xdpoffload`):

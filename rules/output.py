@@ -58,8 +58,8 @@ def rules_json(e: Exploration, rs: RuleSet, dev: str, skip: str) -> dict:
                    "paths": r.paths, "lines": _lines(e, r.paths), "proven": r.proved,
                    "tc": filter_line(dev, r.match, r.action, r.prio, r.chain or None, skip=skip)}
                   for r in rs.rules],
-        "software": [{"paths": ps, "why": str(why), "code": getattr(why, "code", None),
-                      "detail": getattr(why, "detail", str(why))} for ps, why in rs.software],
+        "software": [{"paths": ps, "why": str(why), "code": why.code, "detail": why.detail}
+                     for ps, why in rs.software],
         "fates": [{"path": f.path, "verdict": f.verdict, "offloaded": f.offloaded, "filters": f.filters,
                    "code": f.reason.code if f.reason else None,
                    "detail": f.reason.detail if f.reason else None} for f in fates],

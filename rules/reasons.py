@@ -140,7 +140,7 @@ def account(e, rs, map_classes: dict[str, str]) -> list[PathFate]:
     given: dict[int, Reason] = {}
     for paths, why in rs.software:
         for p in paths:
-            given.setdefault(p, why if isinstance(why, Reason) else Reason("not-expressible", str(why)))
+            given.setdefault(p, why)
     by_path: dict[int, list[int]] = {}
     for i, r in enumerate(rs.rules):
         if r.outcome is not None and not r.outcome.is_pass and r.proved:
