@@ -159,9 +159,10 @@ def ebpf_findings(obj: BpfObject, prog: Program, t: Target) -> list[tuple[str, i
 # --- one object ----------------------------------------------------------------------------------
 
 def decided_at(path) -> tuple[str, int]:
-    """Where a path's verdict is decided: its last branch in the section it exits from (the
-    `if` in front of the `return`; clang often shares one exit instruction between all
-    returns), else the exit itself."""
+    """Where a path's verdict is decided: the branch at the highest address before its exit,
+    in the section it exits from (usually the `if` in front of the `return`: clang often
+    shares one exit instruction between all returns, whose line is the closing brace), else
+    the exit itself."""
     sites = [pc for section, pc in path.sites if section == path.exit_section and pc <= path.exit_pc]
     return path.exit_section, max(sites) if sites else path.exit_pc
 
@@ -178,11 +179,10 @@ def entry_programs(obj: BpfObject, name: str | None) -> list[Program]:
     if name:
         return [obj.program(name)]
     progs = [p for p in obj.programs if p.is_xdp]
-    targets = {v for m in obj.maps for v in m.static_values.values()}
-    roots = [p for p in progs if p.name not in targets]
     if not progs:
         raise LiftError("no XDP program", file=obj.path)
-    return roots or progs
+    called = {v for m in obj.maps for v in m.static_values.values()}
+    return [p for p in progs if p.name not in called] or progs
 
 
 def check_object(path: str, report: Report, options: Options, program: str | None, assume: tuple,
