@@ -18,18 +18,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-ALL_FLOWER_KEYS = frozenset({
-    "dst_mac", "src_mac", "vlan_id", "vlan_prio", "vlan_ethtype", "cvlan_id", "cvlan_prio", "cvlan_ethtype",
-    "ip_proto", "src_ip", "dst_ip", "src_ip6", "dst_ip6", "ip_tos", "ip_ttl", "ip_flags", "src_port",
-    "dst_port", "tcp_flags", "icmp_type", "icmp_code", "arp_sip", "arp_tip", "arp_op", "arp_sha", "arp_tha"})
+from rules.flower import FLOWER_KEYS, IP_FLAG_FIRSTFRAG, IP_FLAG_FRAG
+
+ALL_FLOWER_KEYS = frozenset(FLOWER_KEYS)
 _L2 = frozenset({"dst_mac", "src_mac", "vlan_id", "vlan_prio", "vlan_ethtype"})
 _CVLAN = frozenset({"cvlan_id", "cvlan_prio", "cvlan_ethtype"})
 _L3 = frozenset({"ip_proto", "src_ip", "dst_ip", "src_ip6", "dst_ip6"})
 _PORTS = frozenset({"src_port", "dst_port"})
 _ICMP = frozenset({"icmp_type", "icmp_code"})
 _TOS_TTL = frozenset({"ip_tos", "ip_ttl"})
-#: ip_flags bits (rules/flower.py IP_FLAG_FRAG, IP_FLAG_FIRSTFRAG)
-FRAG, FIRSTFRAG = 1, 2
+FRAG, FIRSTFRAG = IP_FLAG_FRAG, IP_FLAG_FIRSTFRAG
 #: TCP flag bits as cls_flower's tcp_flags key holds them (FIN=0x1 ... CWR=0x80)
 TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK, TCP_URG = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 

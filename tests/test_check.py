@@ -156,8 +156,10 @@ def test_readme_documents_every_reason_code_and_target():
 
 
 def test_targets_table_rows_cite_their_source():
+    from rules.flower import FLOWER_KEYS
     for t in TARGETS.values():
         assert t.source and t.kind in ("flower", "ebpf")
+        assert t.keys <= set(FLOWER_KEYS) and t.prefix_only <= t.keys  # names from the one key table
     assert set(TARGETS) == {"generic", "mlx5", "nfp-flower", "bnxt", "ice", "nfp-bpf"}
 
 
