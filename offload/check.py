@@ -19,6 +19,7 @@ JSON schema `xdp2tc.check/1` (new fields may be added within the version):
     programs  [{file, program, section, summary {verdicts {VERDICT: {paths, offloaded,
                 filters, software, reasons}}, lines [...]}, paths [{id, verdict, offloaded,
                 code, detail, fields}],
+                kernel (with --kernel-verify) {loads (bool|null: not asked), message},
                 traffic (with --pcap) {total {packets, bytes}, nic {packets, bytes, packet_share,
                 byte_share}, filters [{filter (index), tc, action, packets, bytes, ...shares}],
                 host_paths [{path (null: map/helper-dependent), code, packets, bytes, ...}]}}]
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path as FsPath
 
+from analyzer import kernel
 from analyzer.classify import classify, map_classes
 from analyzer.explore import ExplorationError, Options, explore
 from analyzer.fields import Decoder
@@ -185,8 +187,22 @@ def entry_programs(obj: BpfObject, name: str | None) -> list[Program]:
     return [p for p in progs if p.name not in called] or progs
 
 
+def kernel_verdict(path: str, program: str) -> dict:
+    """The running kernel's verifier on one program: {loads: true|false|null, message}. null
+    when it cannot be asked here (no privileges, no libbpf): `check` itself needs none."""
+    try:
+        kernel.check_kernel()
+    except kernel.KernelUnavailable as err:
+        return {"loads": None, "message": f"not asked: {err}"}
+    try:
+        with kernel.load(path, programs=[program]):
+            return {"loads": True, "message": "the verifier accepts it"}
+    except kernel.KernelLoadError as err:
+        return {"loads": False, "message": str(err).splitlines()[0]}
+
+
 def check_object(path: str, report: Report, options: Options, program: str | None, assume: tuple,
-                 max_rules: int, frames: list[bytes] | None = None) -> None:
+                 max_rules: int, frames: list[bytes] | None = None, kernel_verify: bool = False) -> None:
     obj = load_object(path)
     for prog in entry_programs(obj, program):
         try:
@@ -209,6 +225,8 @@ def check_object(path: str, report: Report, options: Options, program: str | Non
                        "code": f.reason.code if f.reason else None,
                        "detail": f.reason.detail if f.reason else None, "fields": fields[f.path]}
                       for f in fates]})
+        if kernel_verify:
+            report.programs[-1]["kernel"] = kernel_verdict(str(obj.path), prog.name)
         if frames is not None:
             report.programs[-1]["traffic"] = traffic.traffic_json(traffic.run(e, rs.rules, frames), rs.rules, fates)
         for t in report.targets:
@@ -291,6 +309,8 @@ def text(report: Report, failed: bool, fail_on: list[str]) -> str:
     for prog in report.programs:
         out.append(f"{prog['file']}: program {prog['program']} ({prog['section']})")
         out += [f"  {line}" for line in prog["summary"]["lines"]]
+        if "kernel" in prog:
+            out.append(f"  kernel verifier: {prog['kernel']['message']}")
         if "traffic" in prog:
             out += [f"  {line}" for line in traffic.traffic_lines(prog["traffic"])]
     if report.findings:
@@ -395,7 +415,8 @@ def run(args) -> int:
                       max_paths=args.max_paths)
     report = Report(targets)
     for path in args.files:
-        check_object(path, report, options, args.program, tuple(args.assume), args.max_rules, frames)
+        check_object(path, report, options, args.program, tuple(args.assume), args.max_rules, frames,
+                     args.kernel_verify)
     assign_fingerprints(report.findings)
     for f in report.findings:
         f.new = baseline is None or f.fingerprint not in baseline
@@ -429,6 +450,9 @@ def add_parser(sub, exploration_flags) -> None:
     p.add_argument("--baseline", metavar="PREVIOUS.json",
                    help="a previous check report (json or sarif): only findings not in it count")
     p.add_argument("--max-rules", type=int, default=512, help="filters the NIC holds (default 512)")
+    p.add_argument("--kernel-verify", action="store_true",
+                   help="also load each program into the running kernel and report the verifier's "
+                   "verdict beside xdp2tc's (needs root; without it the report says so)")
     p.add_argument("--pcap", metavar="FILE", help="a capture (pcap or pcapng, Ethernet): report the share "
                    "of packets and bytes the NIC would handle, per filter, and the busiest software paths")
     p.add_argument("--assume", action="append", default=[],

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 import corpus
-from conftest import ROOT, require
+from conftest import ROOT, require, require_kernel
 from offload.cli import main
 from offload.targets import TARGETS
 from rules.reasons import REASONS
@@ -260,3 +260,16 @@ def test_fixed_offset_port_drop_suggests_no_ip_options(capsys):
     assert {f["fields"].split(" [")[0].rsplit(" ∧ ", 1)[-1] for f in drops} == {"tcp.dport == 23", "udp.dport == 161"}
     code, out, _ = _run(capsys, "check", obj, "--assume", "no-ip-options")
     assert code == 0 and "0 findings" in out
+
+
+def test_kernel_verify_reports_the_verifier_beside_ours(capsys):
+    """The kernel is the oracle: a corpus program it loads, and one it refuses (GCC 12's
+    bpf_loop callback without func_info, corpus.expected_load_failures)."""
+    require_kernel()
+    code, out, _ = _run(capsys, "check", _obj("thesis_ddos_blacklist"), "--kernel-verify", "--format", "json")
+    assert json.loads(out)["programs"][0]["kernel"]["loads"] is True
+    stem = "bpf_loop_cb"
+    assert "gcc" in corpus.expected_load_failures(stem)
+    code, out, _ = _run(capsys, "check", _obj(stem, "gcc"), "--kernel-verify", "--format", "json")
+    verdict = json.loads(out)["programs"][0]["kernel"]
+    assert verdict["loads"] is False and "load failed" in verdict["message"]
