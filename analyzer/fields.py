@@ -21,7 +21,6 @@ The result is for people: it is not parsed back by anything.
 from __future__ import annotations
 
 import ipaddress
-import time
 from dataclasses import dataclass, field
 
 import z3
@@ -67,10 +66,11 @@ L4 = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmp6", "ports": "l4"}
 MAX_TEXT = 1200
 #: Layouts (header positions, a few z3 queries each) worked out per rendered condition.
 MAX_LAYOUTS = 40
-#: z3 time per rendered condition (s) and per query (ms): past it nothing more is "implied"
-#: (fewer names, never wrong ones).
-RENDER_BUDGET_S = 0.2
-QUERY_MS = 100
+#: z3 queries per rendered condition, and z3's deterministic resource limit per query (not
+#: a time: the same condition always renders the same, so fingerprints built from it are
+#: stable). Past them nothing more is "implied": fewer names, never wrong ones.
+MAX_QUERIES = 24
+QUERY_RLIMIT = 200_000
 #: Appended when fixed-offset reads were named as L4 fields.
 FIXED_NOTE = " [L4 fields at fixed offsets: as named only without IPv4 options]"
 
@@ -105,10 +105,9 @@ class Read:
 class Decoder:
     """Renders conditions of one exploration path by path (`layout` first)."""
 
-    def __init__(self, env: list[z3.BoolRef] | None = None, budget_s: float = RENDER_BUDGET_S):
+    def __init__(self, env: list[z3.BoolRef] | None = None):
         self.env = env or []
-        self.budget_s = budget_s
-        self.deadline = time.monotonic() + budget_s
+        self.queries = 0  # z3 queries made for the condition being rendered
         self.layouts = 0  # layouts computed (each a few z3 queries), at most MAX_LAYOUTS
         self.emitted = 0  # characters rendered so far: past MAX_TEXT the rest is "…"
         self.last = Layout()
@@ -117,12 +116,12 @@ class Decoder:
     # --- which headers the path has ----------------------------------------------------
 
     def _solver(self) -> z3.Solver | None:
-        """A solver limited to what is left of this rendering's budget (None: spent)."""
-        left = self.deadline - time.monotonic()
-        if left <= 0:
+        """A solver with the per-query resource limit (None: this rendering's queries are spent)."""
+        if self.queries >= MAX_QUERIES:
             return None
+        self.queries += 1
         s = z3.Solver()
-        s.set("timeout", max(1, min(QUERY_MS, int(left * 1000))))
+        s.set("rlimit", QUERY_RLIMIT)
         s.add(*self.env)
         return s
 
@@ -303,8 +302,7 @@ class Decoder:
 
     def render(self, cond: z3.BoolRef, lay: Layout | None = None) -> str:
         cond = z3.simplify(cond)
-        self.layouts, self.fixed_used, self.emitted = 0, False, 0
-        self.deadline = time.monotonic() + self.budget_s
+        self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
         lay = lay or self.layout(cond)
         text = self._bool(cond, lay, cond)
         if len(text) > MAX_TEXT:
