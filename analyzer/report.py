@@ -18,7 +18,9 @@ schema version, new fields may be added):
                    tail_calls [{caller, map, index, target, pc}], rewrites [offsets in the output packet],
                    notes [...], truncated (reason|null), programs [...],
                    lines ["file:line" of branches decided on the path],
-                   condition (SMT-LIB 2 over the inputs of analyzer/symbolic.py)}]
+                   condition (SMT-LIB 2 over the inputs of analyzer/symbolic.py),
+                   fields (the condition in header fields, fields.py: `ipv4.saddr == 10.0.0.1
+                   ∧ tcp.dport != 22`; for people, not for parsing)}]
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import z3
 from .classify import CLASSES, BranchClass, classify, map_classes
 from .mapuse import MapUse, map_uses
 from .explore import UNKNOWN, Exploration, Path
+from .fields import Decoder
 from .symbolic import const_value
 
 SCHEMA = "xdp2tc.analyze/1"
@@ -82,7 +85,7 @@ def _redirect(path: Path):
     return {"map": path.redirect[1], "key": const_value(path.redirect[2])}
 
 
-def path_json(e: Exploration, path: Path, condition: bool = True) -> dict:
+def path_json(e: Exploration, path: Path, condition: bool = True, decoder: Decoder | None = None) -> dict:
     lo, hi = insn_range(path.steps)
     doc = {
         "id": path.id,
@@ -102,6 +105,7 @@ def path_json(e: Exploration, path: Path, condition: bool = True) -> dict:
     }
     if condition:
         doc["condition"] = e.condition(path).sexpr()
+    doc["fields"] = (decoder or Decoder(e.environment())).render(e.condition(path))
     return doc
 
 
@@ -110,6 +114,7 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
     maps = map_classes(e, branches)
     uses = map_uses(e)
     verdicts = Counter(p.verdict for p in e.paths)
+    decoder = Decoder(e.environment())
     return {
         "schema": SCHEMA,
         "file": e.obj.path,
@@ -131,7 +136,7 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
         },
         "maps": [_map_json(e, m, maps[m.name], uses.get(m.name)) for m in e.obj.maps],
         "branches": [_branch_json(b) for b in branches],
-        "paths": [path_json(e, p, conditions) for p in e.paths],
+        "paths": [path_json(e, p, conditions, decoder) for p in e.paths],
     }
 
 
@@ -187,6 +192,7 @@ def analysis_text(e: Exploration) -> str:
         if p["tail_calls"]:
             extra.append("tail calls: " + " -> ".join(t["target"] or "?" for t in p["tail_calls"]))
         out.append(f"  #{p['id']:<3} {p['verdict']:<9} {n:>7} insns  {'; '.join(extra)}")
+        out.append(f"        when {p['fields']}")
         for why in ([p["truncated"]] if p["truncated"] else []) + p["notes"]:
             out.append(f"        ! {why}")
     return "\n".join(out) + "\n"

@@ -25,7 +25,7 @@ from analyzer.explore import ExplorationError, Options, explore
 from analyzer import kernel
 from analyzer.report import SCHEMA, analysis_json, analysis_text
 from analyzer.verify import verify
-from offload import costcmd  # cost model (issue 5)
+from offload import check, costcmd  # check: the CI gate (issue 11); cost model (issue 5)
 from offload.options import OneLineParser, at_least, ifname_pair, interface_name
 from offload.programs import EGRESS_SECTIONS, device_programs
 from offload import flowercheck  # rules --check-flower (issue 13)
@@ -364,6 +364,7 @@ def parser() -> argparse.ArgumentParser:
     # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
     costcmd.add_parsers(sub, _exploration_flags)
     # --- end cost model ---
+    check.add_parser(sub, _exploration_flags)  # the CI gate (issue 11), offload/check.py
     return top
 
 
@@ -378,6 +379,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 # --- cost model (issue 5) ---
 COMMANDS.update(costcmd.COMMANDS)
 # --- end cost model ---
+COMMANDS.update(check.COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ import z3
 
 from .dissector import dissect, match_formula
 from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range
+from .reasons import Reason
 from .synthesis import PASS, Outcome, Synthesis, _sat, _solver, _Synth
 
 #: A block whose value sets multiply to at most this many filters is laid out flat.
@@ -46,7 +47,7 @@ class Rule:
 @dataclass
 class RuleSet:
     rules: list[Rule]
-    software: list[tuple[list[int], str]]
+    software: list[tuple[list[int], Reason]]
     assumptions: tuple[str, ...]
     proved: int = 0
     unproved: int = 0
@@ -110,13 +111,14 @@ def build(e, assume=(), ifnames=None, max_rules: int = 512) -> RuleSet:
     dropped = []
     if len(rules) > max_rules:
         dropped.append((sorted({p for r in rules[max_rules:] for p in r.paths}),
-                        f"over --max-rules {max_rules}"))
+                        Reason("rule-budget", f"over --max-rules {max_rules}")))
         rules = checker.minimise(rules[:max_rules])
     checker.prove(rules)
     # An unproved filter is never emitted.
     bad = [r for r in rules if r.proved is False]
     rules = [r for r in rules if r.proved is not False]
-    software = list(syn.software) + [(r.paths, "the laid-out filter did not prove") for r in bad]
+    software = list(syn.software) + [(r.paths, Reason("not-expressible", "the laid-out filter did not prove"))
+                                     for r in bad]
     assign_prios(rules)
     return RuleSet(rules, software + dropped, syn.assumptions,
                    sum(1 for r in rules if r.proved), len(bad), dropped)

@@ -37,6 +37,7 @@ from analyzer.explore import Exploration, Path
 from analyzer.symbolic import PACKET, PACKET_LEN, const_value
 
 from .dissector import dissect, match_formula
+from .reasons import Reason
 from .flower import FAMILIES, FLOWER_KEYS, IP_FLAG_FRAG, PORT_PROTOS, Exact, FlowerMatch, protocol_name
 
 #: Values a key may take on a path and still be enumerated (else it is left free).
@@ -108,7 +109,7 @@ class Block:
     shields: list[FlowerMatch] = field(default_factory=list)
     refused: dict = field(default_factory=dict)  # shield key set -> merges refused
     proved: bool = False
-    why: str = ""
+    why: Reason | None = None
 
     def formula(self, d) -> z3.BoolRef:
         base = FlowerMatch(self.protocol, tuple(_fixed(self.sets)) + tuple(self.masked.items()))
@@ -125,7 +126,7 @@ class Synthesis:
     """The blocks in order, what was left in software and why, and the assumptions used."""
 
     blocks: list[Block]
-    software: list[tuple[list[int], str]]  # (paths, reason)
+    software: list[tuple[list[int], Reason]]
     assumptions: tuple[str, ...]
     max_len: int
 
@@ -147,39 +148,39 @@ class _Synth:
         self.env = e.environment() + assumption_constraints(self.assume)
         self.typical = typical_packet()
         self.outcomes = {p.id: self.outcome(p) for p in e.paths}
-        self.software: list[tuple[list[int], str]] = []
+        self.software: list[tuple[list[int], Reason]] = []
         self._blocks: dict[int, Block | None] = {}
 
     # --- what each path asks for ---------------------------------------------------------
 
-    def outcome(self, p: Path) -> Outcome | str:
+    def outcome(self, p: Path) -> Outcome | Reason:
         """The rule outcome reproducing path `p`, or why none can."""
         if p.truncated or p.notes:
-            return "the path is not fully understood: " + (p.truncated or p.notes[0])
+            return Reason("unknown", "the path is not fully understood: " + (p.truncated or p.notes[0]))
         bad = [f"{x.kind} {x.target}" for x in p.effects
                if not (x.kind in COUNTER_EFFECTS and self.maps.get(x.target) in ("stats-only", "control-plane"))
                and x.kind not in ("redirect", "tail_call", "callback", "packet_resize")]
         if p.verdict in ("DROP", "ABORTED"):
-            return "side effects beyond counters: " + ", ".join(bad) if bad else DROP
+            return Reason("data-plane-state", "side effects beyond counters: " + ", ".join(bad)) if bad else DROP
         if p.verdict == "PASS":
             return PASS
         if bad:
-            return "side effects beyond counters: " + ", ".join(bad)
+            return Reason("data-plane-state", "side effects beyond counters: " + ", ".join(bad))
         if p.verdict == "REDIRECT" and p.redirect and p.redirect[0] == "ifindex":
             ifindex = const_value(self.e.expand(p.redirect[1]))
             if p.writes:
-                return "redirect of a rewritten packet (pedit not synthesised yet)"
+                return Reason("rewrite", "redirect of a rewritten packet (pedit not synthesised yet)")
             if ifindex is None:
-                return "redirect to an ifindex computed from the packet"
+                return Reason("redirect-device", "redirect to an ifindex computed from the packet")
             if ifindex not in self.ifnames:
-                return f"redirect to ifindex {ifindex}: no device name (use --ifname {ifindex}=DEV)"
+                return Reason("redirect-device", f"redirect to ifindex {ifindex}: no device name (use --ifname {ifindex}=DEV)")
             return Outcome(("mirred", "egress", "redirect", "dev", self.ifnames[ifindex]),
                            ("REDIRECT",), ifindex)
         if p.verdict == "REDIRECT":
-            return "redirect through a map (the target is control-plane state)"
+            return Reason("redirect-device", "redirect through a map (the target is control-plane state)")
         if p.verdict == "TX":
-            return "XDP_TX (header rewrites are not synthesised yet)"
-        return f"verdict {p.verdict}"
+            return Reason("rewrite", "XDP_TX (header rewrites are not synthesised yet)")
+        return Reason("unknown", f"verdict {p.verdict}")
 
     def good(self, outcome: Outcome) -> z3.BoolRef:
         """Packets for which the program does what `outcome` does (cleanly)."""
@@ -192,7 +193,7 @@ class _Synth:
         blocks: list[Block] = []
         for p in self.e.paths:
             o = self.outcomes[p.id]
-            if isinstance(o, str):
+            if isinstance(o, Reason):
                 if p.verdict not in ("PASS",):
                     self.software.append(([p.id], o))
                 continue
@@ -223,8 +224,8 @@ class _Synth:
         cond = z3.And(self.conds[p.id], *self.env, self.typical)
         s = _solver(cond)
         if s.check() != z3.sat:
-            return give_up("only atypical packets take this path (short frames, IP options, "
-                           "fragments): no flower key separates them")
+            return give_up(Reason("atypical-packets", "only atypical packets take this path (short frames, "
+                                  "IP options, fragments): no flower key separates them"))
         protocols = _values(s, self.d.skb_protocol, 2)
         eth = protocols[0] if len(protocols) == 1 else None
         family = FAMILIES.get(eth)
@@ -260,11 +261,12 @@ class _Synth:
                 b.proved = True
                 return
             if r == z3.unknown:
-                b.why = "z3 gave no answer in time"
+                b.why = Reason("unknown", "z3 gave no answer in time")
                 return
             shield = self.shield(b, s.model(), good)
             b.shields = self.widen(b, good, shield)
-        b.why = f"not proved after {MAX_SHIELDS} shields (flower cannot separate what the program decides)"
+        b.why = Reason("not-expressible",
+                       f"not proved after {MAX_SHIELDS} shields (flower cannot separate what the program decides)")
 
     def path_block(self, model: z3.ModelRef) -> Block | None:
         """The extracted block of the path the model's packet takes (None if it is only

@@ -1,0 +1,608 @@
+"""Path conditions in header fields: `ipv4.saddr == 192.168.1.21 ∧ tcp.dport != 22`.
+
+A path condition (explore.py) is a z3 formula over packet bytes `pkt[i]`, the length, map
+contents, ctx fields and helper results. `decode(e, path)` names what it reads:
+
+* the headers a path has are what its condition implies (z3): Ethernet always; one or two
+  VLAN tags (802.1Q 0x8100, 802.1ad 0x88a8) when the ethertype is implied; IPv4 or IPv6
+  after them; TCP, UDP, ICMP or ICMPv6 after IPv4 when `ipv4.proto` is implied, at the
+  offset the IHL gives (a read at `14 + ihl*4 + 2` is `tcp.dport` whatever the IHL is), or
+  after a fixed 40-byte IPv6 header when `ipv6.nexthdr` is implied;
+* a read is a run of packet bytes, in network order (a byte-swapped load) or in load order
+  (little-endian: the compared constant is swapped back); sub-byte fields (IHL, TCP flags,
+  VLAN id, fragment bits) are named when the mask selects exactly them;
+* byte comparisons that together cover a field (`pkt[12] == 8 ∧ pkt[13] == 0`) are joined
+  (`eth.proto == ipv4`);
+* what no field fits stays as `pkt[34:36]`; map lookups print as `blacklist[ipv4.saddr]`.
+
+The result is for people: it is not parsed back by anything.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+import z3
+
+from .symbolic import PACKET, PACKET_LEN
+
+#: Per header: field -> (offset, size in bytes).
+HEADERS: dict[str, dict[str, tuple[int, int]]] = {
+    "eth": {"dst": (0, 6), "src": (6, 6), "proto": (12, 2)},
+    "vlan": {"tci": (0, 2), "proto": (2, 2)},
+    "ipv4": {"ver_ihl": (0, 1), "tos": (1, 1), "tot_len": (2, 2), "id": (4, 2), "frag": (6, 2),
+             "ttl": (8, 1), "proto": (9, 1), "check": (10, 2), "saddr": (12, 4), "daddr": (16, 4)},
+    "ipv6": {"vtc_flow": (0, 4), "payload_len": (4, 2), "nexthdr": (6, 1), "hop_limit": (7, 1),
+             "saddr": (8, 16), "daddr": (24, 16)},
+    "tcp": {"sport": (0, 2), "dport": (2, 2), "seq": (4, 4), "ack_seq": (8, 4), "doff": (12, 1),
+            "flags": (13, 1), "window": (14, 2), "check": (16, 2), "urg_ptr": (18, 2)},
+    "udp": {"sport": (0, 2), "dport": (2, 2), "len": (4, 2), "check": (6, 2)},
+    "icmp": {"type": (0, 1), "code": (1, 1), "check": (2, 2)},
+}
+HEADERS["vlan2"] = HEADERS["vlan"]
+HEADERS["l4"] = {"sport": (0, 2), "dport": (2, 2)}  # TCP or UDP: the ports are at the same place
+HEADERS["icmp6"] = HEADERS["icmp"]
+
+#: Sub-byte fields: (header, field) -> [(name, mask, shift)] (mask over the field's value).
+SUBFIELDS = {
+    ("vlan", "tci"): [("pcp", 0xE000, 13), ("dei", 0x1000, 12), ("vid", 0x0FFF, 0)],
+    ("ipv4", "ver_ihl"): [("version", 0xF0, 4), ("ihl", 0x0F, 0)],
+    ("ipv4", "frag"): [("df", 0x4000, 14), ("mf", 0x2000, 13), ("frag_off", 0x1FFF, 0),
+                       ("fragment", 0x3FFF, 0)],
+    ("ipv6", "vtc_flow"): [("version", 0xF0000000, 28), ("flow_lbl", 0x000FFFFF, 0)],
+    ("tcp", "doff"): [("doff", 0xF0, 4)],
+    ("tcp", "flags"): [(f, 1 << i, i) for i, f in enumerate(("fin", "syn", "rst", "psh", "ack", "urg",
+                                                              "ece", "cwr"))],
+}
+SUBFIELDS[("vlan2", "tci")] = SUBFIELDS[("vlan", "tci")]
+
+ETHERTYPES = {0x0800: "ipv4", 0x86DD: "ipv6", 0x0806: "arp", 0x8100: "802.1q", 0x88A8: "802.1ad"}
+IP_PROTOS = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6", 47: "gre", 132: "sctp"}
+VLAN_TPIDS = (0x8100, 0x88A8)
+#: L4 header names by IP protocol number ("ports": TCP or UDP, not known which).
+L4 = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmp6", "ports": "l4"}
+#: Longest rendering of one condition (characters); longer ones end with "…".
+MAX_TEXT = 1200
+#: Layouts (header positions, a few z3 queries each) worked out per rendered condition.
+MAX_LAYOUTS = 40
+#: z3 queries per rendered condition, and z3's deterministic resource limit per query (not
+#: a time: the same condition always renders the same, so fingerprints built from it are
+#: stable). Past them nothing more is "implied": fewer names, never wrong ones.
+MAX_QUERIES = 24
+QUERY_RLIMIT = 200_000
+#: Appended when fixed-offset reads were named as L4 fields.
+FIXED_NOTE = " [L4 fields at fixed offsets: as named only without IPv4 options]"
+
+
+@dataclass
+class Layout:
+    """Where each header of a path starts: an int, or a z3 offset term (TCP after an IPv4
+    header whose IHL the path does not fix)."""
+
+    bases: dict[str, int | z3.BitVecRef] = field(default_factory=lambda: {"eth": 0})
+    #: (L4 header, offset) where a program that ignores IPv4 options reads it, when the
+    #: path does not fix the IHL: such reads are named, with a note
+    fixed_l4: tuple[str, int] | None = None
+
+    def name(self, header: str, offset: int, size: int) -> str | None:
+        for fname, (off, n) in HEADERS[header].items():
+            if off == offset and n == size:
+                return f"{header}.{fname}"
+        return None
+
+
+@dataclass(frozen=True)
+class Read:
+    """A packet read: bytes `offs` (most significant first; each (header, offset) or
+    ("pkt", absolute)) and the bits hi..lo of their concatenation."""
+
+    offs: tuple[tuple[str, int], ...]
+    hi: int
+    lo: int
+
+
+class Decoder:
+    """Renders conditions of one exploration path by path (`layout` first)."""
+
+    def __init__(self, env: list[z3.BoolRef] | None = None):
+        self.env = env or []
+        self.queries = 0  # z3 queries made for the condition being rendered
+        self.layouts = 0  # layouts computed (each a few z3 queries), at most MAX_LAYOUTS
+        self.emitted = 0  # characters rendered so far: past MAX_TEXT the rest is "…"
+        self.last = Layout()
+        self.fixed_used = False  # a fixed-offset L4 read was named (see Layout.fixed_l4)
+
+    # --- which headers the path has ----------------------------------------------------
+
+    def _solver(self) -> z3.Solver | None:
+        """A solver with the per-query resource limit (None: this rendering's queries are spent)."""
+        if self.queries >= MAX_QUERIES:
+            return None
+        self.queries += 1
+        s = z3.Solver()
+        s.set("rlimit", QUERY_RLIMIT)
+        s.add(*self.env)
+        return s
+
+    def _implied(self, cond: z3.BoolRef, claim: z3.BoolRef) -> bool:
+        s = self._solver()
+        if s is None:
+            return False
+        s.add(cond, z3.Not(claim))
+        return s.check() == z3.unsat
+
+    def _value(self, cond: z3.BoolRef, term: z3.BitVecRef, choices) -> int | None:
+        for v in choices:
+            if self._implied(cond, term == v):
+                return v
+        return None
+
+    def _ethertype(self, cond: z3.BoolRef, at: int):
+        """The ethertype at `at` the path implies: a number, "vlan" for either VLAN TPID, or None."""
+        term = _be(at, 2)
+        if self._implied(cond, z3.Or([term == t for t in VLAN_TPIDS])):
+            return "vlan"
+        return self._value(cond, term, [t for t in ETHERTYPES if t not in VLAN_TPIDS])
+
+    def _l4(self, cond: z3.BoolRef, proto: z3.BitVecRef):
+        """The L4 protocol the path implies: a number, "ports" for TCP-or-UDP, or None."""
+        value = self._value(cond, proto, [k for k in L4 if isinstance(k, int)])
+        if value is None and self._implied(cond, z3.Or(proto == 6, proto == 17)):
+            return "ports"
+        return value
+
+    def layout(self, cond: z3.BoolRef, parent: Layout | None = None) -> Layout:
+        """Where the headers of packets satisfying `cond` are (`parent` when that cannot be
+        worked out: too many layouts asked for, or `cond` unsatisfiable)."""
+        if self.layouts >= MAX_LAYOUTS:
+            return parent or self.last
+        self.layouts += 1
+        s = self._solver()
+        if s is None:
+            return parent or self.last
+        s.add(cond)
+        if s.check() != z3.sat:
+            return parent or Layout()
+        lay = Layout()
+        l3 = 14
+        ethertype = self._ethertype(cond, 12)
+        for tag in ("vlan", "vlan2"):
+            if ethertype != "vlan":
+                break
+            lay.bases[tag] = l3  # its TPID is the ethertype before it
+            l3 += 4
+            ethertype = self._ethertype(cond, l3 - 2)
+        if ethertype == 0x0800:
+            lay.bases["ipv4"] = l3
+            proto = self._l4(cond, _byte(l3 + 9))
+            if proto is not None:
+                ihl = z3.ZeroExt(56, _byte(l3) & 0x0F) * 4
+                fixed = self._implied(cond, _byte(l3) & 0x0F == 5)
+                lay.bases[L4[proto]] = l3 + 20 if fixed else \
+                    z3.simplify(z3.BitVecVal(l3, 64) + ihl)
+                if not fixed:
+                    lay.fixed_l4 = (L4[proto], l3 + 20)
+        elif ethertype == 0x86DD:
+            lay.bases["ipv6"] = l3
+            proto = self._l4(cond, _byte(l3 + 6))
+            if proto is not None:
+                lay.bases[L4[proto]] = l3 + 40
+        self.last = lay
+        return lay
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def _place(self, lay: Layout, index: z3.BitVecRef, cond: z3.BoolRef) -> tuple[str, int]:
+        """(header, offset) of a packet byte index (absolute if it is a constant)."""
+        if z3.is_bv_value(index):
+            return ("pkt", index.as_long())
+        for header, base in lay.bases.items():
+            if isinstance(base, int):
+                continue
+            delta = z3.simplify(index - base)
+            if z3.is_bv_value(delta) and delta.as_long() < 64:
+                return (header, delta.as_long())
+            s = self._solver()
+            if s is None:
+                break
+            s.add(cond)
+            if s.check() == z3.sat:
+                k = s.model().eval(index - base, model_completion=True).as_long()
+                if k < 64 and self._implied(cond, index - base == k):
+                    return (header, k)
+        return ("?", -1)
+
+    def read(self, t: z3.ExprRef, lay: Layout, cond: z3.BoolRef) -> Read | None:
+        """The packet read `t` is (its numeric value), or None."""
+        if z3.is_select(t) and t.arg(0).eq(PACKET):
+            place = self._place(lay, t.arg(1), cond)
+            return None if place[0] == "?" else Read((place,), 7, 0)
+        if z3.is_app_of(t, z3.Z3_OP_ZERO_EXT):
+            return self.read(t.arg(0), lay, cond)
+        if z3.is_app_of(t, z3.Z3_OP_EXTRACT):
+            inner = self.read(t.arg(0), lay, cond)
+            hi, lo = t.params()
+            if inner is None or inner.lo + hi > inner.hi:
+                return None
+            return Read(inner.offs, inner.lo + hi, inner.lo + lo)
+        if z3.is_app_of(t, z3.Z3_OP_CONCAT):
+            offs: list = []
+            for i, part in enumerate(t.children()):
+                if z3.is_bv_value(part) and part.as_long() == 0 and i == 0:
+                    continue  # leading zeros: the same number
+                r = self.read(part, lay, cond)
+                if r is None or r.lo % 8 or (r.hi + 1) % 8:
+                    return None
+                width = 8 * len(r.offs)
+                first = (width - 1 - r.hi) // 8
+                offs += r.offs[first:first + (r.hi - r.lo + 1) // 8]
+            return Read(tuple(offs), 8 * len(offs) - 1, 0) if offs else None
+        return None
+
+    def absolute(self, lay: Layout, place: tuple[str, int]) -> tuple[str, int]:
+        """(header, offset) for an absolute byte: the innermost header with a constant base
+        that holds a field at it."""
+        header, off = place
+        if header != "pkt":
+            return place
+        best = ("pkt", off)
+        for h, base in lay.bases.items():
+            if isinstance(base, int) and base <= off:
+                if any(o <= off - base < o + n for o, n in HEADERS[h].values()):
+                    if best[0] == "pkt" or base >= lay.bases.get(best[0], -1):
+                        best = (h, off - base)
+        if lay.fixed_l4 and off >= lay.fixed_l4[1]:
+            h, base = lay.fixed_l4
+            if any(o <= off - base < o + n for o, n in HEADERS[h].values()):
+                self.fixed_used = True
+                return (h + "@", off - base)
+        return best
+
+    def describe(self, r: Read, lay: Layout) -> tuple[str, bool, int, int] | None:
+        """(name, network order, mask, shift) of a read, mask over the named value; None if
+        the bytes are not consecutive in one header."""
+        places = [self.absolute(lay, p) for p in r.offs]
+        headers = {h for h, _ in places}
+        offs = [o for _, o in places]
+        if len(headers) != 1:
+            return None
+        header = headers.pop()
+        n = len(offs)
+        if offs == list(range(offs[0], offs[0] + n)):
+            network, start = True, offs[0]
+        elif offs == list(range(offs[0], offs[0] - n, -1)):
+            network, start = n == 1, offs[-1]
+            if r.lo != 0 or r.hi != 8 * n - 1:
+                return None  # part of a little-endian load: leave it to the fallback
+        else:
+            return None
+        width = r.hi - r.lo + 1
+        mask = ((1 << width) - 1) << r.lo
+        if header == "pkt":
+            return f"pkt[{start}:{start + n}]", network, mask, r.lo
+        if header.endswith("@"):
+            header = header[:-1]
+            name = lay.name(header, start, n)
+            if name is None:
+                return None
+            return name, network, mask, r.lo
+        name = lay.name(header, start, n)
+        for fname, (o, size) in HEADERS[header].items() if name is None else ():
+            if o <= start and start + n <= o + size:  # part of a field
+                return f"{header}.{fname}[{start - o}:{start - o + n}]", network, mask, r.lo
+        if name is None:
+            base = lay.bases[header]
+            where = f"{header}+{start}" if not isinstance(base, int) else None
+            absolute = base + start if isinstance(base, int) else None
+            return (f"pkt[{absolute}:{absolute + n}]" if where is None else f"{where}:{n}"), network, mask, r.lo
+        return name, network, mask, r.lo
+
+    # --- rendering ---------------------------------------------------------------------------
+
+    def render(self, cond: z3.BoolRef, lay: Layout | None = None) -> str:
+        cond = z3.simplify(cond)
+        self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
+        lay = lay or self.layout(cond)
+        text = self._bool(cond, lay, cond)
+        if len(text) > MAX_TEXT:
+            text = text[:MAX_TEXT - 1] + "…"
+        return text + (FIXED_NOTE if self.fixed_used else "")
+
+    def _bool(self, t: z3.BoolRef, lay: Layout, cond) -> str:
+        if self.emitted > MAX_TEXT:
+            return "…"
+        text = self._bool_text(t, lay, cond)
+        if not (z3.is_and(t) or z3.is_or(t) or z3.is_not(t)):
+            self.emitted += len(text)
+        return text
+
+    def _bool_text(self, t: z3.BoolRef, lay: Layout, cond) -> str:
+        if z3.is_true(t):
+            return "true"
+        if z3.is_false(t):
+            return "false"
+        if z3.is_and(t):
+            parts = self._joined(list(t.children()), lay, cond)
+            return " ∧ ".join(parts)
+        if z3.is_or(t):
+            parts, size = [], 0
+            for c in t.children():  # a branch may say more about the headers
+                if size > MAX_TEXT:
+                    parts.append("…")
+                    break
+                sub = z3.And(cond, c)
+                parts.append(self._bool(c, self.layout(sub, lay), sub))
+                size += len(parts[-1])
+            return "(" + " ∨ ".join(parts) + ")"
+        if z3.is_not(t):
+            inner = t.arg(0)
+            if z3.is_eq(inner) and inner.arg(0).sort().kind() == z3.Z3_BV_SORT:
+                return self._compare("!=", inner.arg(0), inner.arg(1), lay, cond)
+            if z3.is_app_of(inner, z3.Z3_OP_ULEQ):
+                return self._compare(">", inner.arg(0), inner.arg(1), lay, cond)
+            if z3.is_app_of(inner, z3.Z3_OP_SLEQ):
+                return self._compare(">s", inner.arg(0), inner.arg(1), lay, cond)
+            if z3.is_and(inner):
+                parts = self._joined(list(inner.children()), lay, cond)
+                if len(parts) == 1 and parts[0].count(" == ") == 1 and " ∧ " not in parts[0]:
+                    return parts[0].replace(" == ", " != ")  # one field, byte by byte
+            text = self._bool(inner, lay, cond)
+            return "¬" + (text if text.startswith("(") or " " not in text else f"({text})")
+        if z3.is_eq(t) and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
+            return self._compare("==", t.arg(0), t.arg(1), lay, cond)
+        if z3.is_distinct(t) and t.num_args() == 2 and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
+            return self._compare("!=", t.arg(0), t.arg(1), lay, cond)
+        for op, sym in ((z3.Z3_OP_ULEQ, "<="), (z3.Z3_OP_SLEQ, "<=s"), (z3.Z3_OP_UGEQ, ">="),
+                        (z3.Z3_OP_ULT, "<"), (z3.Z3_OP_UGT, ">"), (z3.Z3_OP_SGEQ, ">=s"),
+                        (z3.Z3_OP_SLT, "<s"), (z3.Z3_OP_SGT, ">s")):
+            if z3.is_app_of(t, op):
+                return self._compare(sym, t.arg(0), t.arg(1), lay, cond)
+        if z3.is_app(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED and t.num_args():
+            name = t.decl().name()
+            if name.startswith("map.") and name.endswith(".found"):
+                return f"{name[4:-6]}[{self._key(t.arg(0), lay, cond)}] exists"
+        if z3.is_app_of(t, z3.Z3_OP_ITE):
+            return (f"({self._bool(t.arg(0), lay, cond)} ? {self._bool(t.arg(1), lay, cond)} : "
+                    f"{self._bool(t.arg(2), lay, cond)})")
+        return self._term(t, lay, cond)
+
+    def _byte_eqs(self, atoms, lay, cond) -> tuple[list[tuple[int, str]], set[int]]:
+        """Equalities on single bytes or bits of one byte among `atoms`, joined per field:
+        ([(first atom index, text)], indices used). A whole field prints as
+        `ipv4.saddr == 10.0.0.1`, a sub-field as `vlan.vid == 100`, consecutive whole bytes
+        of a field as `ipv6.daddr[0:4] == 0x20010db8`, anything else as `field & mask == v`."""
+        bytes_at: dict[tuple[str, int], list[tuple[int, int, int]]] = {}  # -> [(atom, mask, value)]
+        for i, a in enumerate(atoms):
+            if z3.is_eq(a) and a.arg(0).sort().kind() == z3.Z3_BV_SORT:
+                x, c = (a.arg(0), a.arg(1)) if z3.is_bv_value(a.arg(1)) else (a.arg(1), a.arg(0))
+                r = self.read(x, lay, cond) if z3.is_bv_value(c) else None
+                if r is not None and len(r.offs) == 1:
+                    mask = ((1 << (r.hi - r.lo + 1)) - 1) << r.lo
+                    bytes_at.setdefault(self.absolute(lay, r.offs[0]), []).append((i, mask, c.as_long() << r.lo))
+        out, used = [], set()
+        for (header, off) in sorted(bytes_at, key=lambda k: bytes_at[k][0][0]):
+            h = header.rstrip("@")
+            if h not in HEADERS or any(i in used for i, _, _ in bytes_at[(header, off)]):
+                continue
+            for fname, (start, n) in HEADERS[h].items():
+                if not start <= off < start + n:
+                    continue
+                present = [k for k in range(start, start + n) if (header, k) in bytes_at]
+                mask = value = 0
+                for k in present:
+                    for _, m, v in bytes_at[(header, k)]:
+                        shift = 8 * (start + n - 1 - k)
+                        mask |= m << shift
+                        value |= v << shift
+                whole = [k for k in present if (1 << 8) - 1 == _byte_mask(bytes_at[(header, k)])]
+                name = f"{h}.{fname}"
+                lo = hi = off
+                while lo - 1 in whole:
+                    lo -= 1
+                while hi + 1 in whole:
+                    hi += 1
+                sub = self._subfield(name, mask, 0)
+                if mask == (1 << (8 * n)) - 1:
+                    text, keys = f"{name} == {fmt(name, value)}", present
+                elif sub is not None:
+                    text, keys = f"{sub[0]} == {fmt(sub[0], (value & sub[1]) >> sub[2])}", present
+                elif off in whole and hi > lo and len(whole) == len(present):
+                    v = int.from_bytes(bytes(_byte_value(bytes_at[(header, k)]) for k in range(lo, hi + 1)), "big")
+                    text, keys = f"{name}[{lo - start}:{hi + 1 - start}] == {v:#x}", list(range(lo, hi + 1))
+                elif name == "tcp.flags":
+                    text, keys = f"{name} & {tcp_flags(mask)} == {tcp_flags(value) if value else 0}", present
+                elif len(present) > 1 or n == 1:
+                    text, keys = f"{name} & {mask:#x} == {value:#x}", present
+                else:
+                    break  # one byte of a wider field: printed on its own
+                if header.endswith("@"):
+                    self.fixed_used = True
+                idx = [i for k in keys for i, _, _ in bytes_at[(header, k)]]
+                out.append((min(idx), text))
+                used |= set(idx)
+                break
+        return out, used
+
+    def _joined(self, atoms, lay, cond) -> list[str]:
+        joined, used = self._byte_eqs(atoms, lay, cond)
+        parts = [(i, text) for i, text in joined]
+        size = sum(len(text) for _, text in parts)
+        for i, a in enumerate(atoms):
+            if i in used:
+                continue
+            if size > MAX_TEXT:
+                parts.append((i, "…"))
+                break
+            parts.append((i, self._bool(a, lay, cond)))
+            size += len(parts[-1][1])
+        return [text for _, text in sorted(parts, key=lambda p: p[0])]
+
+    def _compare(self, op: str, a, b, lay, cond) -> str:
+        flip = {"==": "==", "!=": "!=", "<=": ">=", ">=": "<=", "<": ">", ">": "<", "<=s": ">=s", ">s": "<s"}
+        if z3.is_bv_value(a) and not z3.is_bv_value(b):
+            a, b, op = b, a, flip[op]
+        if z3.is_bv_value(b):
+            value = b.as_long()
+            masked = None
+            if z3.is_app_of(a, z3.Z3_OP_BAND) and a.num_args() == 2 and z3.is_bv_value(a.arg(1)):
+                masked, a = a.arg(1).as_long(), a.arg(0)
+            r = self.read(a, lay, cond)
+            d = self.describe(r, lay) if r is not None else None
+            if d is not None:
+                name, network, mask, shift = d
+                if not network:
+                    if op not in ("==", "!="):
+                        return f"le({name}) {op} {value}"
+                    n = len(r.offs)
+                    value = int.from_bytes(value.to_bytes(n, "little"), "big")
+                    if masked is not None:
+                        masked = int.from_bytes(masked.to_bytes(n, "little"), "big")
+                full = mask >> shift
+                if masked is not None:
+                    mask &= masked << shift
+                    value <<= shift
+                    shift = 0
+                    full = None
+                named = self._subfield(name, mask, shift if full is not None else 0)
+                if named is not None:
+                    sub, sub_mask, sub_shift = named
+                    v = (value << shift if full is not None else value)
+                    return f"{sub} {op} {fmt(sub, (v & sub_mask) >> sub_shift)}"
+                if full is not None and shift == 0 and mask == (1 << (8 * len(r.offs))) - 1:
+                    return f"{name} {op} {fmt(name, value)}"
+                if name == "tcp.flags":
+                    return f"{name} & {tcp_flags(mask)} {op} {tcp_flags(value) if value else 0}"
+                return f"{name} & {mask:#x} {op} {value << shift if full is not None else value:#x}"
+            if a.eq(PACKET_LEN):
+                return f"len {op.rstrip('s')} {value}"  # both non-negative: signed = unsigned
+        return f"{self._term(a, lay, cond)} {op} {self._term(b, lay, cond)}"
+
+    def _subfield(self, name: str, mask: int, shift: int):
+        """(name, mask, shift) of the sub-byte field `mask` selects of field `name`."""
+        header, _, fname = name.partition(".")
+        for sub, m, s in SUBFIELDS.get((header, fname), []):
+            if m == mask:
+                return (f"{header}.{sub}" if sub != fname else name), m, s
+        return None
+
+    def _key(self, key, lay, cond) -> str:
+        r = self.read(key, lay, cond)
+        d = self.describe(r, lay) if r is not None else None
+        return d[0] if d is not None else self._term(key, lay, cond)
+
+    def _term(self, t, lay, cond) -> str:
+        if self.emitted > MAX_TEXT:
+            return "…"
+        if z3.is_bv_value(t):
+            v = t.as_long()
+            return str(v) if v < 256 else hex(v)
+        if t.eq(PACKET_LEN):
+            return "len"
+        r = self.read(t, lay, cond)
+        d = self.describe(r, lay) if r is not None else None
+        if d is not None:
+            name, network, mask, shift = d
+            text = name if network else f"le({name})"
+            full = (1 << (8 * len(r.offs))) - 1
+            return text if mask == full else f"({text} & {mask:#x}) >> {shift}" if shift else f"({text} & {mask:#x})"
+        if z3.is_const(t):
+            name = t.decl().name()
+            head, _, rest = name.partition(".")
+            if head == "helper":
+                return rest.rsplit(".", 1)[0] + "()"
+            return name
+        if z3.is_app(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            name = t.decl().name()
+            if name.startswith("map.") and name.endswith(".val"):
+                return f"{name[4:-4]}[{self._key(t.arg(0), lay, cond)}].byte[{self._term(t.arg(1), lay, cond)}]"
+            if name.startswith("map.") and name.endswith(".found"):
+                return f"{name[4:-6]}[{self._key(t.arg(0), lay, cond)}] exists"
+        if z3.is_select(t) and t.arg(0).eq(PACKET):
+            return f"pkt[{self._term(t.arg(1), lay, cond)}]"
+        ops = {z3.Z3_OP_BADD: "+", z3.Z3_OP_BSUB: "-", z3.Z3_OP_BMUL: "*", z3.Z3_OP_BAND: "&",
+               z3.Z3_OP_BOR: "|", z3.Z3_OP_BXOR: "^", z3.Z3_OP_BSHL: "<<", z3.Z3_OP_BLSHR: ">>"}
+        if z3.is_app_of(t, z3.Z3_OP_BAND) and t.num_args() == 2 and z3.is_bv_value(t.arg(1)):
+            r = self.read(t.arg(0), lay, cond)
+            d = self.describe(r, lay) if r is not None else None
+            named = self._subfield(d[0], t.arg(1).as_long(), 0) if d is not None and d[1] else None
+            if named is not None and named[2] == 0:
+                return named[0]
+        if z3.is_app(t) and t.decl().kind() in ops:
+            return "(" + f" {ops[t.decl().kind()]} ".join(self._term(c, lay, cond) for c in t.children()) + ")"
+        if z3.is_app_of(t, z3.Z3_OP_ZERO_EXT):
+            return self._term(t.arg(0), lay, cond)
+        if z3.is_app_of(t, z3.Z3_OP_EXTRACT):
+            hi, lo = t.params()
+            return f"{self._term(t.arg(0), lay, cond)}[{hi}:{lo}]"
+        if z3.is_app_of(t, z3.Z3_OP_CONCAT):
+            kids = list(t.children())
+            while kids and z3.is_bv_value(kids[0]) and kids[0].as_long() == 0:
+                kids = kids[1:]
+            if len(kids) == 2 and z3.is_bv_value(kids[1]) and kids[1].as_long() == 0:
+                return f"{self._term(kids[0], lay, cond)}*{1 << kids[1].size()}"
+            if len(kids) == 1:
+                return self._term(kids[0], lay, cond)
+            return "concat(" + ", ".join(self._term(c, lay, cond) for c in t.children()) + ")"
+        if z3.is_app_of(t, z3.Z3_OP_ITE):
+            return (f"({self._bool(t.arg(0), lay, cond)} ? {self._term(t.arg(1), lay, cond)} : "
+                    f"{self._term(t.arg(2), lay, cond)})")
+        if z3.is_bool(t):
+            return self._bool(t, lay, cond) if not z3.is_app(t) or t.num_args() == 0 else t.sexpr()
+        return t.sexpr()
+
+    def key_fields(self, key: z3.BitVecRef, cond: z3.BoolRef, lay: Layout | None = None) -> str:
+        """A map key in header fields (`ipv4.saddr`), for reasons."""
+        return self._key(z3.simplify(key), lay or self.layout(cond), cond)
+
+
+def fmt(name: str, value: int) -> str:
+    """A field value as an engineer writes it: addresses, protocol names, numbers."""
+    short = name.rsplit(".", 1)[-1]
+    if name in ("ipv4.saddr", "ipv4.daddr"):
+        return str(ipaddress.IPv4Address(value & 0xFFFFFFFF))
+    if name in ("ipv6.saddr", "ipv6.daddr"):
+        return str(ipaddress.IPv6Address(value & (1 << 128) - 1))
+    if name in ("eth.src", "eth.dst"):
+        return ":".join(f"{b:02x}" for b in (value & (1 << 48) - 1).to_bytes(6, "big"))
+    if short == "proto" and name.startswith(("eth", "vlan")) and value in ETHERTYPES:
+        return ETHERTYPES[value]
+    if name in ("ipv4.proto", "ipv6.nexthdr") and value in IP_PROTOS:
+        return IP_PROTOS[value]
+    if short in ("sport", "dport", "len", "tot_len", "payload_len", "ttl", "hop_limit", "ihl", "version",
+                 "type", "code", "vid", "pcp", "doff") or value < 10:
+        return str(value)
+    return hex(value)
+
+
+def _byte_mask(entries) -> int:
+    m = 0
+    for _, mask, _ in entries:
+        m |= mask
+    return m
+
+
+def _byte_value(entries) -> int:
+    v = 0
+    for _, _, value in entries:
+        v |= value
+    return v
+
+
+def tcp_flags(bits: int) -> str:
+    """TCP flag bits by name: `syn|ack`."""
+    names = SUBFIELDS[("tcp", "flags")]
+    return "|".join(n for n, m, _ in names if bits & m) or "0"
+
+
+def _byte(o: int) -> z3.BitVecRef:
+    return PACKET[z3.BitVecVal(o, 64)]
+
+
+def _be(o: int, n: int) -> z3.BitVecRef:
+    return z3.Concat(*[_byte(o + i) for i in range(n)]) if n > 1 else _byte(o)
+
+
+def decode(e, path) -> str:
+    """The condition of `path` (an explore.Path of exploration `e`) in header fields."""
+    return Decoder(e.environment()).render(e.condition(path))

@@ -1,0 +1,200 @@
+"""Why a path stays in software: the one closed set of reason codes.
+
+Every path xdp2tc does not hand to the NIC gets exactly one `Reason`: a code from `REASONS`
+and a detail naming the map, helper, field, packet class or target key concerned. The table
+is what `rules` comments and JSON, `check` findings and SARIF rules are made from; README
+lists it. A code's `rule` is its stable SARIF rule id; `level` the SARIF level a finding gets
+by default (`note`, `warning`, `error`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analyzer.fields import Decoder
+from analyzer.symbolic import source_of, symbols
+
+
+@dataclass(frozen=True)
+class ReasonCode:
+    """One row of the reason table."""
+
+    code: str
+    rule: str  # SARIF rule id, stable across versions
+    level: str  # SARIF level: note | warning | error
+    text: str  # one line a network engineer reads
+
+
+REASONS: dict[str, ReasonCode] = {r.code: r for r in (
+    ReasonCode("pass-to-host", "XT000", "note",
+               "the packet goes on to the host, where the XDP program runs anyway"),
+    ReasonCode("map-dependent", "XT001", "warning",
+               "the verdict depends on the contents of a map (filters would follow its entries)"),
+    ReasonCode("data-plane-state", "XT002", "warning",
+               "the verdict depends on state the program itself writes (counters, rate limits, "
+               "connection tracking)"),
+    ReasonCode("helper", "XT003", "warning",
+               "the verdict depends on a helper's result (time, random numbers, FIB or socket lookups)"),
+    ReasonCode("ctx-field", "XT004", "warning",
+               "the verdict depends on the receiving interface or queue, not on the packet"),
+    ReasonCode("not-expressible", "XT005", "warning",
+               "flower has no key for what the program decides on (payload bytes, lengths, "
+               "header fields flower does not parse)"),
+    ReasonCode("atypical-packets", "XT006", "warning",
+               "flower and the program disagree only on a class of unusual packets (IP options, "
+               "truncated L4 headers, fragments, IPv6 extension headers, short frames)"),
+    ReasonCode("rewrite", "XT007", "warning",
+               "the program rewrites the packet or sends it back out (XDP_TX, header rewrites): "
+               "not translated to tc actions yet"),
+    ReasonCode("redirect-device", "XT008", "warning",
+               "the program redirects to an interface given by a map or without a known name "
+               "(use --ifname IFINDEX=DEV)"),
+    ReasonCode("target-unsupported", "XT009", "error",
+               "the target NIC cannot match this key or perform this action in hardware"),
+    ReasonCode("rule-budget", "XT010", "warning",
+               "the filters needed exceed the rule budget (--max-rules or the NIC's table size)"),
+    ReasonCode("unknown", "XT011", "error",
+               "xdp2tc does not fully understand this path (loop bound, exploration budget, "
+               "unsupported call or instruction)"),
+)}
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why some paths stay in software: a code of REASONS and what it concerns. Printed, it
+    is the detail (the sentence `rules` always printed)."""
+
+    code: str
+    detail: str = ""
+
+    def __post_init__(self):
+        if self.code not in REASONS:
+            raise ValueError(f"unknown reason code {self.code!r}")
+
+    @property
+    def row(self) -> ReasonCode:
+        return REASONS[self.code]
+
+    def __str__(self) -> str:
+        return self.detail or self.row.text
+
+
+def path_reason(e, path, map_classes: dict[str, str]) -> Reason:
+    """The reason a path stays in software when nothing more specific is known, from the
+    inputs its condition depends on: an unknown input or a cut path first, then helpers,
+    state the program writes, ctx fields, maps (with the header fields of their key), and
+    packet bytes alone: IP options when the program reads L4 fields at fixed offsets (fields.py
+    names them so), else flower cannot express the decision."""
+    if path.truncated or path.notes:
+        return Reason("unknown", path.truncated or path.notes[0])
+    cond = e.condition(path)
+    sources = {s for s in (source_of(n) for n in symbols(cond)) if s is not None}
+    kinds = {s.kind for s in sources}
+    if "unknown" in kinds:
+        return Reason("unknown", "depends on " + ", ".join(sorted(s.name for s in sources if s.kind == "unknown")))
+    if "helper" in kinds:
+        return Reason("helper", ", ".join(sorted(f"bpf_{s.name}()" for s in sources if s.kind == "helper")))
+    maps = sorted({s.name for s in sources if s.kind == "map"})
+    state = [m for m in maps if map_classes.get(m) == "data-plane"]
+    if state:
+        return Reason("data-plane-state", "map " + ", ".join(state) + " (written by the program)")
+    if "ctx" in kinds:
+        return Reason("ctx-field", ", ".join(sorted(f"ctx->{s.name}" for s in sources if s.kind == "ctx")))
+    if maps:
+        decoder = Decoder(e.environment())
+        keys = []
+        for m in maps:
+            key = next((a.key for a in path.accesses if a.map == m), None)
+            keys.append(f"map {m}" + (f" keyed by {decoder.key_fields(key, cond)}" if key is not None else ""))
+        return Reason("map-dependent", "; ".join(keys))
+    decoder = Decoder(e.environment())
+    decoder.render(cond)
+    if decoder.fixed_used:
+        return Reason("atypical-packets", "IP options: the program reads L4 fields at fixed offsets, flower "
+                      "after the real IPv4 header (try --assume no-ip-options)")
+    return Reason("not-expressible", "no proven filter takes this path: flower cannot separate its packets "
+                  "from packets the program treats otherwise")
+
+
+
+@dataclass
+class PathFate:
+    """What becomes of one path: `offloaded` by `filters` (indices into the rule list), or
+    left to the host with a `reason` (PASS paths: pass-to-host)."""
+
+    path: int
+    verdict: str
+    offloaded: bool
+    filters: list[int]
+    reason: Reason | None
+
+
+#: How the summary names the classes of atypical packets a detail mentions.
+ATYPICAL_CLASSES = ("IP options", "fragments", "IPv6 extension headers", "truncated", "short frames")
+
+
+def account(e, rs, map_classes: dict[str, str]) -> list[PathFate]:
+    """Every path of exploration `e` exactly once, given rule set `rs` (ruleset.RuleSet):
+    offloaded by the proved non-pass filters that name it, else in software with the reason
+    the rule set gave, else with `path_reason` (nothing is left without one)."""
+    given: dict[int, Reason] = {}
+    for paths, why in rs.software:
+        for p in paths:
+            given.setdefault(p, why)
+    by_path: dict[int, list[int]] = {}
+    for i, r in enumerate(rs.rules):
+        if r.outcome is not None and not r.outcome.is_pass and r.proved:
+            for p in r.paths:
+                by_path.setdefault(p, []).append(i)
+    out = []
+    for p in e.paths:
+        if p.id in by_path and p.id not in given:
+            # the filters of its block, shields and chain jumps included
+            filters = [i for i, r in enumerate(rs.rules) if p.id in r.paths]
+            out.append(PathFate(p.id, p.verdict, True, filters, None))
+        elif p.verdict == "PASS" and not p.truncated and not p.notes:
+            out.append(PathFate(p.id, p.verdict, False, [], Reason("pass-to-host")))
+        else:
+            out.append(PathFate(p.id, p.verdict, False, [], given.get(p.id) or path_reason(e, p, map_classes)))
+    return out
+
+
+def reason_label(r: Reason) -> str:
+    """The summary's name for a reason: its code, or the packet class for atypical packets."""
+    if r.code == "atypical-packets":
+        for c in ATYPICAL_CLASSES:
+            if c.lower() in r.detail.lower():
+                return c
+    return r.code
+
+
+def summary(fates: list[PathFate]) -> dict[str, dict]:
+    """Per verdict: paths, offloaded (and by how many filters), software by reason.
+    PASS paths are counted as passed to the host."""
+    out: dict[str, dict] = {}
+    for f in fates:
+        v = out.setdefault(f.verdict, {"paths": 0, "offloaded": 0, "filters": set(), "software": 0, "reasons": {}})
+        v["paths"] += 1
+        if f.offloaded:
+            v["offloaded"] += 1
+            v["filters"] |= set(f.filters)
+        else:
+            v["software"] += 1
+            label = reason_label(f.reason)
+            v["reasons"][label] = v["reasons"].get(label, 0) + 1
+    for v in out.values():
+        v["filters"] = len(v["filters"])
+    return dict(sorted(out.items(), key=lambda kv: (kv[0] == "PASS", kv[0])))
+
+
+def summary_lines(counts: dict[str, dict]) -> list[str]:
+    """`DROP paths 4: offloaded 2 (3 filters), software 2 (map-dependent 1, IP options 1)`."""
+    lines = []
+    for verdict, v in counts.items():
+        if verdict == "PASS" and set(v["reasons"]) <= {"pass-to-host"}:
+            lines.append(f"PASS paths {v['paths']}: pass to host (the program runs anyway)")
+            continue
+        reasons = ", ".join(f"{k} {n}" for k, n in sorted(v["reasons"].items()))
+        lines.append(f"{verdict} paths {v['paths']}: offloaded {v['offloaded']} ({v['filters']} filters), "
+                     f"software {v['software']}" + (f" ({reasons})" if reasons else ""))
+    return lines
