@@ -10,8 +10,9 @@ matches ends classification (the packet goes on to the host: pass).
 Prios: one mask shape per prio (flower keeps one mask per tcf_proto); consecutive filters
 of one shape and one action share a prio, anything else opens the next one.
 
-Proof (`prove`): for every filter that does not pass, z3 checks that no packet reaches it
-(through the gotos before it), matches it, and gets another outcome from the program.
+Proof: `build` ends with final.finish, which proves the printed script as read back by a
+separate parser (script.py, proof.py); `_Checker.reaching` is the same tc semantics over
+the rule objects, used to minimise before printing.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ import z3
 
 from .dissector import dissect, match_formula
 from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range
-from .synthesis import PASS, Outcome, Synthesis, _sat, _solver, _Synth
+from .final import finish
+from .synthesis import PASS, Outcome, Synthesis, Synthesizer, maybe_sat
+
+_Synth = Synthesizer  # the name tests/test_rules.py builds a _Checker with
 
 #: A block whose value sets multiply to at most this many filters is laid out flat.
 MAX_FLAT = 8
@@ -45,12 +49,27 @@ class Rule:
 
 @dataclass
 class RuleSet:
+    """A program's rules as printed. `rules` in print order; `software`: (paths, why) for
+    what stays in the host; `taken`: the paths synthesis meant to offload; `printed`:
+    (dev, skip, lines) of the last proven rendering (final.py); `proofs`: printed-script
+    proofs by parsed semantics; `synth`: the synthesis state the proofs run against."""
+
     rules: list[Rule]
     software: list[tuple[list[int], str]]
     assumptions: tuple[str, ...]
     proved: int = 0
     unproved: int = 0
     dropped: list[tuple[list[int], str]] = field(default_factory=list)  # over --max-rules
+    synth: Synthesizer | None = None
+    taken: list[int] = field(default_factory=list)
+    proofs: dict = field(default_factory=dict)
+    printed: tuple | None = None
+
+    def finish(self, dev: str, skip: str | None) -> list[str]:
+        """The proven filter block for this device (final.finish)."""
+        if self.printed is None or self.printed[:2] != (dev, skip):
+            finish(self, dev, skip, _Checker(self.synth).relayout)
+        return self.printed[2]
 
 
 def lay_out(syn: Synthesis) -> list[Rule]:
@@ -100,9 +119,11 @@ def assign_prios(rules: list[Rule]) -> None:
         r.prio = prio[r.chain]
 
 
-def build(e, assume=(), ifnames=None, max_rules: int = 512) -> RuleSet:
-    """Synthesis, layout, minimisation and proof of a program's rules."""
-    s = _Synth(e, assume, ifnames or {})
+def build(e, assume=(), ifnames=None, max_rules: int = 512, dev: str = "DEV",
+          skip: str | None = "skip_sw") -> RuleSet:
+    """Synthesis, layout, minimisation, then the proof of the printed script (final.py):
+    every count and label in the RuleSet comes from that proof."""
+    s = Synthesizer(e, assume, ifnames or {})
     syn = s.run()
     rules = lay_out(syn)
     checker = _Checker(s)
@@ -112,34 +133,25 @@ def build(e, assume=(), ifnames=None, max_rules: int = 512) -> RuleSet:
         dropped.append((sorted({p for r in rules[max_rules:] for p in r.paths}),
                         f"over --max-rules {max_rules}"))
         rules = checker.minimise(rules[:max_rules])
-    checker.prove(rules)
-    # An unproved filter is never emitted.
-    bad = [r for r in rules if r.proved is False]
-    rules = [r for r in rules if r.proved is not False]
-    software = list(syn.software) + [(r.paths, "the laid-out filter did not prove") for r in bad]
-    assign_prios(rules)
-    return RuleSet(rules, software + dropped, syn.assumptions,
-                   sum(1 for r in rules if r.proved), len(bad), dropped)
+    rs = RuleSet(rules, list(syn.software) + dropped, syn.assumptions, dropped=dropped, synth=s,
+                 taken=sorted({p for b in syn.blocks for p in b.paths}))
+    assign_prios(rs.rules)
+    rs.finish(dev, skip)
+    return rs
 
 
 class _Checker:
     """tc's first-match semantics over the dissector model, and the proofs."""
 
-    def __init__(self, s: _Synth):
+    def __init__(self, s: Synthesizer):
         self.s = s
         self.d = dissect()
-        self._good: dict[Outcome, z3.BoolRef] = {}
         self._match: dict[int, z3.BoolRef] = {}
 
     def match(self, r: Rule) -> z3.BoolRef:
         if id(r) not in self._match:
             self._match[id(r)] = match_formula(r.match, self.d)
         return self._match[id(r)]
-
-    def good(self, o: Outcome) -> z3.BoolRef:
-        if o not in self._good:
-            self._good[o] = self.s.good(o)
-        return self._good[o]
 
     def reaching(self, rules: list[Rule]) -> list[z3.BoolRef]:
         """Per filter: the packets that reach it and match it."""
@@ -159,9 +171,15 @@ class _Checker:
         """Drop filters no packet reaches, and pass filters that no later non-pass filter of
         their chain overlaps (removing them changes nothing)."""
         hits = self.reaching(rules)
-        # Inside a chain the filters are the values of one key's set, each taken by some
-        # path: only chain 0 (blocks, shields) can hold filters no packet reaches.
-        kept = [r for r, h in zip(rules, hits) if r.chain or _sat(*self.s.env, h)]
+        # Any chain may hold filters no packet reaches (a shield before the goto into it
+        # may take them all): those go, and so does a goto into a chain left empty.
+        kept = [r for r, h in zip(rules, hits) if maybe_sat(*self.s.env, h)]
+        while True:
+            chains = {r.chain for r in kept}
+            empty = [r for r in kept if r.role == "goto" and int(r.action[2]) not in chains]
+            if not empty:
+                break
+            kept = [r for r in kept if r not in empty]
         changed = True
         while changed:
             changed = False
@@ -171,18 +189,18 @@ class _Checker:
                 later = [x for x in kept[i + 1:] if x.chain == r.chain and x.role != "shield"]
                 nxt = next((j for j in range(i + 1, len(kept)) if kept[j].role != "shield"), len(kept))
                 wider = [x for x in kept[i + 1:nxt] if x.chain == r.chain]  # pass rules right after
-                if any(not _sat(*self.s.env, self.match(r), z3.Not(self.match(x))) for x in wider) or \
-                        not any(_sat(*self.s.env, self.match(r), self.match(x)) for x in later):
+                if any(not maybe_sat(*self.s.env, self.match(r), z3.Not(self.match(x))) for x in wider) or \
+                        not any(maybe_sat(*self.s.env, self.match(r), self.match(x)) for x in later):
                     kept = kept[:i] + kept[i + 1:]
                     changed = True
                     break
         return kept
 
-    def prove(self, rules: list[Rule]) -> None:
-        for r, hit in zip(rules, self.reaching(rules)):
-            if r.outcome is None or r.outcome.is_pass:
-                continue
-            r.proved = _solver(*self.s.env, hit, z3.Not(self.good(r.outcome))).check() == z3.unsat
+    def relayout(self, rules: list[Rule]) -> list[Rule]:
+        """After filters were taken out: minimise again and renumber the prios."""
+        rules = self.minimise(rules)
+        assign_prios(rules)
+        return rules
 
 
 def _full(name: str) -> int:

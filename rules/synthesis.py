@@ -22,8 +22,8 @@ program's decision order):
    take; two shields of the same keys that differ in values are widened into one without
    those keys (flower cannot see what separates them: an IPv4 option moving the port).
    After MAX_SHIELDS attempts the block is given up: its paths stay in software.
-4. **Lay out** (layout.py): prios per mask shape, chains for multi-key value sets, then
-   prove the final rule list once more (soundness.py) - what is printed is what is proved.
+4. **Lay out** (ruleset.py): prios per mask shape, chains for multi-key value sets; then
+   the printed script is read back and proved (final.py) - what is printed is what is proved.
 """
 
 from __future__ import annotations
@@ -131,10 +131,13 @@ class Synthesis:
 
 
 def synthesize(e: Exploration, assume: tuple[str, ...] = (), ifnames: dict[int, str] | None = None) -> Synthesis:
-    return _Synth(e, assume, ifnames or {}).run()
+    return Synthesizer(e, assume, ifnames or {}).run()
 
 
-class _Synth:
+class Synthesizer:
+    """The synthesis state of one program: its paths' conditions and outcomes, the
+    environment (assumptions, map and helper facts) every proof runs under, and `run()`."""
+
     def __init__(self, e: Exploration, assume, ifnames):
         for a in assume:
             if a not in ASSUMPTIONS:
@@ -221,7 +224,7 @@ class _Synth:
             if not quiet:
                 self.software.append(([p.id], why))
         cond = z3.And(self.conds[p.id], *self.env, self.typical)
-        s = _solver(cond)
+        s = solver(cond)
         if s.check() != z3.sat:
             return give_up("only atypical packets take this path (short frames, IP options, "
                            "fragments): no flower key separates them")
@@ -244,8 +247,6 @@ class _Synth:
                     masked[name] = Exact(bits.value & bits.mask, bits.mask)
         sets = _valid(protocol, sets)
         masked = {n: v for n, v in masked.items() if n in _valid(protocol, {**sets, n: (0,)})}
-        if family == "ip" and not {"src_ip", "dst_ip"} & (set(sets) | set(masked)):
-            masked["src_ip"] = Exact(0, 0)  # "an IPv4 header was read": the program read one
         return Block(protocol, sets, outcome, [p.id], masked=masked)
 
     def prove(self, b: Block, earlier: list[Block]) -> None:
@@ -254,7 +255,7 @@ class _Synth:
         region = b.formula(self.d)
         for _ in range(MAX_SHIELDS):
             shields = [match_formula(m, self.d) for m in b.shields]
-            s = _solver(*self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good))
+            s = solver(*self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good))
             r = s.check()
             if r == z3.unsat:
                 b.proved = True
@@ -314,16 +315,16 @@ class _Synth:
         # Typical packets the block is for: widening stops before it would take them
         # (atypical ones - options, fragments - a shield may take: they pass, safely).
         region = z3.And(b.formula(self.d), good, *self.env)
-        if _sat(region, match_formula(_match(b.protocol, keys), self.d)):
+        if maybe_sat(region, match_formula(_match(b.protocol, keys), self.d)):
             region = z3.And(region, self.typical)
-            if _sat(region, match_formula(_match(b.protocol, keys), self.d)):
+            if maybe_sat(region, match_formula(_match(b.protocol, keys), self.d)):
                 return _match(b.protocol, keys)  # flower cannot separate: the narrowest shield
         for n in names:
             if n not in keys or (n in b.sets and len(b.sets[n]) == 1):
                 continue
             trial = {k: v for k, v in keys.items() if k != n}
             trial = {k: v[0] for k, v in _valid(b.protocol, {k: (v,) for k, v in trial.items()}).items()}
-            if not _sat(region, match_formula(_match(b.protocol, trial), self.d)):
+            if not maybe_sat(region, match_formula(_match(b.protocol, trial), self.d)):
                 keys = trial
         return _match(b.protocol, keys)
 
@@ -339,7 +340,7 @@ class _Synth:
                 merged = _common(old, new)
                 shape = tuple(k for k, _ in old.keys)
                 b.refused[shape] = b.refused.get(shape, 0) + 1
-                if b.refused[shape] >= FORCE_WIDEN or not _sat(region, match_formula(merged, self.d)):
+                if b.refused[shape] >= FORCE_WIDEN or not maybe_sat(region, match_formula(merged, self.d)):
                     return b.shields[:i] + [merged] + b.shields[i + 1:]
         return b.shields + [new]
 
@@ -376,15 +377,17 @@ def typical_packet() -> z3.BoolRef:
 
 # --- small helpers ---------------------------------------------------------------------------
 
-def _solver(*constraints) -> z3.Solver:
+def solver(*constraints) -> z3.Solver:
+    """A z3 solver with the per-query timeout."""
     s = z3.Solver()
     s.set("timeout", QUERY_TIMEOUT_MS)
     s.add(*constraints)
     return s
 
 
-def _sat(*constraints) -> bool:
-    return _solver(*constraints).check() != z3.unsat
+def maybe_sat(*constraints) -> bool:
+    """False only when z3 proves the constraints unsatisfiable (a timeout counts as sat)."""
+    return solver(*constraints).check() != z3.unsat
 
 
 def _values(s: z3.Solver, term: z3.BitVecRef, limit: int) -> list[int]:
