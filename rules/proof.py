@@ -99,14 +99,23 @@ def prove_script(filters: list[Filter], synth) -> ScriptProof:
         return proof
     hit = hits(filters, synth.d)
     good: dict[Outcome, z3.BoolRef] = {}
-    for f, h in zip(filters, hit):
+    groups: dict[tuple, list[int]] = {}  # filters of one (chain, prio): one action
+    for i, f in enumerate(filters):
         o = outcome_of(f.action, synth.ifnames)
-        if o is None:
-            proof.sound.append(None)
+        proof.sound.append(None)
+        if o is not None:
+            groups.setdefault((f.chain, f.prio), []).append(i)
+            if o not in good:
+                good[o] = synth.good(o)
+    for members in groups.values():
+        bad = z3.Not(good[outcome_of(filters[members[0]].action, synth.ifnames)])
+        # one query for the whole prio; filter by filter only when it fails
+        if solver(*synth.env, z3.Or([hit[i] for i in members]), bad).check() == z3.unsat:
+            for i in members:
+                proof.sound[i] = True
             continue
-        if o not in good:
-            good[o] = synth.good(o)
-        proof.sound.append(solver(*synth.env, h, z3.Not(good[o])).check() == z3.unsat)
+        for i in members:
+            proof.sound[i] = solver(*synth.env, hit[i], bad).check() == z3.unsat
     claimed: dict[int, list[z3.BoolRef]] = {}
     for f, h, s in zip(filters, hit, proof.sound):
         for p in f.claims if s is not None else ():

@@ -72,16 +72,45 @@ class RuleSet:
         return self.printed[2]
 
 
+def _size(b) -> int:
+    size = 1
+    for v in b.sets.values():
+        size *= len(v)
+    return size
+
+
+def _lead(blocks) -> str | None:
+    """The key to put in chain 0 for every chained block: a `goto` never comes back, so a
+    packet of a later block that matches an earlier block's chain-0 level is lost to it.
+    Wanted: a key on which every two chained blocks not already told apart (protocol, a
+    single value) take disjoint values. None if there is no such key."""
+    chained = [b for b in blocks if _size(b) > MAX_FLAT]
+    if len(chained) < 2:
+        return None
+    def apart(a, b) -> bool:
+        return a.protocol != b.protocol or any(
+            len(a.sets[n]) == 1 and len(b.sets.get(n, ())) == 1 and a.sets[n] != b.sets[n]
+            for n in a.sets)
+    pairs = [(a, b) for i, a in enumerate(chained) for b in chained[i + 1:] if not apart(a, b)]
+    for name in chained[0].sets:
+        if all(name in a.sets and name in b.sets and a.set_masks.get(name) == b.set_masks.get(name)
+               and not set(a.sets[name]) & set(b.sets[name]) for a, b in pairs):
+            return name
+    return None
+
+
 def lay_out(syn: Synthesis) -> list[Rule]:
     rules: list[Rule] = []
     next_chain = 1
+    lead = _lead(syn.blocks)
     for b in syn.blocks:
         for m in b.shields:
             rules.append(Rule(0, m, ("pass",), PASS, b.paths, "shield"))
         fixed = [(n, Exact(v[0], _full(n))) for n, v in b.sets.items() if len(v) == 1]
         fixed += list(b.masked.items())
         ranges = not {"src_port", "dst_port"} <= set(b.sets)  # tc: no range beside another port
-        multi = [(n, _cover(n, v, ranges)) for n, v in b.sets.items() if len(v) > 1]
+        multi = [(n, _cover(n, v, ranges, b.set_masks.get(n))) for n, v in b.sets.items() if len(v) > 1]
+        multi.sort(key=lambda nc: nc[0] != lead)  # the lead key first (stable otherwise)
         size = 1
         for _, c in multi:
             size *= len(c)
@@ -171,9 +200,16 @@ class _Checker:
         """Drop filters no packet reaches, and pass filters that no later non-pass filter of
         their chain overlaps (removing them changes nothing)."""
         hits = self.reaching(rules)
-        # Any chain may hold filters no packet reaches (a shield before the goto into it
-        # may take them all): those go, and so does a goto into a chain left empty.
-        kept = [r for r, h in zip(rules, hits) if maybe_sat(*self.s.env, h)]
+        # Filters no packet reaches go: any in chain 0 (blocks, shields), and whole chains
+        # no goto leads a packet into (a shield before the gotos may take them all). Inside
+        # an entered chain each filter is a value some path takes. A goto into a chain left
+        # empty goes too.
+        entered = {0: True}
+        for c in sorted({r.chain for r in rules} - {0}):
+            into = [h for r, h in zip(rules, hits) if r.role == "goto" and int(r.action[2]) == c]
+            entered[c] = maybe_sat(*self.s.env, z3.Or(into or [z3.BoolVal(False)]))
+        kept = [r for r, h in zip(rules, hits)
+                if entered[r.chain] and (r.chain or maybe_sat(*self.s.env, h))]
         while True:
             chains = {r.chain for r in kept}
             empty = [r for r in kept if r.role == "goto" and int(r.action[2]) not in chains]
@@ -207,18 +243,19 @@ def _full(name: str) -> int:
     return (1 << FLOWER_KEYS[name].width) - 1
 
 
-def _cover(name: str, values: tuple[int, ...], ranges: bool = True) -> list[Exact | Range]:
+def _cover(name: str, values: tuple[int, ...], ranges: bool = True,
+           mask: int | None = None) -> list[Exact | Range]:
     """The fewest filter values covering exactly `values`: ranges for ports, aligned
-    masked blocks (prefixes) where the key takes masks, single values otherwise."""
+    masked blocks (prefixes) where the key takes masks, single values otherwise. With a
+    prefix `mask`, the values are prefixes under it: covered as prefixes of that length."""
     row = FLOWER_KEYS[name]
-    runs: list[tuple[int, int]] = []
-    for v in values:
-        if runs and runs[-1][1] + 1 == v:
-            runs[-1] = (runs[-1][0], v)
-        else:
-            runs.append((v, v))
+    if mask is not None:
+        shift = row.width - mask.bit_count()
+        full = _full(name)
+        return [Exact(v << shift, (m << shift) & full)
+                for v, m in (_aligned_cover(tuple(x >> shift for x in values), mask.bit_count()))]
     out: list[Exact | Range] = []
-    for lo, hi in runs:
+    for lo, hi in _runs(values):
         if lo == hi or row.mask == "none":
             out += [Exact(v, _full(name)) for v in range(lo, hi + 1)]
         elif row.ranges and ranges and lo > 0:
@@ -226,6 +263,23 @@ def _cover(name: str, values: tuple[int, ...], ranges: bool = True) -> list[Exac
         else:
             out += [Exact(b, m) for b, m in _aligned(lo, hi, row.width)]
     return out
+
+
+def _runs(values: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The sorted values as runs of consecutive integers (lo, hi)."""
+    runs: list[tuple[int, int]] = []
+    for v in values:
+        if runs and runs[-1][1] + 1 == v:
+            runs[-1] = (runs[-1][0], v)
+        else:
+            runs.append((v, v))
+    return runs
+
+
+def _aligned_cover(values: tuple[int, ...], width: int):
+    """(value, mask) blocks of `width` bits covering exactly the sorted `values`."""
+    for lo, hi in _runs(values):
+        yield from _aligned(lo, hi, width)
 
 
 def _aligned(lo: int, hi: int, width: int):

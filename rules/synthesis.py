@@ -97,14 +97,17 @@ DROP = Outcome(("drop",), ("DROP", "ABORTED"))
 @dataclass
 class Block:
     """A candidate: packets of `protocol` whose keys lie in `sets` (key -> sorted values;
-    one value = exact) get `outcome`. `exact` keys carry an Exact with a mask (a masked
-    singleton); `paths` are the program paths it stands for."""
+    one value = exact) get `outcome`. `masked` keys carry an Exact with a mask (a masked
+    singleton); a key in `set_masks` is compared on those bits only (an address whose
+    prefix takes a few values: `src_ip` in 10.0.3.0/24, 10.0.6.0/24, ...); `paths` are
+    the program paths it stands for."""
 
     protocol: str
     sets: dict[str, tuple[int, ...]]
     outcome: Outcome
     paths: list[int]
     masked: dict[str, Exact] = field(default_factory=dict)  # keys known on some bits only
+    set_masks: dict[str, int] = field(default_factory=dict)  # multi-valued sets of prefixes
     shields: list[FlowerMatch] = field(default_factory=list)
     refused: dict = field(default_factory=dict)  # shield key set -> merges refused
     proved: bool = False
@@ -116,6 +119,8 @@ class Block:
         for name, values in self.sets.items():
             if len(values) > 1:
                 x = d.keys[name]
+                if name in self.set_masks:
+                    x = x & self.set_masks[name]
                 parts.append(z3.Or([x == v for v in values]))
         return z3.And(parts)
 
@@ -204,10 +209,11 @@ class Synthesizer:
             block = self.extract(p, o)
             if block is None:
                 continue
-            same = next((b for b in blocks if b.protocol == block.protocol and b.sets == block.sets
-                         and b.outcome == block.outcome), None)
+            same = next((b for b in blocks if _covers(b, block)), None)
             if same is not None:
                 same.paths.append(p.id)
+                continue
+            if blocks and _merge_into(blocks[-1], block):
                 continue
             blocks.append(block)
         kept = []
@@ -234,11 +240,17 @@ class Synthesizer:
         protocol = protocol_name(eth) if family else "all"
         sets: dict[str, tuple[int, ...]] = {}
         masked: dict[str, Exact] = {}
+        set_masks: dict[str, int] = {}
         for name in EXTRACTED[family]:
             term = self.d.keys[name]
             values = _values(s, term, MAX_VALUES + 1)
             if len(values) <= MAX_VALUES:
                 sets[name] = tuple(sorted(values))
+                continue
+            prefixes = _prefix_set(s, term, FLOWER_KEYS[name]) \
+                if FLOWER_KEYS[name].mask == "prefix" else None
+            if prefixes is not None:
+                sets[name], set_masks[name] = prefixes
             elif FLOWER_KEYS[name].mask != "none":
                 bits = _fixed_bits(s, term, values, FLOWER_KEYS[name].width)
                 if FLOWER_KEYS[name].mask == "prefix":
@@ -247,7 +259,8 @@ class Synthesizer:
                     masked[name] = Exact(bits.value & bits.mask, bits.mask)
         sets = _valid(protocol, sets)
         masked = {n: v for n, v in masked.items() if n in _valid(protocol, {**sets, n: (0,)})}
-        return Block(protocol, sets, outcome, [p.id], masked=masked)
+        set_masks = {n: m for n, m in set_masks.items() if n in sets}
+        return Block(protocol, sets, outcome, [p.id], masked=masked, set_masks=set_masks)
 
     def prove(self, b: Block, earlier: list[Block]) -> None:
         good = self.good(b.outcome)
@@ -345,6 +358,31 @@ class Synthesizer:
         return b.shields + [new]
 
 
+def _covers(a: Block, b: Block) -> bool:
+    """Block `a` takes every packet of block `b` with the same outcome (key by key, b's
+    values are among a's): b's paths are a's to claim."""
+    return (a.protocol, a.outcome, a.masked) == (b.protocol, b.outcome, b.masked) and all(
+        n in b.sets and a.set_masks.get(n) == b.set_masks.get(n) and set(b.sets[n]) <= set(v)
+        for n, v in a.sets.items())
+
+
+def _merge_into(a: Block, b: Block) -> bool:
+    """Merge block `b` into the block `a` just before it when they differ only in the
+    values of one key (clang splits `x == c1 || ... || x == cK` over several paths): one
+    chain level with the union instead of a second tree of chains. The merged block is
+    proved like any other."""
+    if (a.protocol, a.outcome, a.masked, a.set_masks, a.sets.keys()) != \
+            (b.protocol, b.outcome, b.masked, b.set_masks, b.sets.keys()):
+        return False
+    differ = [n for n in a.sets if a.sets[n] != b.sets[n]]
+    if len(differ) != 1:
+        return False
+    n = differ[0]
+    a.sets[n] = tuple(sorted(set(a.sets[n]) | set(b.sets[n])))
+    a.paths += b.paths
+    return True
+
+
 # --- assumptions and typical packets ---------------------------------------------------------
 
 def _byte(o: int) -> z3.BitVecRef:
@@ -402,6 +440,26 @@ def _values(s: z3.Solver, term: z3.BitVecRef, limit: int) -> list[int]:
     finally:
         s.pop()
     return out
+
+
+#: Prefix lengths tried, longest first, for an address with too many values.
+PREFIX_LENGTHS = (24, 16, 8)
+
+
+def _prefix_set(s: z3.Solver, term: z3.BitVecRef, row) -> tuple[tuple[int, ...], int] | None:
+    """(values, mask) when the address's top bits take 2..MAX_VALUES values in the models
+    of `s` (the longest such prefix); None otherwise (a single prefix is `_fixed_bits`'s)."""
+    for length in PREFIX_LENGTHS:
+        if length >= row.width:
+            continue
+        shift = row.width - length
+        values = _values(s, z3.Extract(row.width - 1, shift, term), MAX_VALUES + 1)
+        if len(values) <= 1:
+            return None
+        if len(values) <= MAX_VALUES:
+            mask = ((1 << length) - 1) << shift
+            return tuple(sorted(v << shift for v in values)), mask
+    return None
 
 
 def _fixed_bits(s: z3.Solver, term: z3.BitVecRef, seen: list[int], width: int) -> Exact:
