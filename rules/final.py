@@ -47,15 +47,20 @@ def render_block(rs, dev: str, skip: str | None) -> list[str]:
     return out
 
 
-def prove_text(text: str, synth, cache: dict | None = None) -> ScriptProof:
+#: Why a block's paths are also listed under software when the script takes only part of it.
+PARTLY = ("partly in software: some packets the proof allows to take reach no filter of "
+          "this block (an earlier chain's level takes them first, or --max-rules cut it)")
+
+
+def prove_text(text: str, synth, blocks=(), cache: dict | None = None) -> ScriptProof:
     """Parse and prove a printed script; `cache` maps a parsed script's semantics (chains,
     prios, matches, actions, claims: not the device name or comments) to its proof."""
     filters = parse_script(text)
     key = tuple(f.semantics() for f in filters)
     if cache is not None and key in cache:
         old = cache[key]
-        return ScriptProof(filters, old.sound, old.reached, old.errors)
-    proof = prove_script(filters, synth)
+        return ScriptProof(filters, old.sound, old.reached, old.errors, old.complete)
+    proof = prove_script(filters, synth, blocks)
     if cache is not None:
         cache[key] = proof
     return proof
@@ -67,7 +72,7 @@ def finish(rs, dev: str, skip: str | None, relayout) -> list[str]:
     minimisation and prios after filters were taken out."""
     while True:
         lines = render_block(rs, dev, skip)
-        proof = prove_text("\n".join(lines), rs.synth, rs.proofs)
+        proof = prove_text("\n".join(lines), rs.synth, rs.blocks, rs.proofs)
         bad = [r for r, s in zip(rs.rules, proof.sound) if s is False]
         lost = sorted(p for p, ok in proof.reached.items() if not ok)
         if not bad and not lost:
@@ -96,13 +101,16 @@ def finish(rs, dev: str, skip: str | None, relayout) -> list[str]:
                      and not any(p in ps for ps, _ in rs.software))
     if orphans:
         rs.software.append((orphans, UNREACHED))
+    for b, done in zip(rs.blocks, proof.complete):
+        if not done and any(p in claimed and proof.reached[p] for p in b.paths):
+            rs.software.append((b.paths, PARTLY))
     for r, s in zip(rs.rules, proof.sound):
         r.proved = s
     rs.proved = sum(1 for s in proof.sound if s)
     # The labels are comments: rendering them changes nothing the proof read (the parsed
     # semantics must be those just proved, which prove_text finds in the cache).
     lines = render_block(rs, dev, skip)
-    again = prove_text("\n".join(lines), rs.synth, rs.proofs)
+    again = prove_text("\n".join(lines), rs.synth, rs.blocks, rs.proofs)
     if again.sound != proof.sound or again.reached != proof.reached:
         raise AssertionError("labelled script differs from the proved one")
     rs.printed = (dev, skip, lines)

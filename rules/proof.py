@@ -12,8 +12,11 @@ that is not to a later chain (loops; tcf_classify's reclassify limit).
 Per filter that does not pass, `sound`: no packet that reaches it (through the gotos
 before it) and matches it gets another outcome from the program (z3, over the dissector
 model, every map content and helper result). Per claimed path, `reached`: some packet
-of that path reaches a filter that claims it. A "proven" label is printed only from
-this proof.
+of that path reaches a filter that claims it. Per synthesised block (the specification
+the script was laid out from), `complete`: every packet the block was proved to take
+(its region, minus its shields and earlier blocks) gets the block's action from the
+script - so a filter, a chain entry or a level that goes missing is noticed. A "proven"
+label is printed only from this proof.
 """
 
 from __future__ import annotations
@@ -38,10 +41,17 @@ class ScriptProof:
     sound: list[bool | None] = field(default_factory=list)
     reached: dict[int, bool] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    complete: list[bool] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
+        """Sound and every claimed path reached (what printing needs)."""
         return not self.errors and all(s is not False for s in self.sound) and all(self.reached.values())
+
+    @property
+    def exact(self) -> bool:
+        """ok, and every block's packets are taken (what the mutation tests hold it to)."""
+        return self.ok and all(self.complete)
 
 
 def outcome_of(action: tuple[str, ...], ifnames: dict[int, str]) -> Outcome | None:
@@ -88,14 +98,16 @@ def hits(filters: list[Filter], d) -> list[z3.BoolRef]:
     return out
 
 
-def prove_script(filters: list[Filter], synth) -> ScriptProof:
+def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:
     """Soundness and completeness of the parsed script against the program (`synth`: the
-    rules.synthesis state: paths' conditions, environment, outcomes, device names)."""
+    rules.synthesis state: paths' conditions, environment, outcomes, device names;
+    `blocks`: the synthesised blocks the script is meant to implement)."""
     proof = ScriptProof(filters, errors=structure_errors(filters))
     if proof.errors:
         proof.sound = [None if outcome_of(f.action, synth.ifnames) is None else False for f in filters]
         proof.reached = {p: False for f, s in zip(filters, proof.sound) if s is not None
                          for p in f.claims}
+        proof.complete = [False] * len(blocks)
         return proof
     hit = hits(filters, synth.d)
     good: dict[Outcome, z3.BoolRef] = {}
@@ -124,4 +136,14 @@ def prove_script(filters: list[Filter], synth) -> ScriptProof:
         cond = synth.conds.get(p)
         proof.reached[p] = cond is not None and \
             solver(*synth.env, cond, z3.Or(hs)).check() == z3.sat
+    takes: dict[Outcome, list[z3.BoolRef]] = {}
+    for f, h in zip(filters, hit):
+        o = outcome_of(f.action, synth.ifnames)
+        if o is not None:
+            takes.setdefault(o, []).append(h)
+    for i, b in enumerate(blocks):
+        intended = z3.And(synth.reach(blocks[:i]), b.formula(synth.d),
+                          *[z3.Not(match_formula(m, synth.d)) for m in b.shields])
+        taken = z3.Or(takes.get(b.outcome) or [z3.BoolVal(False)])
+        proof.complete.append(solver(*synth.env, intended, z3.Not(taken)).check() == z3.unsat)
     return proof

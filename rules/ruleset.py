@@ -61,6 +61,7 @@ class RuleSet:
     unproved: int = 0
     dropped: list[tuple[list[int], str]] = field(default_factory=list)  # over --max-rules
     synth: Synthesizer | None = None
+    blocks: list = field(default_factory=list)  # the proved synthesis blocks (the spec)
     taken: list[int] = field(default_factory=list)
     proofs: dict = field(default_factory=dict)
     printed: tuple | None = None
@@ -163,7 +164,7 @@ def build(e, assume=(), ifnames=None, max_rules: int = 512, dev: str = "DEV",
                         f"over --max-rules {max_rules}"))
         rules = checker.minimise(rules[:max_rules])
     rs = RuleSet(rules, list(syn.software) + dropped, syn.assumptions, dropped=dropped, synth=s,
-                 taken=sorted({p for b in syn.blocks for p in b.paths}))
+                 blocks=syn.blocks, taken=sorted({p for b in syn.blocks for p in b.paths}))
     assign_prios(rs.rules)
     rs.finish(dev, skip)
     return rs
