@@ -1,5 +1,5 @@
 /* xdp2tc corpus: or_flags_tcp
- * What: Issue 17's flag-accumulation shape over TCP with four levels flower can express: unrolled loops of HITS (4..48) equalities that set a hit flag, on the TCP destination port (3000 + 5i), the TCP source port (4000 + 7i), the /24 network of the IPv4 source (10.0.3i.0/24, tested as saddr >> 8) and the TTL (10 + 2i), after ihl == 5 and protocol == TCP; innermost drops.
+ * What: Issue 17's flag-accumulation shape over TCP with four levels flower can express: unrolled loops of HITS (4..48) equalities that set a hit flag, on the TCP destination port (3000 + 5i), the TCP source port (4000 + 7i), the /24 network of the IPv4 source (10.0.3i.0/24, saddr masked with 255.255.255.0) and the TTL (10 + 2i), after ihl == 5 and protocol == TCP; innermost drops.
  * Seed: 000 §6.8.3
  * Verdicts: DROP PASS
  * Offload: drop through four chains of HITS filters each, chain 0 -> 1 -> 2 -> 3 -> drop, one level per key: dst_port 3000+5i, src_port 4000+7i, src_ip 10.0.3i.0/24, ip_ttl 10+2i (i < HITS): 4*HITS filters; everything else pass.
@@ -46,7 +46,10 @@ int xdp_or_flags_tcp(struct xdp_md *ctx)
 	hit = 0;
 	XDP2TC_UNROLL
 	for (i = 0; i < HITS; i++) // expect: constant
-		if ((bpf_ntohl(iph->saddr) >> 8) == 0x0A0000 + 3 * i) // expect: stateless
+		/* 10.0.3i.0 in network order, as the little-endian load of saddr sees it
+		 * (no byte swap of a variable: GCC 12 would call __bswapsi2 when it does not
+		 * unroll the loop) */
+		if ((iph->saddr & bpf_htonl(0xFFFFFF00)) == 0x0A + ((3 * i) << 16)) // expect: stateless
 			hit = 1;
 	if (!hit) // expect: stateless
 		return XDP_PASS;
