@@ -216,7 +216,8 @@ class _Checker:
             empty = [r for r in kept if r.role == "goto" and int(r.action[2]) not in chains]
             if not empty:
                 break
-            kept = [r for r in kept if r not in empty]
+            gone = {id(r) for r in empty}
+            kept = [r for r in kept if id(r) not in gone]
         changed = True
         while changed:
             changed = False

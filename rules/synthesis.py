@@ -271,6 +271,14 @@ class Synthesizer:
             s = solver(*self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good))
             r = s.check()
             if r == z3.unsat:
+                # Proved - but vacuously if the shields (or earlier blocks) take every packet
+                # of the block's own paths: then nothing is offloaded, say so here.
+                own = z3.Or([self.conds[p] for p in b.paths])
+                if solver(*self.env, taken, region, *[z3.Not(x) for x in shields],
+                          own).check() == z3.unsat:
+                    b.why = ("every packet of this path is taken by a pass shield or an earlier "
+                             "filter: flower cannot separate it from packets the program passes")
+                    return
                 b.proved = True
                 return
             if r == z3.unknown:

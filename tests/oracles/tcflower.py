@@ -89,7 +89,15 @@ def _key(line: Line, name: str, text: str, n: int) -> None:
             name += "6"
         line.keys[name] = (int(net.network_address), int(net.netmask))
         return
-    if name not in WIDTH and name != "ip_flags":
+    if name == "ip_flags":  # frag / nofrag / firstfrag / nofirstfrag, joined by '/'
+        v = m = 0
+        for word in text.split("/"):
+            bit = {"frag": 1, "firstfrag": 2}[word[2:] if word.startswith("no") else word]
+            m |= bit
+            v |= 0 if word.startswith("no") else bit
+        line.keys[name] = (v, m)
+        return
+    if name not in WIDTH:
         raise ValueError(f"line {n}: key {name} not known to the oracle")
     full = (1 << WIDTH[name]) - 1
     if name == "ip_proto":
@@ -101,14 +109,6 @@ def _key(line: Line, name: str, text: str, n: int) -> None:
     if name.endswith("_mac"):
         v, _, m = text.partition("/")
         line.keys[name] = (int(v.replace(":", ""), 16), int(m.replace(":", ""), 16) if m else full)
-        return
-    if name == "ip_flags":  # frag / nofrag / firstfrag / nofirstfrag, joined by '/'
-        v = m = 0
-        for word in text.split("/"):
-            bit = {"frag": 1, "firstfrag": 2}[word[2:] if word.startswith("no") else word]
-            m |= bit
-            v |= 0 if word.startswith("no") else bit
-        line.keys[name] = (v, m)
         return
     if name in ("src_port", "dst_port") and "-" in text:
         lo, hi = text.split("-")
