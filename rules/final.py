@@ -102,8 +102,9 @@ def finish(rs, dev: str, skip: str | None, relayout) -> list[str]:
     if orphans:
         rs.software.append((orphans, UNREACHED))
     for b, done in zip(rs.blocks, proof.complete):
-        if not done and any(p in claimed and proof.reached[p] for p in b.paths):
-            rs.software.append((b.paths, PARTLY))
+        partly = (b.paths, PARTLY)
+        if not done and partly not in rs.software and any(proof.reached.get(p) for p in b.paths):
+            rs.software.append(partly)
     for r, s in zip(rs.rules, proof.sound):
         r.proved = s
     rs.proved = sum(1 for s in proof.sound if s)

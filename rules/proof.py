@@ -65,6 +65,7 @@ def outcome_of(action: tuple[str, ...], ifnames: dict[int, str]) -> Outcome | No
 
 
 def structure_errors(filters: list[Filter]) -> list[str]:
+    """Why the script's meaning would rest on more than the semantics proved here."""
     errors = []
     seen: dict[tuple[int, int], Filter] = {}
     chains = {f.chain for f in filters}
