@@ -33,7 +33,9 @@ What is modelled (Linux 6.18; function names are from the kernel sources):
 - The model is the software path; a skip_sw rule runs in the NIC, whose driver is meant to
   mirror it (in software a skip_sw filter never matches at all).
 - key.basic.n_proto is the last protocol the dissector saw; control.addr_type is
-  FLOW_DISSECTOR_KEY_IPV4_ADDRS/_IPV6_ADDRS once an IP header was read; the IPv4 and IPv6
+  FLOW_DISSECTOR_KEY_IPV4_ADDRS/_IPV6_ADDRS once an IP header was read, provided the
+  filter's mask enables the address key (else 0, so an address key whose family's masks are
+  all zero, `src_ip 0.0.0.0/0`, matches nothing: flower.py's module doc); the IPv4 and IPv6
   address keys share memory (a union in struct fl_flow_key), so src_ip of an IPv6 packet is
   the first word of its source address; addr_type keeps the families apart.
 
@@ -481,11 +483,21 @@ def _conditions(match: FlowerMatch, values, symbolic=None) -> tuple[list[z3.Bool
                 eq("n_proto", c.value)
         elif v is not None:
             eq("n_proto", v.value)
+    # control.addr_type (fl_set_key): set by any address key of a family; the packet's value
+    # is filled only when the dissector uses that family's address key, i.e. when some mask
+    # bit of the family's fl_flow_key member is set (fl_init_dissector, FL_KEY_IS_MASKED;
+    # Linux 6.18 net/sched/cls_flower.c). With all masks zero it stays 0: no match.
+    families: dict[str, bool] = {}
     for name, value in match.keys:
-        if name in ("src_ip", "dst_ip"):
-            eq("addr_type", ADDR_TYPE_IPV4)
-        elif name in ("src_ip6", "dst_ip6"):
-            eq("addr_type", ADDR_TYPE_IPV6)
+        fam = FLOWER_KEYS[name].addr_struct
+        if fam:
+            families[fam] = families.get(fam, False) or bool(value.mask)
+    for fam, masked in families.items():
+        if masked:
+            eq("addr_type", ADDR_TYPE_IPV4 if fam == "ipv4" else ADDR_TYPE_IPV6)
+        else:
+            conds.append(_FALSE)
+    for name, value in match.keys:
         x = values(name)
         used.append(name)
         if name in symbolic:

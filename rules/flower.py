@@ -7,6 +7,18 @@ rule's match; building it checks it against the table (a match that tc or the ke
 refuse, or silently ignore, is an error) and normalises it (keys in table order, values
 masked), so equal matches compare equal. `render` turns it into tc tokens.
 
+Zero masks (net/sched/cls_flower.c, Linux 6.18): fl_classify() dissects the packet with one
+flow dissector per mask, built by fl_init_dissector(), which enables a dissector key only
+when FL_KEY_IS_MASKED (some mask byte of that fl_flow_key member is non-zero). A key whose
+mask is all zero therefore compares nothing (key & 0 == 0) - except the address keys:
+fl_set_key() sets control.addr_type (FLOW_DISSECTOR_KEY_IPV4_ADDRS/_IPV6_ADDRS, mask ~0) as
+soon as TCA_FLOWER_KEY_IPV4_SRC/_DST (or IPV6) is present, while __skb_flow_dissect() fills
+the packet's addr_type only when the dissector uses the address key. So a filter whose
+address keys (src and dst of one family, `addr_struct`) all have a zero mask, such as
+`src_ip 0.0.0.0/0`, matches no packet at all. FlowerMatch keeps such keys (a parsed script
+may hold them; dissector.py says they match nothing); xdp2tc never emits a zero mask
+(`zero_mask_keys`).
+
 Kernel facts behind the requirements (net/sched/cls_flower.c, fl_set_key): ip_proto,
 ip_tos and ip_ttl are only set when the eth type is IPv4/IPv6; ports only under ip_proto
 tcp/udp/sctp; tcp_flags only under ip_proto tcp; ICMP type/code only for ip + icmp or
@@ -69,6 +81,9 @@ class FlowerKey:
     ip_protos: frozenset[int] | None
     after: tuple[str, ...]
     order: int  # position on the rendered line
+    #: the fl_flow_key member whose mask decides whether the dissector fills the packet's
+    #: addr_type (see the module doc): "ipv4", "ipv6", or None for keys without addr_type
+    addr_struct: str | None = None
 
 
 _ETH = ("vlan_ethtype", "cvlan_ethtype")  # they change the eth type later keys are parsed with
@@ -104,8 +119,10 @@ _ROWS = [
     ("arp_tha", "arp_tha", 48, "mac", "any", False, "arp", None, ()),
 ]
 
+_ADDR_STRUCT = {"src_ip": "ipv4", "dst_ip": "ipv4", "src_ip6": "ipv6", "dst_ip6": "ipv6"}
+
 FLOWER_KEYS: dict[str, FlowerKey] = {
-    row[0]: FlowerKey(*row, order=i) for i, row in enumerate(_ROWS)}
+    row[0]: FlowerKey(*row, order=i, addr_struct=_ADDR_STRUCT.get(row[0])) for i, row in enumerate(_ROWS)}
 
 #: ip_flags bits (TCA_FLOWER_KEY_FLAGS_IS_FRAGMENT / _FRAG_IS_FIRST = FLOW_DIS_IS_FRAGMENT /
 #: FLOW_DIS_FIRST_FRAG) and their tc words.
@@ -167,9 +184,9 @@ def prefix_len(mask: int, width: int) -> int | None:
 @dataclass(frozen=True)
 class FlowerMatch:
     """One flower match: the filter's `protocol` and its keys. Construction validates against
-    FLOWER_KEYS and normalises (table order, value & mask, one-port ranges -> exact, no-op
-    masks dropped except on src_ip/dst_ip, whose presence alone makes the kernel require an
-    IP header)."""
+    FLOWER_KEYS and normalises (table order, value & mask, one-port ranges -> exact, zero
+    masks dropped where they compare nothing; kept on address keys, where they make the
+    filter match nothing: see the module doc)."""
 
     protocol: str
     keys: tuple[tuple[str, Value], ...] = ()
@@ -198,6 +215,10 @@ class FlowerMatch:
         per key, its mask or "range". Two matches may share a prio only if equal here."""
         return (self.protocol,) + tuple(
             (k, "range" if isinstance(v, Range) else v.mask) for k, v in self.keys)
+
+    def zero_mask_keys(self) -> list[str]:
+        """Keys given with an all-zero mask (only address keys survive normalisation)."""
+        return [k for k, v in self.keys if isinstance(v, Exact) and v.mask == 0]
 
     def __str__(self) -> str:
         return f"protocol {self.protocol} flower {' '.join(render(self))}".rstrip()
@@ -261,10 +282,9 @@ def _normalise(protocol: str, keys) -> tuple:
         # __skb_flow_dissect_ports fills only one of FLOW_DISSECTOR_KEY_PORTS/_PORTS_RANGE, so
         # in software the range side is compared with a zero port and never matches.
         raise ValueError(f"{where}: a port range and an exact/masked port cannot share a rule")
-    # no-op keys: a zero mask makes the kernel leave the key out of the mask entirely, except
-    # that src_ip/dst_ip also set control.addr_type (fl_set_key).
+    # zero masks compare nothing, except on address keys (module doc: they match nothing)
     kept = {n: v for n, v in seen.items()
-            if isinstance(v, Range) or v.mask or n in _ADDR_TYPE_KEYS}
+            if isinstance(v, Range) or v.mask or FLOWER_KEYS[n].addr_struct}
     return tuple(sorted(kept.items(), key=lambda kv: FLOWER_KEYS[kv[0]].order))
 
 
@@ -272,7 +292,6 @@ _NEEDS = {"vlan": "protocol 802.1Q or 802.1ad", "cvlan": "vlan_ethtype 802.1Q or
           "inet": "an ip or ipv6 protocol chain", "ip": "an ip protocol chain",
           "ipv6": "an ipv6 protocol chain (src_ip/dst_ip are IPv4: use src_ip6/dst_ip6)",
           "arp": "an arp protocol chain"}
-_ADDR_TYPE_KEYS = frozenset({"src_ip", "dst_ip", "src_ip6", "dst_ip6"})
 
 
 def _check_value(row: FlowerKey, value, where: str) -> Value:

@@ -26,24 +26,17 @@ from .flower import render
 from .reasons import account, summary, summary_lines
 from .ruleset import RuleSet
 from .synthesis import ASSUMPTIONS
-from .tc import filter_line, qdisc_line
+from .final import source_lines
+from .tc import qdisc_line
 
 SCHEMA = "xdp2tc.rules/1"
 
 
-def _lines(e: Exploration, paths: list[int]) -> list[str]:
-    out = []
-    for pid in paths:
-        for section, pc in sorted(e.paths[pid].sites):
-            line = e.obj.line_at(section, pc)
-            if line:
-                where = f"{line.file_name.rsplit('/', 1)[-1]}:{line.line}"
-                if where not in out:
-                    out.append(where)
-    return out
-
-
 def rules_json(e: Exploration, rs: RuleSet, dev: str, skip: str) -> dict:
+    """The JSON document; its `tc` lines and `proven` labels are those of the proven
+    printed script (final.py)."""
+    block = rs.finish(dev, skip)
+    lines = block[1::2]
     fates = account(e, rs, map_classes(e, classify(e)))
     counts = summary(fates)
     return {
@@ -55,9 +48,9 @@ def rules_json(e: Exploration, rs: RuleSet, dev: str, skip: str) -> dict:
                     "verdicts": counts, "lines": summary_lines(counts)},
         "rules": [{"chain": r.chain, "prio": r.prio, "protocol": r.match.protocol,
                    "keys": render(r.match), "action": list(r.action), "role": r.role,
-                   "paths": r.paths, "lines": _lines(e, r.paths), "proven": r.proved,
-                   "tc": filter_line(dev, r.match, r.action, r.prio, r.chain or None, skip=skip)}
-                  for r in rs.rules],
+                   "paths": r.paths, "lines": source_lines(e, r.paths), "proven": r.proved,
+                   "tc": line}
+                  for r, line in zip(rs.rules, lines)],
         "software": [{"paths": ps, "why": str(why), "code": why.code, "detail": why.detail}
                      for ps, why in rs.software],
         "fates": [{"path": f.path, "verdict": f.verdict, "offloaded": f.offloaded, "filters": f.filters,
@@ -67,10 +60,12 @@ def rules_json(e: Exploration, rs: RuleSet, dev: str, skip: str) -> dict:
 
 
 def tc_script(e: Exploration, rs: RuleSet, dev: str, skip: str) -> str:
+    """The tc -batch script: header comments, the qdisc, then the proven filter block."""
+    block = rs.finish(dev, skip)
     doc = rules_json(e, rs, dev, skip)
     s = doc["summary"]
-    out = [f"# xdp2tc rules for {doc['file']} program {doc['program']}: {s['rules']} filters, "
-           f"{s['proven']} proven (z3), {s['unproven']} unproven left out",
+    out = [f"# xdp2tc rules for {e.obj.path} program {e.program.name}: {s['rules']} filters, "
+           f"{s['proven']} proven (z3, on this script as printed), {s['unproven']} unproven left out",
            "# usage: tc -batch THIS_FILE"]
     out += [f"# {line}" for line in s["lines"]]
     for a in rs.assumptions:
@@ -85,9 +80,5 @@ def tc_script(e: Exploration, rs: RuleSet, dev: str, skip: str) -> str:
             out.append(f"# path {f['path']} {f['verdict']} stays in software ({f['code']}: {f['detail']}) "
                        f"when {decoder.render(e.condition(path))}")
     out.append(qdisc_line(dev))
-    for r in doc["rules"]:
-        what = {"rule": "proven" if r["proven"] else "", "shield": "shield (pass)",
-                "goto": "chain jump"}[r["role"]]
-        out.append(f"# paths {','.join(map(str, r['paths']))} {' '.join(r['lines'])} - {what}".rstrip())
-        out.append(r["tc"])
+    out += block
     return "\n".join(out) + "\n"

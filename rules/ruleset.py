@@ -10,8 +10,9 @@ matches ends classification (the packet goes on to the host: pass).
 Prios: one mask shape per prio (flower keeps one mask per tcf_proto); consecutive filters
 of one shape and one action share a prio, anything else opens the next one.
 
-Proof (`prove`): for every filter that does not pass, z3 checks that no packet reaches it
-(through the gotos before it), matches it, and gets another outcome from the program.
+Proof: `build` ends with final.finish, which proves the printed script as read back by a
+separate parser (script.py, proof.py); `_Checker.reaching` is the same tc semantics over
+the rule objects, used to minimise before printing.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ import z3
 
 from .dissector import dissect, match_formula
 from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range
+from .final import finish
 from .reasons import Reason
-from .synthesis import PASS, Outcome, Synthesis, _sat, _solver, _Synth
+from .synthesis import PASS, Outcome, Synthesis, Synthesizer, maybe_sat
+
+_Synth = Synthesizer  # the name tests/test_rules.py builds a _Checker with
 
 #: A block whose value sets multiply to at most this many filters is laid out flat.
 MAX_FLAT = 8
@@ -46,24 +50,69 @@ class Rule:
 
 @dataclass
 class RuleSet:
+    """A program's rules as printed. `rules` in print order; `software`: (paths, why) for
+    what stays in the host; `taken`: the paths synthesis meant to offload; `printed`:
+    (dev, skip, lines) of the last proven rendering (final.py); `proofs`: printed-script
+    proofs by parsed semantics; `synth`: the synthesis state the proofs run against."""
+
     rules: list[Rule]
     software: list[tuple[list[int], Reason]]
     assumptions: tuple[str, ...]
     proved: int = 0
     unproved: int = 0
     dropped: list[tuple[list[int], str]] = field(default_factory=list)  # over --max-rules
+    synth: Synthesizer | None = None
+    blocks: list = field(default_factory=list)  # the proved synthesis blocks (the spec)
+    taken: list[int] = field(default_factory=list)
+    proofs: dict = field(default_factory=dict)
+    printed: tuple | None = None
+
+    def finish(self, dev: str, skip: str | None) -> list[str]:
+        """The proven filter block for this device (final.finish)."""
+        if self.printed is None or self.printed[:2] != (dev, skip):
+            finish(self, dev, skip, _Checker(self.synth).relayout)
+        return self.printed[2]
+
+
+def _size(b) -> int:
+    size = 1
+    for v in b.sets.values():
+        size *= len(v)
+    return size
+
+
+def _lead(blocks) -> str | None:
+    """The key to put in chain 0 for every chained block: a `goto` never comes back, so a
+    packet of a later block that matches an earlier block's chain-0 level is lost to it.
+    Wanted: a key on which every two chained blocks not already told apart (protocol, a
+    single value) take disjoint values. None if there is no such key."""
+    chained = [b for b in blocks if _size(b) > MAX_FLAT]
+    if len(chained) < 2:
+        return None
+    def apart(a, b) -> bool:
+        return a.protocol != b.protocol or any(
+            len(a.sets[n]) == 1 and len(b.sets.get(n, ())) == 1 and a.sets[n] != b.sets[n]
+            for n in a.sets)
+    pairs = [(a, b) for i, a in enumerate(chained) for b in chained[i + 1:] if not apart(a, b)]
+    for name in chained[0].sets:
+        if all(name in a.sets and name in b.sets and a.set_masks.get(name) == b.set_masks.get(name)
+               and not set(a.sets[name]) & set(b.sets[name]) for a, b in pairs):
+            return name
+    return None
 
 
 def lay_out(syn: Synthesis) -> list[Rule]:
     rules: list[Rule] = []
     next_chain = 1
+    lead = _lead(syn.blocks)
     for b in syn.blocks:
         for m in b.shields:
             rules.append(Rule(0, m, ("pass",), PASS, b.paths, "shield"))
         fixed = [(n, Exact(v[0], _full(n))) for n, v in b.sets.items() if len(v) == 1]
         fixed += list(b.masked.items())
         ranges = not {"src_port", "dst_port"} <= set(b.sets)  # tc: no range beside another port
-        multi = [(n, _cover(n, v, ranges)) for n, v in b.sets.items() if len(v) > 1]
+        multi = [(n, _cover(n, v, ranges, b.set_masks.get(n))) for n, v in b.sets.items() if len(v) > 1]
+        multi.sort(key=lambda nc: nc[0] != lead)  # the lead key first (stable otherwise)
         size = 1
         for _, c in multi:
             size *= len(c)
@@ -101,9 +150,11 @@ def assign_prios(rules: list[Rule]) -> None:
         r.prio = prio[r.chain]
 
 
-def build(e, assume=(), ifnames=None, max_rules: int = 512) -> RuleSet:
-    """Synthesis, layout, minimisation and proof of a program's rules."""
-    s = _Synth(e, assume, ifnames or {})
+def build(e, assume=(), ifnames=None, max_rules: int = 512, dev: str = "DEV",
+          skip: str | None = "skip_sw") -> RuleSet:
+    """Synthesis, layout, minimisation, then the proof of the printed script (final.py):
+    every count and label in the RuleSet comes from that proof."""
+    s = Synthesizer(e, assume, ifnames or {})
     syn = s.run()
     rules = lay_out(syn)
     checker = _Checker(s)
@@ -113,35 +164,25 @@ def build(e, assume=(), ifnames=None, max_rules: int = 512) -> RuleSet:
         dropped.append((sorted({p for r in rules[max_rules:] for p in r.paths}),
                         Reason("rule-budget", f"over --max-rules {max_rules}")))
         rules = checker.minimise(rules[:max_rules])
-    checker.prove(rules)
-    # An unproved filter is never emitted.
-    bad = [r for r in rules if r.proved is False]
-    rules = [r for r in rules if r.proved is not False]
-    software = list(syn.software) + [(r.paths, Reason("not-expressible", "the laid-out filter did not prove"))
-                                     for r in bad]
-    assign_prios(rules)
-    return RuleSet(rules, software + dropped, syn.assumptions,
-                   sum(1 for r in rules if r.proved), len(bad), dropped)
+    rs = RuleSet(rules, list(syn.software) + dropped, syn.assumptions, dropped=dropped, synth=s,
+                 blocks=syn.blocks, taken=sorted({p for b in syn.blocks for p in b.paths}))
+    assign_prios(rs.rules)
+    rs.finish(dev, skip)
+    return rs
 
 
 class _Checker:
     """tc's first-match semantics over the dissector model, and the proofs."""
 
-    def __init__(self, s: _Synth):
+    def __init__(self, s: Synthesizer):
         self.s = s
         self.d = dissect()
-        self._good: dict[Outcome, z3.BoolRef] = {}
         self._match: dict[int, z3.BoolRef] = {}
 
     def match(self, r: Rule) -> z3.BoolRef:
         if id(r) not in self._match:
             self._match[id(r)] = match_formula(r.match, self.d)
         return self._match[id(r)]
-
-    def good(self, o: Outcome) -> z3.BoolRef:
-        if o not in self._good:
-            self._good[o] = self.s.good(o)
-        return self._good[o]
 
     def reaching(self, rules: list[Rule]) -> list[z3.BoolRef]:
         """Per filter: the packets that reach it and match it."""
@@ -161,9 +202,23 @@ class _Checker:
         """Drop filters no packet reaches, and pass filters that no later non-pass filter of
         their chain overlaps (removing them changes nothing)."""
         hits = self.reaching(rules)
-        # Inside a chain the filters are the values of one key's set, each taken by some
-        # path: only chain 0 (blocks, shields) can hold filters no packet reaches.
-        kept = [r for r, h in zip(rules, hits) if r.chain or _sat(*self.s.env, h)]
+        # Filters no packet reaches go: any in chain 0 (blocks, shields), and whole chains
+        # no goto leads a packet into (a shield before the gotos may take them all). Inside
+        # an entered chain each filter is a value some path takes. A goto into a chain left
+        # empty goes too.
+        entered = {0: True}
+        for c in sorted({r.chain for r in rules} - {0}):
+            into = [h for r, h in zip(rules, hits) if r.role == "goto" and int(r.action[2]) == c]
+            entered[c] = maybe_sat(*self.s.env, z3.Or(into or [z3.BoolVal(False)]))
+        kept = [r for r, h in zip(rules, hits)
+                if entered[r.chain] and (r.chain or maybe_sat(*self.s.env, h))]
+        while True:
+            chains = {r.chain for r in kept}
+            empty = [r for r in kept if r.role == "goto" and int(r.action[2]) not in chains]
+            if not empty:
+                break
+            gone = {id(r) for r in empty}
+            kept = [r for r in kept if id(r) not in gone]
         changed = True
         while changed:
             changed = False
@@ -173,36 +228,37 @@ class _Checker:
                 later = [x for x in kept[i + 1:] if x.chain == r.chain and x.role != "shield"]
                 nxt = next((j for j in range(i + 1, len(kept)) if kept[j].role != "shield"), len(kept))
                 wider = [x for x in kept[i + 1:nxt] if x.chain == r.chain]  # pass rules right after
-                if any(not _sat(*self.s.env, self.match(r), z3.Not(self.match(x))) for x in wider) or \
-                        not any(_sat(*self.s.env, self.match(r), self.match(x)) for x in later):
+                if any(not maybe_sat(*self.s.env, self.match(r), z3.Not(self.match(x))) for x in wider) or \
+                        not any(maybe_sat(*self.s.env, self.match(r), self.match(x)) for x in later):
                     kept = kept[:i] + kept[i + 1:]
                     changed = True
                     break
         return kept
 
-    def prove(self, rules: list[Rule]) -> None:
-        for r, hit in zip(rules, self.reaching(rules)):
-            if r.outcome is None or r.outcome.is_pass:
-                continue
-            r.proved = _solver(*self.s.env, hit, z3.Not(self.good(r.outcome))).check() == z3.unsat
+    def relayout(self, rules: list[Rule]) -> list[Rule]:
+        """After filters were taken out: minimise again and renumber the prios."""
+        rules = self.minimise(rules)
+        assign_prios(rules)
+        return rules
 
 
 def _full(name: str) -> int:
     return (1 << FLOWER_KEYS[name].width) - 1
 
 
-def _cover(name: str, values: tuple[int, ...], ranges: bool = True) -> list[Exact | Range]:
+def _cover(name: str, values: tuple[int, ...], ranges: bool = True,
+           mask: int | None = None) -> list[Exact | Range]:
     """The fewest filter values covering exactly `values`: ranges for ports, aligned
-    masked blocks (prefixes) where the key takes masks, single values otherwise."""
+    masked blocks (prefixes) where the key takes masks, single values otherwise. With a
+    prefix `mask`, the values are prefixes under it: covered as prefixes of that length."""
     row = FLOWER_KEYS[name]
-    runs: list[tuple[int, int]] = []
-    for v in values:
-        if runs and runs[-1][1] + 1 == v:
-            runs[-1] = (runs[-1][0], v)
-        else:
-            runs.append((v, v))
+    if mask is not None:
+        shift = row.width - mask.bit_count()
+        full = _full(name)
+        return [Exact(v << shift, (m << shift) & full)
+                for v, m in (_aligned_cover(tuple(x >> shift for x in values), mask.bit_count()))]
     out: list[Exact | Range] = []
-    for lo, hi in runs:
+    for lo, hi in _runs(values):
         if lo == hi or row.mask == "none":
             out += [Exact(v, _full(name)) for v in range(lo, hi + 1)]
         elif row.ranges and ranges and lo > 0:
@@ -210,6 +266,23 @@ def _cover(name: str, values: tuple[int, ...], ranges: bool = True) -> list[Exac
         else:
             out += [Exact(b, m) for b, m in _aligned(lo, hi, row.width)]
     return out
+
+
+def _runs(values: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The sorted values as runs of consecutive integers (lo, hi)."""
+    runs: list[tuple[int, int]] = []
+    for v in values:
+        if runs and runs[-1][1] + 1 == v:
+            runs[-1] = (runs[-1][0], v)
+        else:
+            runs.append((v, v))
+    return runs
+
+
+def _aligned_cover(values: tuple[int, ...], width: int):
+    """(value, mask) blocks of `width` bits covering exactly the sorted `values`."""
+    for lo, hi in _runs(values):
+        yield from _aligned(lo, hi, width)
 
 
 def _aligned(lo: int, hi: int, width: int):

@@ -22,8 +22,8 @@ program's decision order):
    take; two shields of the same keys that differ in values are widened into one without
    those keys (flower cannot see what separates them: an IPv4 option moving the port).
    After MAX_SHIELDS attempts the block is given up: its paths stay in software.
-4. **Lay out** (layout.py): prios per mask shape, chains for multi-key value sets, then
-   prove the final rule list once more (soundness.py) - what is printed is what is proved.
+4. **Lay out** (ruleset.py): prios per mask shape, chains for multi-key value sets; then
+   the printed script is read back and proved (final.py) - what is printed is what is proved.
 """
 
 from __future__ import annotations
@@ -98,14 +98,17 @@ DROP = Outcome(("drop",), ("DROP", "ABORTED"))
 @dataclass
 class Block:
     """A candidate: packets of `protocol` whose keys lie in `sets` (key -> sorted values;
-    one value = exact) get `outcome`. `exact` keys carry an Exact with a mask (a masked
-    singleton); `paths` are the program paths it stands for."""
+    one value = exact) get `outcome`. `masked` keys carry an Exact with a mask (a masked
+    singleton); a key in `set_masks` is compared on those bits only (an address whose
+    prefix takes a few values: `src_ip` in 10.0.3.0/24, 10.0.6.0/24, ...); `paths` are
+    the program paths it stands for."""
 
     protocol: str
     sets: dict[str, tuple[int, ...]]
     outcome: Outcome
     paths: list[int]
     masked: dict[str, Exact] = field(default_factory=dict)  # keys known on some bits only
+    set_masks: dict[str, int] = field(default_factory=dict)  # multi-valued sets of prefixes
     shields: list[FlowerMatch] = field(default_factory=list)
     refused: dict = field(default_factory=dict)  # shield key set -> merges refused
     proved: bool = False
@@ -117,6 +120,8 @@ class Block:
         for name, values in self.sets.items():
             if len(values) > 1:
                 x = d.keys[name]
+                if name in self.set_masks:
+                    x = x & self.set_masks[name]
                 parts.append(z3.Or([x == v for v in values]))
         return z3.And(parts)
 
@@ -132,10 +137,13 @@ class Synthesis:
 
 
 def synthesize(e: Exploration, assume: tuple[str, ...] = (), ifnames: dict[int, str] | None = None) -> Synthesis:
-    return _Synth(e, assume, ifnames or {}).run()
+    return Synthesizer(e, assume, ifnames or {}).run()
 
 
-class _Synth:
+class Synthesizer:
+    """The synthesis state of one program: its paths' conditions and outcomes, the
+    environment (assumptions, map and helper facts) every proof runs under, and `run()`."""
+
     def __init__(self, e: Exploration, assume, ifnames):
         for a in assume:
             if a not in ASSUMPTIONS:
@@ -202,10 +210,11 @@ class _Synth:
             block = self.extract(p, o)
             if block is None:
                 continue
-            same = next((b for b in blocks if b.protocol == block.protocol and b.sets == block.sets
-                         and b.outcome == block.outcome), None)
+            same = next((b for b in blocks if _covers(b, block)), None)
             if same is not None:
                 same.paths.append(p.id)
+                continue
+            if blocks and _merge_into(blocks[-1], block):
                 continue
             blocks.append(block)
         kept = []
@@ -222,7 +231,7 @@ class _Synth:
             if not quiet:
                 self.software.append(([p.id], why))
         cond = z3.And(self.conds[p.id], *self.env, self.typical)
-        s = _solver(cond)
+        s = solver(cond)
         if s.check() != z3.sat:
             return give_up(Reason("atypical-packets", "only atypical packets take this path (short frames, "
                                   "IP options, fragments): no flower key separates them"))
@@ -232,11 +241,17 @@ class _Synth:
         protocol = protocol_name(eth) if family else "all"
         sets: dict[str, tuple[int, ...]] = {}
         masked: dict[str, Exact] = {}
+        set_masks: dict[str, int] = {}
         for name in EXTRACTED[family]:
             term = self.d.keys[name]
             values = _values(s, term, MAX_VALUES + 1)
             if len(values) <= MAX_VALUES:
                 sets[name] = tuple(sorted(values))
+                continue
+            prefixes = _prefix_set(s, term, FLOWER_KEYS[name]) \
+                if FLOWER_KEYS[name].mask == "prefix" else None
+            if prefixes is not None:
+                sets[name], set_masks[name] = prefixes
             elif FLOWER_KEYS[name].mask != "none":
                 bits = _fixed_bits(s, term, values, FLOWER_KEYS[name].width)
                 if FLOWER_KEYS[name].mask == "prefix":
@@ -245,9 +260,8 @@ class _Synth:
                     masked[name] = Exact(bits.value & bits.mask, bits.mask)
         sets = _valid(protocol, sets)
         masked = {n: v for n, v in masked.items() if n in _valid(protocol, {**sets, n: (0,)})}
-        if family == "ip" and not {"src_ip", "dst_ip"} & (set(sets) | set(masked)):
-            masked["src_ip"] = Exact(0, 0)  # "an IPv4 header was read": the program read one
-        return Block(protocol, sets, outcome, [p.id], masked=masked)
+        set_masks = {n: m for n, m in set_masks.items() if n in sets}
+        return Block(protocol, sets, outcome, [p.id], masked=masked, set_masks=set_masks)
 
     def prove(self, b: Block, earlier: list[Block]) -> None:
         good = self.good(b.outcome)
@@ -255,9 +269,17 @@ class _Synth:
         region = b.formula(self.d)
         for _ in range(MAX_SHIELDS):
             shields = [match_formula(m, self.d) for m in b.shields]
-            s = _solver(*self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good))
+            s = solver(*self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good))
             r = s.check()
             if r == z3.unsat:
+                # Proved - but vacuously if the shields (or earlier blocks) take every packet
+                # of the block's own paths: then nothing is offloaded, say so here.
+                own = z3.Or([self.conds[p] for p in b.paths])
+                if solver(*self.env, taken, region, *[z3.Not(x) for x in shields],
+                          own).check() == z3.unsat:
+                    b.why = ("every packet of this path is taken by a pass shield or an earlier "
+                             "filter: flower cannot separate it from packets the program passes")
+                    return
                 b.proved = True
                 return
             if r == z3.unknown:
@@ -316,16 +338,16 @@ class _Synth:
         # Typical packets the block is for: widening stops before it would take them
         # (atypical ones - options, fragments - a shield may take: they pass, safely).
         region = z3.And(b.formula(self.d), good, *self.env)
-        if _sat(region, match_formula(_match(b.protocol, keys), self.d)):
+        if maybe_sat(region, match_formula(_match(b.protocol, keys), self.d)):
             region = z3.And(region, self.typical)
-            if _sat(region, match_formula(_match(b.protocol, keys), self.d)):
+            if maybe_sat(region, match_formula(_match(b.protocol, keys), self.d)):
                 return _match(b.protocol, keys)  # flower cannot separate: the narrowest shield
         for n in names:
             if n not in keys or (n in b.sets and len(b.sets[n]) == 1):
                 continue
             trial = {k: v for k, v in keys.items() if k != n}
             trial = {k: v[0] for k, v in _valid(b.protocol, {k: (v,) for k, v in trial.items()}).items()}
-            if not _sat(region, match_formula(_match(b.protocol, trial), self.d)):
+            if not maybe_sat(region, match_formula(_match(b.protocol, trial), self.d)):
                 keys = trial
         return _match(b.protocol, keys)
 
@@ -341,9 +363,34 @@ class _Synth:
                 merged = _common(old, new)
                 shape = tuple(k for k, _ in old.keys)
                 b.refused[shape] = b.refused.get(shape, 0) + 1
-                if b.refused[shape] >= FORCE_WIDEN or not _sat(region, match_formula(merged, self.d)):
+                if b.refused[shape] >= FORCE_WIDEN or not maybe_sat(region, match_formula(merged, self.d)):
                     return b.shields[:i] + [merged] + b.shields[i + 1:]
         return b.shields + [new]
+
+
+def _covers(a: Block, b: Block) -> bool:
+    """Block `a` takes every packet of block `b` with the same outcome (key by key, b's
+    values are among a's): b's paths are a's to claim."""
+    return (a.protocol, a.outcome, a.masked) == (b.protocol, b.outcome, b.masked) and all(
+        n in b.sets and a.set_masks.get(n) == b.set_masks.get(n) and set(b.sets[n]) <= set(v)
+        for n, v in a.sets.items())
+
+
+def _merge_into(a: Block, b: Block) -> bool:
+    """Merge block `b` into the block `a` just before it when they differ only in the
+    values of one key (clang splits `x == c1 || ... || x == cK` over several paths): one
+    chain level with the union instead of a second tree of chains. The merged block is
+    proved like any other."""
+    if (a.protocol, a.outcome, a.masked, a.set_masks, a.sets.keys()) != \
+            (b.protocol, b.outcome, b.masked, b.set_masks, b.sets.keys()):
+        return False
+    differ = [n for n in a.sets if a.sets[n] != b.sets[n]]
+    if len(differ) != 1:
+        return False
+    n = differ[0]
+    a.sets[n] = tuple(sorted(set(a.sets[n]) | set(b.sets[n])))
+    a.paths += b.paths
+    return True
 
 
 # --- assumptions and typical packets ---------------------------------------------------------
@@ -378,15 +425,17 @@ def typical_packet() -> z3.BoolRef:
 
 # --- small helpers ---------------------------------------------------------------------------
 
-def _solver(*constraints) -> z3.Solver:
+def solver(*constraints) -> z3.Solver:
+    """A z3 solver with the per-query timeout."""
     s = z3.Solver()
     s.set("timeout", QUERY_TIMEOUT_MS)
     s.add(*constraints)
     return s
 
 
-def _sat(*constraints) -> bool:
-    return _solver(*constraints).check() != z3.unsat
+def maybe_sat(*constraints) -> bool:
+    """False only when z3 proves the constraints unsatisfiable (a timeout counts as sat)."""
+    return solver(*constraints).check() != z3.unsat
 
 
 def _values(s: z3.Solver, term: z3.BitVecRef, limit: int) -> list[int]:
@@ -401,6 +450,26 @@ def _values(s: z3.Solver, term: z3.BitVecRef, limit: int) -> list[int]:
     finally:
         s.pop()
     return out
+
+
+#: Prefix lengths tried, longest first, for an address with too many values.
+PREFIX_LENGTHS = (24, 16, 8)
+
+
+def _prefix_set(s: z3.Solver, term: z3.BitVecRef, row) -> tuple[tuple[int, ...], int] | None:
+    """(values, mask) when the address's top bits take 2..MAX_VALUES values in the models
+    of `s` (the longest such prefix); None otherwise (a single prefix is `_fixed_bits`'s)."""
+    for length in PREFIX_LENGTHS:
+        if length >= row.width:
+            continue
+        shift = row.width - length
+        values = _values(s, z3.Extract(row.width - 1, shift, term), MAX_VALUES + 1)
+        if len(values) <= 1:
+            return None
+        if len(values) <= MAX_VALUES:
+            mask = ((1 << length) - 1) << shift
+            return tuple(sorted(v << shift for v in values)), mask
+    return None
 
 
 def _fixed_bits(s: z3.Solver, term: z3.BitVecRef, seen: list[int], width: int) -> Exact:

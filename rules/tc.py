@@ -49,6 +49,9 @@ def filter_line(dev: str, match: FlowerMatch, action_tokens, prio: int, chain: i
         if not 1 <= handle <= 0xFFFFFFFF:
             raise ValueError(f"handle {handle} outside 1..2^32-1")
         words += ["handle", f"0x{handle:x}"]
+    zero = match.zero_mask_keys()
+    if zero:  # such a filter matches nothing in cls_flower (flower.py module doc)
+        raise ValueError(f"{match}: {', '.join(zero)} with an all-zero mask is never emitted")
     words.append("flower")
     if skip:
         words.append(skip)

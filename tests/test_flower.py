@@ -316,7 +316,7 @@ def test_match_normalises():
     a = M("ip", dst_port=Range(7, 7), ip_proto=X("ip_proto", 6), ip_ttl=Exact(5, 0))
     assert a.keys == (("ip_proto", Exact(6, 0xFF)), ("dst_port", Exact(7, 0xFFFF)))
     assert M("ip", src_ip=Exact(0x0A0000FF, 0xFFFFFF00)).get("src_ip") == Exact(0x0A000000, 0xFFFFFF00)
-    assert M("ip", src_ip=Exact(0, 0)).keys  # src_ip /0 still requires an IPv4 header
+    assert M("ip", src_ip=Exact(0, 0)).keys  # kept: src_ip /0 makes the filter match nothing
 
 
 def test_mask_shape():
@@ -367,7 +367,7 @@ def matches_for_every_form() -> list[FlowerMatch]:
         M("ip", ip_proto=X("ip_proto", 6), tcp_flags=X("tcp_flags", 0x010)),
         M("ip", src_ip=prefix("src_ip", 0x0A000000, 8), dst_ip=X("dst_ip", 0xC0A80102),
           ip_tos=Exact(0x28, 0xFC), ip_ttl=Exact(1, 0x0F)),
-        M("ip", src_ip=prefix("src_ip", 0, 0)),
+        M("ip", src_ip=prefix("src_ip", 0, 1)),  # 0.0.0.0/1 (a /0 is never emitted)
         M("ip", ip_flags=Exact(1, 1)), M("ip", ip_flags=Exact(0, 1)), M("ip", ip_flags=Exact(3, 3)),
         M("ip", ip_flags=Exact(1, 3)), M("ip", ip_flags=Exact(0, 2)),
         M("ip", ip_proto=X("ip_proto", 1), icmp_type=X("icmp_type", 8), icmp_code=Exact(0, 0xF0)),

@@ -1,0 +1,216 @@
+"""Test oracle: tc flower batch scripts read and run on concrete packets, written from
+iproute2's and the kernel's documentation and sources, sharing nothing with rules/.
+
+`parse(text)` reads `filter add ... flower ...` lines into `Line`s (chain, prio,
+protocol, keys as (value, mask) or (lo, hi) ranges, action words). `run(lines, frame)`
+classifies one Ethernet frame the way tc does: chain 0 first, prios ascending, first
+match acts, `goto chain N` continues in chain N, `pass` or no match ends it (the frame
+goes to the host). Matching reads the frame with a small flow dissector of its own
+(Ethernet, one 802.1Q/802.1ad tag, IPv4 with options and fragments, IPv6 without
+extension headers, TCP/UDP/SCTP ports, TCP flags, ICMP type/code) and applies
+cls_flower's rule that address keys whose masks are all zero match nothing.
+
+Only what xdp2tc's scripts use is read; anything else raises ValueError, so a test never
+passes on a silently ignored key.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass, field
+
+ETHERTYPES = {"ip": 0x0800, "ipv6": 0x86DD, "arp": 0x0806, "802.1Q": 0x8100,
+              "802.1ad": 0x88A8, "all": None}
+L4_NAMES = {"tcp": 6, "udp": 17, "sctp": 132, "icmp": 1, "icmpv6": 58}
+WIDTH = {"ip_proto": 8, "ip_tos": 8, "ip_ttl": 8, "src_port": 16, "dst_port": 16,
+         "tcp_flags": 12, "type": 8, "code": 8, "vlan_id": 12, "vlan_prio": 3,
+         "vlan_ethtype": 16, "dst_mac": 48, "src_mac": 48}
+ADDRESS_KEYS = ("src_ip", "dst_ip")
+
+
+@dataclass
+class Line:
+    lineno: int
+    chain: int
+    prio: int
+    protocol: str
+    keys: dict[str, tuple[int, int]] = field(default_factory=dict)  # (value, mask) or (lo, hi) for ranges
+    ranges: set[str] = field(default_factory=set)
+    action: list[str] = field(default_factory=list)
+
+
+def parse(text: str) -> list[Line]:
+    out = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        w = raw.split("#", 1)[0].split()
+        if not w or w[0] == "qdisc":
+            continue
+        if w[:2] != ["filter", "add"]:
+            raise ValueError(f"line {n}: {raw!r}")
+        line = Line(n, 0, 0, "")
+        i = 2
+        while w[i] != "flower":
+            if w[i] in ("dev", "protocol", "prio", "chain", "handle"):
+                if w[i] == "protocol":
+                    line.protocol = w[i + 1]
+                elif w[i] == "prio":
+                    line.prio = int(w[i + 1])
+                elif w[i] == "chain":
+                    line.chain = int(w[i + 1])
+                i += 2
+            elif w[i] == "ingress":
+                i += 1
+            else:
+                raise ValueError(f"line {n}: {w[i]!r}")
+        i += 1
+        while w[i] != "action":
+            if w[i] in ("skip_sw", "skip_hw"):
+                i += 1
+                continue
+            name, text_value = w[i], w[i + 1]
+            _key(line, name, text_value, n)
+            i += 2
+        line.action = w[i + 1:]
+        if line.protocol not in ETHERTYPES or not line.prio:
+            raise ValueError(f"line {n}: protocol/prio")
+        out.append(line)
+    return out
+
+
+def _num(text: str, base: int = 10) -> int:
+    return int(text, 16) if text.lower().startswith("0x") else int(text, base)
+
+
+def _key(line: Line, name: str, text: str, n: int) -> None:
+    if name in ADDRESS_KEYS:
+        net = ipaddress.ip_network(text, strict=False)
+        if net.version == 6:
+            name += "6"
+        line.keys[name] = (int(net.network_address), int(net.netmask))
+        return
+    if name == "ip_flags":  # frag / nofrag / firstfrag / nofirstfrag, joined by '/'
+        v = m = 0
+        for word in text.split("/"):
+            bit = {"frag": 1, "firstfrag": 2}[word[2:] if word.startswith("no") else word]
+            m |= bit
+            v |= 0 if word.startswith("no") else bit
+        line.keys[name] = (v, m)
+        return
+    if name not in WIDTH:
+        raise ValueError(f"line {n}: key {name} not known to the oracle")
+    full = (1 << WIDTH[name]) - 1
+    if name == "ip_proto":
+        line.keys[name] = (L4_NAMES[text] if text in L4_NAMES else int(text, 16), full)
+        return
+    if name == "vlan_ethtype":
+        line.keys[name] = (ETHERTYPES[text] if text in ETHERTYPES else int(text, 16), full)
+        return
+    if name.endswith("_mac"):
+        v, _, m = text.partition("/")
+        line.keys[name] = (int(v.replace(":", ""), 16), int(m.replace(":", ""), 16) if m else full)
+        return
+    if name in ("src_port", "dst_port") and "-" in text:
+        lo, hi = text.split("-")
+        line.keys[name] = (int(lo), int(hi))
+        line.ranges.add(name)
+        return
+    v, _, m = text.partition("/")
+    base = 16 if name == "tcp_flags" else 10
+    mask = full if not m else (int(m) if name in ("type", "code") else int(m, 16))
+    line.keys[name] = (_num(v, base) & mask, mask)
+
+
+# --- the frame --------------------------------------------------------------------------
+
+def fields(frame: bytes) -> dict:
+    """What the kernel's dissector gives flower for this frame (only the keys above)."""
+    f: dict = {}
+    if len(frame) < 14:
+        return {"reaches": False}
+    f["reaches"] = True
+    f["dst_mac"] = int.from_bytes(frame[0:6], "big")
+    f["src_mac"] = int.from_bytes(frame[6:12], "big")
+    eth = struct.unpack("!H", frame[12:14])[0]
+    off = 14
+    f["tc_protocol"] = eth
+    if eth in (0x8100, 0x88A8):
+        if len(frame) < 18:
+            return {"reaches": False}
+        tci, inner = struct.unpack("!HH", frame[14:18])
+        f["vlan_id"], f["vlan_prio"], f["vlan_ethtype"] = tci & 0xFFF, tci >> 13, inner
+        eth, off = inner, 18
+    f["n_proto"] = eth
+    if eth == 0x0800 and len(frame) >= off + 20 and frame[off] & 15 >= 5:  # no version check
+        ihl = (frame[off] & 15) * 4
+        f["addr"] = 4
+        f["ip_tos"], f["ip_ttl"], f["ip_proto"] = frame[off + 1], frame[off + 8], frame[off + 9]
+        f["src_ip"] = int.from_bytes(frame[off + 12:off + 16], "big")
+        f["dst_ip"] = int.from_bytes(frame[off + 16:off + 20], "big")
+        frag = struct.unpack("!H", frame[off + 6:off + 8])[0] & 0x3FFF
+        f["ip_flags"] = (1 if frag else 0) | (2 if frag and not frag & 0x1FFF else 0)
+        if not frag:
+            _l4(f, frame, off + ihl)
+    elif eth == 0x86DD and len(frame) >= off + 40:
+        f["addr"] = 6
+        f["ip_tos"] = (struct.unpack("!H", frame[off:off + 2])[0] >> 4) & 0xFF
+        f["ip_proto"], f["ip_ttl"] = frame[off + 6], frame[off + 7]
+        f["src_ip6"] = int.from_bytes(frame[off + 8:off + 24], "big")
+        f["dst_ip6"] = int.from_bytes(frame[off + 24:off + 40], "big")
+        if f["ip_proto"] not in (0, 43, 44, 60):
+            _l4(f, frame, off + 40)
+    return f
+
+
+def _l4(f: dict, frame: bytes, at: int) -> None:
+    proto = f["ip_proto"]
+    if proto in (6, 17, 132) and len(frame) >= at + 4:
+        f["src_port"], f["dst_port"] = struct.unpack("!HH", frame[at:at + 4])
+    if proto == 6 and len(frame) >= at + 20 and frame[at + 12] >> 4 >= 5:
+        f["tcp_flags"] = struct.unpack("!H", frame[at + 12:at + 14])[0] & 0xFFF
+    if proto in (1, 58) and len(frame) >= at + 8:
+        f["type"], f["code"] = frame[at], frame[at + 1]
+
+
+def matches(line: Line, f: dict) -> bool:
+    if not f["reaches"]:
+        return False
+    want = ETHERTYPES[line.protocol]
+    if want is not None and f["tc_protocol"] != want:
+        return False
+    if "vlan_ethtype" in line.keys and f.get("vlan_ethtype") != line.keys["vlan_ethtype"][0]:
+        return False
+    if line.protocol in ("ip", "ipv6") and f["n_proto"] != want:
+        return False
+    fams = {4 if k in ADDRESS_KEYS else 6 for k in line.keys if k.rstrip("6") in ADDRESS_KEYS}
+    for fam in fams:  # control.addr_type: filled only when some address mask bit is set
+        masks = [m for k, (_, m) in line.keys.items() if k.rstrip("6") in ADDRESS_KEYS]
+        if not any(masks) or f.get("addr") != fam:
+            return False
+    for k, (a, b) in line.keys.items():
+        if k == "vlan_ethtype":
+            continue
+        x = f.get(k, 0)
+        if k in line.ranges:
+            if not a <= x <= b:
+                return False
+        elif x & b != a:
+            return False
+    return True
+
+
+def run(lines: list[Line], frame: bytes) -> tuple[str, ...]:
+    """tc's verdict: ("drop",), ("pass",) (also for no match) or the mirred words."""
+    f = fields(frame)
+    chain, hops = 0, 0
+    while True:
+        here = sorted((x for x in lines if x.chain == chain), key=lambda x: (x.prio, x.lineno))
+        hit = next((x for x in here if matches(x, f)), None)
+        if hit is None:
+            return ("pass",)
+        if hit.action[:2] == ["goto", "chain"]:
+            chain, hops = int(hit.action[2]), hops + 1
+            if hops > 32:
+                raise ValueError("goto loop")
+            continue
+        return tuple(hit.action)
