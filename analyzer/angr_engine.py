@@ -18,7 +18,7 @@ objects never get here (the lifter refuses them); `ArchBPF` refuses any other en
 
 Memory is flat and concrete-addressed, as the kernel's is: the xdp_md context at `CTX_BASE`
 (data, data_end, data_meta as 32-bit addresses, ingress_ifindex... as symbols), the packet
-at `PKT_BASE` (one symbol `pkt` of max_len bytes, its length the symbol `pkt.len`, so
+at `PKT_BASE` (symbols `pkt.0`, `pkt.1`... for max_len bytes, its length the symbol `pkt.len`, so
 `data + 14 > data_end` is a comparison of real addresses), one stack per call depth, map
 values at fresh addresses. A map lookup splits the path: the key equals the key of an entry
 the path already touched (same entry, same value memory), or it is a new entry that is
@@ -35,8 +35,10 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 
-import angr
-import archinfo
+logging.getLogger("angr").setLevel(logging.CRITICAL)  # before the import: unicorn's load message
+
+import angr  # noqa: E402
+import archinfo  # noqa: E402
 from angr import claripy
 from angr.engines.successors import SuccessorsEngine
 from angr.exploration_techniques import ExplorationTechnique
@@ -52,7 +54,6 @@ from .explore import INVALID, MAX_TAIL_CALLS, UNKNOWN, VERDICTS, BranchSite, Opt
 from .helpers import helper
 from .symbolic import XDP_MD_FIELDS, source_of
 
-logging.getLogger("angr").setLevel(logging.ERROR)
 
 #: Where things live in the flat address space of a state (all below 4 GiB except code, so
 #: 32-bit ctx fields hold full addresses).
@@ -181,7 +182,7 @@ class AngrExploration:
     insns_executed: int
     seconds: float
     programs: list[str]
-    packet: object  # the `pkt` symbol (max_len bytes, byte 0 most significant)
+    packet: list  # the packet bytes `pkt.<i>` (max_len of them)
     packet_len: object
     ctx: dict[str, object]  # xdp_md field -> BV32 symbol
     globals_: dict[str, object] = field(default_factory=dict)  # global map -> value symbol
@@ -1027,13 +1028,13 @@ def explore_angr(obj: BpfObject, program: Program, options: Options | None = Non
     ctx.programs_seen.append(program.name)
     state = project.factory.blank_state(addr=ctx.addr(program.section, program.entry.start),
                                         add_options={angr.options.SYMBOL_FILL_UNCONSTRAINED_MEMORY,
-                                                     angr.options.SYMBOL_FILL_UNCONSTRAINED_REGISTERS},
+                                                     angr.options.SYMBOL_FILL_UNCONSTRAINED_REGISTERS,
+                                                     angr.options.LAZY_SOLVES},  # Step.fork checks
                                         remove_options={angr.options.SIMPLIFY_EXIT_STATE})
-    max_len = max(options.max_len, 1)
-    packet = _sym("pkt", 8 * max_len)
+    packet = [_sym(f"pkt.{i}", 8) for i in range(max(options.max_len, 1))]
     packet_len = _sym("pkt.len", 64)
     frags = _sym("pkt.frags", 64)
-    state.memory.store(PKT_BASE, packet)
+    state.memory.store(PKT_BASE, claripy.Concat(*packet))
     state.solver.add(claripy.UGE(packet_len, options.min_len), claripy.ULE(packet_len, options.max_len))
     state.solver.add(claripy.ULE(frags, 17 * 4096) if program.attach == "xdp.frags" else frags == 0)
     ctxf = {name: _sym(f"ctx.{name}", 32) for off, name in XDP_MD_FIELDS.items() if off >= 12}

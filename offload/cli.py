@@ -23,6 +23,7 @@ from analyzer.explore import ExplorationError, Options, explore
 from analyzer import kernel
 from analyzer.report import SCHEMA, analysis_json, analysis_text
 from analyzer.verify import verify
+from offload import angrcmd  # angr engine and cross-check (issue 16)
 from offload import costcmd  # cost model (issue 5)
 from rules import output as rules_output
 from rules import ruleset
@@ -201,6 +202,8 @@ def _progress_printer(name: str):
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    if angrcmd.wanted(args):
+        return angrcmd.analyze(args, _xdp_programs, _options, _NO_TEST_RUN)
     obj = load_object(args.file)
     docs = []
     for prog in _xdp_programs(obj, args.program):
@@ -312,6 +315,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     _exploration_flags(p)
     p.add_argument("--json", action="store_true", help=f"machine-readable output (schema {SCHEMA})")
+    angrcmd.add_flags(p)
     p = sub.add_parser("verify", help="check every path's prediction against the running kernel")
     p.add_argument("file")
     _exploration_flags(p)
