@@ -68,6 +68,8 @@ MEM_BASE = 0x7000_0000  # helper-owned memory (ring buffer records)
 REGION_SPAN = 0x10_0000
 CODE_BASE = 0x1_0000_0000
 EXIT_ADDR = 0xFFFF_0000  # where ended paths go (never executed)
+#: Nesting depth an ALU result may reach before it is replaced by an unknown.
+MAX_DEPTH = 256
 
 #: errno values and packet-resize limits, as the kernel has them (see analyzer/calls.py for
 #: the kernel sources; the numbers are the kernel's, restated rather than shared so this
@@ -371,7 +373,17 @@ class Step:
 
     def alu(self) -> None:
         insn = self.insn
-        self.set(insn.dst, alu(insn.op, insn.wide, self.reg(insn.dst), self.operand(insn.src)))
+        self.set(insn.dst, self.bounded(alu(insn.op, insn.wide, self.reg(insn.dst), self.operand(insn.src))))
+
+    def bounded(self, value):
+        """`value`, or a fresh unknown once it is nested deeper than MAX_DEPTH operations (long
+        hashes: the solver would need minutes to invert them); the path says so."""
+        if value.depth <= MAX_DEPTH:
+            return value
+        if not any(n.startswith("values too large") for n in self.s.globals["notes"]):
+            self.note(f"values too large to track exactly (over {MAX_DEPTH} nested operations), first at "
+                      f"{self.where()}: treated as unknowns")
+        return self.fresh("unknown.large-term")
 
     def atomic(self) -> None:
         insn = self.insn

@@ -58,11 +58,17 @@ class Input:
     packet: bytes
     ifindex: int
     entries: dict[str, dict[int, bytes | None]] = field(default_factory=dict)
+    rx_queue: int = 0
+    egress: int = 0
+    frags: int = 0
+    runnable: bool = True  # within what BPF_PROG_TEST_RUN can take
 
     def __str__(self) -> str:
         maps = "; ".join(f"{m}[{k}]={'absent' if v is None else v.hex()}"
                          for m, es in sorted(self.entries.items()) for k, v in sorted(es.items()))
-        return f"packet {self.packet.hex()} (ifindex {self.ifindex})" + (f", maps {maps}" if maps else "")
+        ctx = f"ifindex {self.ifindex}" + (f", rx queue {self.rx_queue}, egress {self.egress}, {self.frags} "
+                                           "fragment bytes (not test-runnable)" if not self.runnable else "")
+        return f"packet {self.packet.hex()} ({ctx})" + (f", maps {maps}" if maps else "")
 
 
 @dataclass
@@ -123,8 +129,9 @@ def _is_array(mdef: MapDef) -> bool:
 class CrossCheck:
     """Both engines on one program of one object; `run` fills a CrossCheckReport."""
 
-    def __init__(self, obj: BpfObject, program: Program, options: Options, z3e: Exploration, angre):
-        self.obj, self.program, self.options = obj, program, options
+    def __init__(self, obj: BpfObject, program: Program, options: Options, z3e: Exploration, angre,
+                 test_run: bool = True):
+        self.obj, self.program, self.options, self.test_run = obj, program, options, test_run
         self.z3e, self.angre = z3e, angre
         self.maps = {m.name: m for m in obj.maps}
         self.ifindexes = existing_ifindexes()
@@ -157,13 +164,22 @@ class CrossCheck:
                 return False
         return True
 
+    def _attempts(self):
+        """(runnable, packet length limit) to try in turn: inputs the kernel can run first,
+        short packets first; then any input the program's environment allows."""
+        if self.test_run:
+            yield from ((True, limit) for limit in LENGTH_STEPS)
+        yield from ((False, limit) for limit in LENGTH_STEPS)
+
     # --- z3 paths, checked by angr ----------------------------------------------------
 
-    def _z3_env(self) -> list[z3.BoolRef]:
+    def _z3_env(self, runnable: bool) -> list[z3.BoolRef]:
+        """What every input satisfies: global data as initialised, and with `runnable` what the
+        kernel's test run can take (else the engines are still compared, without a kernel)."""
         ifindex = ctx_field("ingress_ifindex")
         env = [z3.UGE(PACKET_LEN, MIN_TEST_LEN), z3.ULE(PACKET_LEN, self.max_len), PACKET_FRAGS == 0,
                z3.Or(*[ifindex == i for i in self.ifindexes]), ctx_field("rx_queue_index") == 0,
-               ctx_field("egress_ifindex") == 0]
+               ctx_field("egress_ifindex") == 0] if runnable else []
         for mdef in self.obj.maps:
             if is_global_data_section(mdef.section) and mdef.value_size:
                 bits = 8 * (mdef.key_size or 4)
@@ -176,10 +192,11 @@ class CrossCheck:
         if not self._comparable("z3", path):
             return
         solver = z3.Solver()
-        solver.add(*self.z3e.base_constraints(), *self._z3_env(), *path.literals)
+        solver.add(*self.z3e.base_constraints(), *path.literals)
         model = None
-        for limit in LENGTH_STEPS:
+        for runnable, limit in self._attempts():
             solver.push()
+            solver.add(*self._z3_env(runnable))
             if limit is not None:
                 solver.add(z3.ULE(PACKET_LEN, limit))
             if solver.check() == z3.sat:
@@ -188,7 +205,7 @@ class CrossCheck:
                 break
             solver.pop()
         if model is None:
-            self._skip("z3", path, "not feasible under test-run conditions")
+            self._skip("z3", path, "no input satisfies it")
             return
         ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
         n = ev(PACKET_LEN).as_long()
@@ -205,7 +222,9 @@ class CrossCheck:
             value = bytes(ev(map_val(mdef.name, bits)(access.key, z3.BitVecVal(i, 32))).as_long()
                           for i in range(mdef.value_size or 0)) if found else None
             entries.setdefault(mdef.name, {})[key] = value
-        inp = Input(packet, ev(ctx_field("ingress_ifindex")).as_long(), entries)
+        inp = Input(packet, ev(ctx_field("ingress_ifindex")).as_long(), entries,
+                    ev(ctx_field("rx_queue_index")).as_long(), ev(ctx_field("egress_ifindex")).as_long(),
+                    ev(PACKET_FRAGS).as_long(), runnable)
         retval, out = output_of(path, lambda x: ev(x).as_long(), packet)
         expected = Outcome(retval, out, tuple(t.target for t in path.tail_calls))
         self.report.z3_compared += 1
@@ -221,9 +240,9 @@ class CrossCheck:
         from angr import claripy
         a = self.angre
         n = len(inp.packet)
-        cons = [a.packet_len == n, st.globals["frags"] == 0,
-                a.ctx["ingress_ifindex"] == inp.ifindex, a.ctx["rx_queue_index"] == 0,
-                a.ctx["egress_ifindex"] == 0]
+        cons = [a.packet_len == n, st.globals["frags"] == inp.frags,
+                a.ctx["ingress_ifindex"] == inp.ifindex, a.ctx["rx_queue_index"] == inp.rx_queue,
+                a.ctx["egress_ifindex"] == inp.egress]
         cons += [sym == b for sym, b in zip(a.packet, inp.packet)]
         for name, sym in a.globals_.items():
             mdef = self.maps[name]
@@ -292,25 +311,28 @@ class CrossCheck:
         if not self._comparable("angr", path):
             return
         st, a = path.state, self.angre
-        env = [claripy.UGE(a.packet_len, MIN_TEST_LEN), claripy.ULE(a.packet_len, self.max_len),
-               claripy.Or(*[a.ctx["ingress_ifindex"] == i for i in self.ifindexes]),
-               a.ctx["rx_queue_index"] == 0, a.ctx["egress_ifindex"] == 0, st.globals["frags"] == 0]
+        strict = [claripy.UGE(a.packet_len, MIN_TEST_LEN), claripy.ULE(a.packet_len, self.max_len),
+                  claripy.Or(*[a.ctx["ingress_ifindex"] == i for i in self.ifindexes]),
+                  a.ctx["rx_queue_index"] == 0, a.ctx["egress_ifindex"] == 0, st.globals["frags"] == 0]
+        env = []
         for name, sym in a.globals_.items():
             mdef = self.maps[name]
             env.append(sym == int.from_bytes(mdef.initial or bytes(mdef.value_size), "big"))
-        for limit in LENGTH_STEPS:
-            extra = env + ([claripy.ULE(a.packet_len, limit)] if limit is not None else [])
+        for runnable, limit in self._attempts():
+            extra = env + (strict if runnable else []) + \
+                ([claripy.ULE(a.packet_len, limit)] if limit is not None else [])
             if st.solver.satisfiable(extra_constraints=extra):
                 break
         else:
-            self._skip("angr", path, "not feasible under test-run conditions")
+            self._skip("angr", path, "no input satisfies it")
             return
         # One model for all inputs: packet, length, ifindex, and the entries' keys and contents.
         entries = [e for e in path.entries if self.maps[e.map].type is None or
                    self.maps[e.map].type.holds != "program"]
         n = st.solver.eval(a.packet_len, extra_constraints=extra)
         extra.append(a.packet_len == n)
-        parts = [a.ctx["ingress_ifindex"]] + a.packet[:n]
+        parts = [a.ctx["ingress_ifindex"], a.ctx["rx_queue_index"], a.ctx["egress_ifindex"],
+                 st.globals["frags"]] + a.packet[:n]
         for e in entries:
             parts.append(e.key)
             if e.init_found is not None:
@@ -324,8 +346,9 @@ class CrossCheck:
             shift -= part.size()
             values.append((value >> shift) & ((1 << part.size()) - 1))
         extra += [part == v for part, v in zip(parts, values)]
-        ifindex, packet = values[0], bytes(values[1:1 + n])
-        rest = iter(values[1 + n:])
+        ifindex, rx_queue, egress, frags = values[:4]
+        packet = bytes(values[4:4 + n])
+        rest = iter(values[4 + n:])
         found_entries: dict[str, dict[int, bytes | None]] = {}
         for e in entries:
             mdef = self.maps[e.map]
@@ -334,7 +357,7 @@ class CrossCheck:
             val = next(rest).to_bytes(mdef.value_size, "big") if e.init_val is not None else b""
             found_entries.setdefault(e.map, {})[key] = val if found else None
         expected = self._angr_outcome(path, extra, tuple(t[3] for t in path.tail_calls))
-        inp = Input(packet, ifindex, found_entries)
+        inp = Input(packet, ifindex, found_entries, rx_queue, egress, frags, runnable)
         self.report.angr_compared += 1
         allowed, cut = self._z3_outcomes(inp, expected)
         if cut:
@@ -371,9 +394,9 @@ class CrossCheck:
             return z3.substitute_funs(x, *funcs) if funcs else x
         solver = z3.Solver()
         solver.add(*[concrete(c) for c in self.z3e.base_constraints()])
-        solver.add(PACKET_LEN == len(inp.packet), PACKET_FRAGS == 0,
-                   ctx_field("ingress_ifindex") == inp.ifindex, ctx_field("rx_queue_index") == 0,
-                   ctx_field("egress_ifindex") == 0,
+        solver.add(PACKET_LEN == len(inp.packet), PACKET_FRAGS == inp.frags,
+                   ctx_field("ingress_ifindex") == inp.ifindex, ctx_field("rx_queue_index") == inp.rx_queue,
+                   ctx_field("egress_ifindex") == inp.egress,
                    *[z3.Select(PACKET, i) == b for i, b in enumerate(inp.packet)])
         allowed = []
         for path in self.z3e.paths:
@@ -413,6 +436,9 @@ class CrossCheck:
     def confirm(self, loaded: kernel.LoadedObject) -> None:
         """Run every disagreement's input through the kernel and record its answer."""
         for d in self.report.disagreements:
+            if not d.input.runnable:
+                d.kernel_error = "input outside what BPF_PROG_TEST_RUN can take"
+                continue
             try:
                 self._set_maps(loaded, d.input)
                 result = loaded.run(self.program.name, d.input.packet,
@@ -448,11 +474,14 @@ class CrossCheck:
                                   mdef.initial or bytes(mdef.value_size))
 
 
-def cross_check(obj: BpfObject, program: Program, options: Options | None = None) -> CrossCheck:
+def cross_check(obj: BpfObject, program: Program, options: Options | None = None,
+                test_run: bool = True) -> CrossCheck:
     """Explore `program` with both engines and compare them (kernel confirmation is separate:
-    `CrossCheck.confirm`)."""
+    `CrossCheck.confirm`). Without `test_run` (programs the kernel cannot test-run) inputs
+    are not restricted to what BPF_PROG_TEST_RUN takes."""
     from .angr_engine import explore_angr  # angr is imported only when a cross-check is asked for
     options = options or Options()
-    check = CrossCheck(obj, program, options, explore(obj, program, options), explore_angr(obj, program, options))
+    check = CrossCheck(obj, program, options, explore(obj, program, options), explore_angr(obj, program, options),
+                       test_run)
     check.run()
     return check

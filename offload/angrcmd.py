@@ -65,7 +65,7 @@ def _cross_check(obj, programs, options, engine, no_test_run) -> int:
     disagreements = 0
     for prog in programs:
         try:
-            check = cross_check(obj, prog, options)
+            check = cross_check(obj, prog, options, test_run=not prog.section.startswith(no_test_run))
         except engine.AngrEngineError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
         r = check.report
