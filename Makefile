@@ -1,6 +1,7 @@
 # xdp2tc: the two commands are `make demo` and `make test`; everything else is a step of theirs.
 # On a fresh Debian machine they install what is missing: a Python >= 3.12 virtualenv with the
-# package with its test deps and the angr engine (PyPI; angr adds ~25 s to a fresh install), and clang/llvm/bpftool/gcc-bpf/libbpf headers (apt-get).
+# package with its test deps and the angr engine (PyPI; angr adds ~25 s to a fresh install),
+# and clang/llvm/bpftool/gcc-bpf/libbpf headers (apt-get).
 
 SHELL := /bin/bash
 VENV  := .venv

@@ -6,8 +6,9 @@ itself is shown to fail: a deliberately broken comparison in either engine gives
 disagreements that the kernel pins on that engine.
 
 Which objects: every program of the clang corpus build and of Debian's objects (the other
-toolchains compile the same sources), except those whose angr exploration alone takes over a
-minute on one core of the CI machine -- `SLOW` says why for each.
+toolchains compile the same sources: clang-v4, gcc and nobtf would triple the time for little
+new code), except those whose angr exploration alone takes over a minute on one core -- `SLOW`
+says why for each (all are path explosions: angr does not merge states, the z3 explorer does).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ SLOW = {
     "or_stress_k4": "K ORs in 4 nested ifs: angr enumerates (K+1)^4-like path sets (z3 merges them)",
     "or_stress_k8": "as or_stress_k4, larger",
     "vlan_tags": "41 angr paths against 6 z3 paths (VLAN tag combinations): ~1 min",
+    # Debian's xdp-filter: nested lookups in 5 maps per packet field; the z3 explorer merges
+    # them, angr had over 600 open paths after a minute on xdpfilt_alw_all.
+    **{f"xdpfilt_{m}_{k}": "xdp-filter: angr's path count explodes without state merging"
+       for m in ("alw", "dny") for k in ("all", "eth", "ip", "tcp", "udp")},
 }
 
 #: Known disagreements: (object, program) -> (packet hex, kernel's answer, explanation).
@@ -45,8 +50,8 @@ KNOWN: dict[tuple[str, str], tuple[str, str, str]] = {}
 
 
 def _objects() -> list:
-    objs = [p for p in sorted((corpus.BUILD_DIR / "clang").glob("*.o")) if p.stem not in SLOW]
-    objs += sorted(corpus.external_objects())
+    objs = sorted((corpus.BUILD_DIR / "clang").glob("*.o")) + sorted(corpus.external_objects())
+    objs = [p for p in objs if p.stem not in SLOW]
     if not objs:
         return [pytest.param(None, id="no-objects")]
     return [pytest.param(p, id=str(p.relative_to(corpus.CORPUS_DIR))) for p in objs]
