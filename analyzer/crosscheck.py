@@ -235,8 +235,9 @@ class CrossCheck:
         elif expected not in allowed:
             self.report.disagreements.append(Disagreement("z3", path.id, inp, expected, allowed))
 
-    def _angr_bindings(self, st, inp: Input) -> list:
-        """Constraints fixing the angr inputs to `inp` (helper results stay free)."""
+    def _angr_bindings(self, st, inp: Input) -> list | None:
+        """Constraints fixing the angr inputs to `inp` (helper results stay free); None when
+        the packet and ctx alone already contradict the path."""
         from angr import claripy
         a = self.angre
         n = len(inp.packet)
@@ -247,6 +248,8 @@ class CrossCheck:
         for name, sym in a.globals_.items():
             mdef = self.maps[name]
             cons.append(sym == int.from_bytes(mdef.initial or bytes(mdef.value_size), "big"))
+        if st.globals["entries"] and not st.solver.satisfiable(extra_constraints=cons):
+            return None
         for e in st.globals["entries"]:
             mdef = self.maps[e.map]
             if e.key.symbolic:
@@ -273,25 +276,35 @@ class CrossCheck:
     def _angr_outcomes(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
         """What angr allows for `inp`: [expected] if some path allows it, else the outcome of
         every path the input satisfies. Also the reason when the input falls into a path
-        angr cut."""
-        matching = []
-        for path in self.angre.paths:
+        angr cut. Paths with the expected verdict are tried first: one solver call each."""
+        verdict = VERDICTS.get(expected.retval, "INVALID")
+        order = sorted(self.angre.paths, key=lambda p: p.verdict != verdict)
+        bindings = {}
+        for path in order:
+            if path.verdict != verdict:
+                break
+            if tuple(t[3] for t in path.tail_calls) != expected.tail_calls or path.notes:
+                continue
             st = path.state
-            cons = self._angr_bindings(st, inp)
-            if not st.solver.satisfiable(extra_constraints=cons):
+            cons = bindings[path.id] = self._angr_bindings(st, inp)
+            if cons is None:
+                continue
+            n = len(expected.packet)
+            want = cons + [path.retval[31:0] == expected.retval, path.end - path.head == n]
+            if n:
+                want.append(self._output_bytes(path, n) == int.from_bytes(expected.packet, "big"))
+            if st.solver.satisfiable(extra_constraints=want):
+                return [expected], None
+        allowed = []
+        for path in order:
+            st = path.state
+            cons = bindings[path.id] if path.id in bindings else self._angr_bindings(st, inp)
+            if cons is None or not st.solver.satisfiable(extra_constraints=cons):
                 continue
             if path.verdict == UNKNOWN or path.notes:
                 return [], path.truncated or "; ".join(path.notes)
-            tails = tuple(t[3] for t in path.tail_calls)
-            if tails == expected.tail_calls and path.retval is not None:
-                n = len(expected.packet)
-                want = cons + [path.retval[31:0] == expected.retval, path.end - path.head == n]
-                if n:
-                    want.append(self._output_bytes(path, n) == int.from_bytes(expected.packet, "big"))
-                if st.solver.satisfiable(extra_constraints=want):
-                    return [expected], None
-            matching.append((path, cons, tails))
-        return [self._angr_outcome(path, cons, tails) for path, cons, tails in matching], None
+            allowed.append(self._angr_outcome(path, cons, tuple(t[3] for t in path.tail_calls)))
+        return allowed, None
 
     def _angr_outcome(self, path, extra: list, tails: tuple) -> Outcome:
         """The outcome of an angr path in one model of `extra` (which it extends)."""
