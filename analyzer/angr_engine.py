@@ -424,9 +424,9 @@ class Step:
 
     # --- memory --------------------------------------------------------------------
 
-    def region(self, addr) -> tuple[str, int] | None:
+    def region(self, addr, state=None) -> tuple[str, int] | None:
         """(kind, base) of the region an address falls in (one solution decides)."""
-        a = addr.concrete_value if not addr.symbolic else self.s.solver.eval(addr)
+        a = addr.concrete_value if not addr.symbolic else (state or self.s).solver.eval(addr)
         if PKT_BASE - 0x1000 <= a < PKT_BASE + 0x10000:
             return "packet", PKT_BASE
         for name, base in self.ctx.global_addr.items():
@@ -444,20 +444,20 @@ class Step:
             self.ctx.read_maps.add(region[0][7:])
         return self.s.memory.load(addr, size, endness=Endness.LE)
 
-    def store(self, addr, value) -> None:
-        region = self.region(addr)
+    def store(self, addr, value, state=None) -> None:
+        st = state or self.s
+        region = self.region(addr, st)
         if region is not None:
             kind, base = region
             if kind == "packet":
-                head = self.s.globals["head"]
-                off = addr - PKT_BASE - head
-                self.s.globals["writes"] = self.s.globals["writes"] + tuple(off + i for i in range(value.size() // 8))
+                off = addr - PKT_BASE - st.globals["head"]
+                st.globals["writes"] = st.globals["writes"] + tuple(off + i for i in range(value.size() // 8))
             elif kind.startswith("global:") or kind == "value":
                 name = kind[7:] if kind != "value" else next(
-                    (e.map for e in self.s.globals["entries"] if e.addr == base), "?")
+                    (e.map for e in st.globals["entries"] if e.addr == base), "?")
                 self.ctx.written_maps.add(name)
-                self.effect("map_write", name)
-        self.s.memory.store(addr, value, endness=Endness.LE)
+                self.effect("map_write", name, st)
+        st.memory.store(addr, value, endness=Endness.LE)
 
     def effect(self, kind: str, target: str, state=None) -> None:
         st = state or self.s
@@ -906,9 +906,7 @@ class Step:
 
         def apply(t):
             if n:
-                saved, self.s = self.s, t
-                self.store(dst, t.memory.load(buf, n, endness=Endness.LE))
-                self.s = saved
+                self.store(dst, t.memory.load(buf, n, endness=Endness.LE), t)
         return self.resize(name, ok, apply)
 
     def h_ringbuf_reserve(self, name):

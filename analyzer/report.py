@@ -110,7 +110,6 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
     branches = classify(e)
     maps = map_classes(e, branches)
     uses = map_uses(e)
-    verdicts = Counter(p.verdict for p in e.paths)
     return {
         "schema": SCHEMA,
         "file": e.obj.path,
@@ -119,20 +118,26 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
         "attach": e.program.attach,
         "options": {"max_len": e.options.max_len, "loop_bound": e.options.loop_bound,
                     "max_insns": e.options.max_insns, "max_paths": e.options.max_paths},
-        "summary": {
-            "paths": len(e.paths),
-            "verdicts": dict(sorted(verdicts.items())),
-            "truncated": sum(1 for p in e.paths if p.truncated),
-            "unsupported": sum(1 for p in e.paths if p.notes or p.verdict == UNKNOWN),
-            "branches": len(branches),
-            "classes": {c: n for c in CLASSES if (n := sum(1 for b in branches if b.cls == c))},
-            "insns_executed": e.insns_executed,
-            "seconds": round(e.seconds, 3),
-            "programs": e.programs,
-        },
+        "summary": _summary(e, branches),
         "maps": [_map_json(e, m, maps[m.name], uses.get(m.name)) for m in e.obj.maps],
         "branches": [_branch_json(b) for b in branches],
         "paths": [path_json(e, p, conditions) for p in e.paths],
+    }
+
+
+def _summary(e, branches: list[BranchClass]) -> dict:
+    """The summary of an exploration by either engine (same attribute names)."""
+    verdicts = Counter(p.verdict for p in e.paths)
+    return {
+        "paths": len(e.paths),
+        "verdicts": dict(sorted(verdicts.items())),
+        "truncated": sum(1 for p in e.paths if p.truncated),
+        "unsupported": sum(1 for p in e.paths if p.notes or p.verdict == UNKNOWN),
+        "branches": len(branches),
+        "classes": {c: n for c in CLASSES if (n := sum(1 for b in branches if b.cls == c))},
+        "insns_executed": e.insns_executed,
+        "seconds": round(e.seconds, 3),
+        "programs": e.programs,
     }
 
 
@@ -163,7 +168,6 @@ def angr_analysis_json(a, conditions: bool = True) -> dict:
     is null), and a path's `condition` is claripy's printing of its constraints."""
     branches = classify_sites(a.obj, a.sites, {})
     maps = map_classes(a, branches, uses={})
-    verdicts = Counter(p.verdict for p in a.paths)
 
     def concrete(x):
         return None if x is None or x.symbolic else x.concrete_value
@@ -190,21 +194,8 @@ def angr_analysis_json(a, conditions: bool = True) -> dict:
         "attach": a.program.attach,
         "options": {"max_len": a.options.max_len, "loop_bound": a.options.loop_bound,
                     "max_insns": a.options.max_insns, "max_paths": a.options.max_paths},
-        "summary": {
-            "engine": "angr",
-            "paths": len(a.paths),
-            "verdicts": dict(sorted(verdicts.items())),
-            "truncated": sum(1 for p in a.paths if p.truncated),
-            "unsupported": sum(1 for p in a.paths if p.notes or p.verdict == UNKNOWN),
-            "branches": len(branches),
-            "classes": {c: n for c in CLASSES if (n := sum(1 for b in branches if b.cls == c))},
-            "insns_executed": a.insns_executed,
-            "seconds": round(a.seconds, 3),
-            "programs": a.programs,
-        },
-        "maps": [{"name": m.name, "type": m.type.name if m.type else None, "class": maps[m.name],
-                  "read": m.name in a.read_maps, "written": m.name in a.written_maps, "why": None}
-                 for m in a.obj.maps],
+        "summary": {"engine": "angr", **_summary(a, branches)},
+        "maps": [_map_json(a, m, maps[m.name], None) for m in a.obj.maps],
         "branches": [_branch_json(b) for b in branches],
         "paths": [path_doc(p) for p in a.paths],
     }
