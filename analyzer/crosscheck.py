@@ -430,6 +430,7 @@ class CrossCheck:
                 if ok:
                     solver.pop()
                     return [expected], None
+            solver.check()  # the model of this path alone (the check above was popped)
             model = solver.model()
             ev = lambda x: model.eval(concrete(x), model_completion=True).as_long()  # noqa: E731
             retval, out = output_of(path, ev, inp.packet)
