@@ -38,7 +38,6 @@ SLOW = {
                  "(values too large), so nothing would be compared",
     **{f"or_stress_k{k}": "K ORs in 4 nested ifs: angr keeps every OR-ed alternative a path of its own "
        "(z3 merges them; K=2 already gives 34 angr paths against 5)" for k in (8, 16, 48)},
-    "vlan_tags": "41 angr paths against 6 z3 paths (VLAN tag combinations): ~1 min",
     # Debian's xdp-filter: nested lookups in 5 maps per packet field; the z3 explorer merges
     # them, angr had over 600 open paths after a minute on xdpfilt_alw_all.
     **{f"xdpfilt_{m}_{k}": "xdp-filter: angr's path count explodes without state merging"
