@@ -159,3 +159,14 @@ def test_arch_refuses_big_endian():
     from archinfo.arch import Endness
     with pytest.raises(angr_engine.AngrEngineError, match="big-endian"):
         angr_engine.ArchBPF(Endness.BE)
+
+
+def test_cross_check_command_exit_1(capsys, monkeypatch):
+    """A disagreement makes `analyze --cross-check` exit 1, printed with its packet and the
+    kernel's answer."""
+    path = str(_static_rules())
+    kernel_ready()
+    monkeypatch.setattr(angr_engine, "compare", _swap_eq_ne(angr_engine.compare))
+    assert main(["analyze", "--cross-check", path]) == 1
+    out = capsys.readouterr().out
+    assert "DISAGREE" in out and "packet " in out and "-> wrong: angr" in out
