@@ -1,6 +1,7 @@
 # xdp2tc: the two commands are `make demo` and `make test`; everything else is a step of theirs.
 # On a fresh Debian machine they install what is missing: a Python >= 3.12 virtualenv with the
-# package and its test deps (PyPI), and clang/llvm/bpftool/gcc-bpf/libbpf headers (apt-get).
+# package with its test deps and the angr engine (PyPI; angr adds ~25 s to a fresh install),
+# and clang/llvm/bpftool/gcc-bpf/libbpf headers (apt-get).
 
 SHELL := /bin/bash
 VENV  := .venv
@@ -59,7 +60,7 @@ $(VENV)/.installed: pyproject.toml
 	echo "using $$py ($$($$py -V))"; \
 	[ -x $(PY) ] && $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null || { rm -rf $(VENV); $$py -m venv $(VENV); }; \
 	$(PY) -m pip install -q --upgrade pip && \
-	$(PY) -m pip install -q -e '.[test]' && touch $@
+	$(PY) -m pip install -q -e '.[test,angr]' && touch $@
 
 corpus: system-deps
 	$(MAKE) -s -C corpus -j2 CLANG=$(CLANG) BPF_GCC=$(BPF_GCC) LLVM_OBJCOPY=$(LLVM_OBJCOPY)

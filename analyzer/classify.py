@@ -75,19 +75,25 @@ def classify_site(site: BranchSite, uses: dict[str, MapUse]) -> tuple[str, list[
 
 def classify(e: Exploration) -> list[BranchClass]:
     """Every decision site of the exploration with its class, in (section, pc) order."""
+    return classify_sites(e.obj, e.sites, map_uses(e))
+
+
+def classify_sites(obj, sites: dict[tuple[str, int], BranchSite], uses: dict[str, MapUse]) -> list[BranchClass]:
+    """`classify` for any engine's decision sites (the angr engine has no map proofs: `uses`
+    is empty there, so a written map that a decision reads is data-plane)."""
     out = []
-    uses = map_uses(e)
-    for key in sorted(e.sites):
-        site = e.sites[key]
+    for key in sorted(sites):
+        site = sites[key]
         cls, detail, direction = classify_site(site, uses)
-        line = e.obj.line_at(site.section, site.pc)
+        line = obj.line_at(site.section, site.pc)
         out.append(BranchClass(site, cls, detail, line.file_name if line else None,
                                line.line if line else None, direction))
     return out
 
 
-def map_classes(e: Exploration, branches: list[BranchClass]) -> dict[str, str]:
-    """Class of every map of the object (see the module docstring)."""
+def map_classes(e: Exploration, branches: list[BranchClass], uses: dict[str, MapUse] | None = None) -> dict[str, str]:
+    """Class of every map of the object (see the module docstring); `uses` defaults to the
+    z3 proofs of mapuse.py (a map without one is neither preserved nor fateless)."""
     decided = set()
     for b in branches:
         if b.cls not in ("constant",):
@@ -95,14 +101,14 @@ def map_classes(e: Exploration, branches: list[BranchClass]) -> dict[str, str]:
             decided |= {s.name for s in inputs if s.kind == "map"}
     # A verdict taken from a map value also reads it into a decision.
     out = {}
-    uses = map_uses(e)
+    uses = map_uses(e) if uses is None else uses
     for m in e.obj.maps:
         if m.name in e.written_maps:
-            use = uses[m.name]
-            if m.name not in decided or use.fateless:
+            use = uses.get(m.name)
+            if m.name not in decided or (use is not None and use.fateless):
                 out[m.name] = "stats-only"
             else:
-                out[m.name] = "control-plane" if use.preserved else "data-plane"
+                out[m.name] = "control-plane" if use is not None and use.preserved else "data-plane"
         elif m.name in e.read_maps or m.name in decided:
             out[m.name] = "control-plane"
         else:

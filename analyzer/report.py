@@ -6,7 +6,8 @@ schema version, new fields may be added):
     schema, file, program, section, attach
     options      {max_len, loop_bound, max_insns, max_paths}
     summary      {paths, verdicts: {VERDICT: n}, truncated, unsupported, branches,
-                  classes: {CLASS: n}, insns_executed, seconds, programs: [entry, tail-called...]}
+                  classes: {CLASS: n}, insns_executed, seconds, programs: [entry, tail-called...],
+                  engine: "angr" (only with --engine angr; see angr_analysis_json)}
     maps         [{name, type, class: control-plane|data-plane|stats-only|unused,
                    read, written, why (for a written map a decision reads: what z3 proved,
                    or what stopped the proof; else null)}]
@@ -29,7 +30,7 @@ from collections import Counter
 
 import z3
 
-from .classify import CLASSES, BranchClass, classify, map_classes
+from .classify import CLASSES, BranchClass, classify, classify_sites, map_classes
 from .mapuse import MapUse, map_uses
 from .explore import UNKNOWN, Exploration, Path
 from .fields import Decoder
@@ -113,7 +114,6 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
     branches = classify(e)
     maps = map_classes(e, branches)
     uses = map_uses(e)
-    verdicts = Counter(p.verdict for p in e.paths)
     decoder = Decoder(e.environment())
     return {
         "schema": SCHEMA,
@@ -123,20 +123,26 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
         "attach": e.program.attach,
         "options": {"max_len": e.options.max_len, "loop_bound": e.options.loop_bound,
                     "max_insns": e.options.max_insns, "max_paths": e.options.max_paths},
-        "summary": {
-            "paths": len(e.paths),
-            "verdicts": dict(sorted(verdicts.items())),
-            "truncated": sum(1 for p in e.paths if p.truncated),
-            "unsupported": sum(1 for p in e.paths if p.notes or p.verdict == UNKNOWN),
-            "branches": len(branches),
-            "classes": {c: n for c in CLASSES if (n := sum(1 for b in branches if b.cls == c))},
-            "insns_executed": e.insns_executed,
-            "seconds": round(e.seconds, 3),
-            "programs": e.programs,
-        },
+        "summary": _summary(e, branches),
         "maps": [_map_json(e, m, maps[m.name], uses.get(m.name)) for m in e.obj.maps],
         "branches": [_branch_json(b) for b in branches],
         "paths": [path_json(e, p, conditions, decoder) for p in e.paths],
+    }
+
+
+def _summary(e, branches: list[BranchClass]) -> dict:
+    """The summary of an exploration by either engine (same attribute names)."""
+    verdicts = Counter(p.verdict for p in e.paths)
+    return {
+        "paths": len(e.paths),
+        "verdicts": dict(sorted(verdicts.items())),
+        "truncated": sum(1 for p in e.paths if p.truncated),
+        "unsupported": sum(1 for p in e.paths if p.notes or p.verdict == UNKNOWN),
+        "branches": len(branches),
+        "classes": {c: n for c in CLASSES if (n := sum(1 for b in branches if b.cls == c))},
+        "insns_executed": e.insns_executed,
+        "seconds": round(e.seconds, 3),
+        "programs": e.programs,
     }
 
 
@@ -158,9 +164,53 @@ def _branch_json(b: BranchClass) -> dict:
 
 
 def analysis_text(e: Exploration) -> str:
-    doc = analysis_json(e, conditions=False)
+    return render_text(analysis_json(e, conditions=False))
+
+
+def angr_analysis_json(a, conditions: bool = True) -> dict:
+    """The same document for an exploration by the angr engine (analyzer/angr_engine.py):
+    `summary.engine` is "angr", map classes come without the z3 proofs of mapuse.py (`why`
+    is null), and a path's `condition` is claripy's printing of its constraints."""
+    branches = classify_sites(a.obj, a.sites, {})
+    maps = map_classes(a, branches, uses={})
+
+    def concrete(x):
+        return None if x is None or x.symbolic else x.concrete_value
+
+    def path_doc(p) -> dict:
+        redirect = None
+        if p.redirect is not None and p.verdict == "REDIRECT":
+            redirect = {"ifindex": concrete(p.redirect[1])} if p.redirect[0] == "ifindex" else \
+                {"map": p.redirect[1], "key": concrete(p.redirect[2])}
+        doc = {"id": p.id, "verdict": p.verdict, "retval": None if p.retval is None else concrete(p.retval[31:0]),
+               "redirect": redirect, "insns": {"min": p.steps, "max": p.steps},
+               "effects": [{"kind": k, "target": t, "section": s, "pc": pc, "line": _line(a, s, pc)}
+                           for k, t, pc, s in p.effects],
+               "tail_calls": [{"caller": c, "map": m, "index": i, "target": t, "pc": pc}
+                              for c, m, i, t, pc in p.tail_calls],
+               "rewrites": sorted({v for v in (concrete(w) for w in p.writes) if v is not None}),
+               "notes": list(p.notes), "truncated": p.truncated, "programs": list(p.programs),
+               "lines": sorted({ln for ln in (_line(a, s, pc) for s, pc in p.sites) if ln})}
+        if conditions:
+            doc["condition"] = " && ".join(str(c) for c in p.state.solver.constraints) or "true"
+        return doc
+    return {
+        "schema": SCHEMA, "file": a.obj.path, "program": a.program.name, "section": a.program.section,
+        "attach": a.program.attach,
+        "options": {"max_len": a.options.max_len, "loop_bound": a.options.loop_bound,
+                    "max_insns": a.options.max_insns, "max_paths": a.options.max_paths},
+        "summary": {"engine": "angr", **_summary(a, branches)},
+        "maps": [_map_json(a, m, maps[m.name], None) for m in a.obj.maps],
+        "branches": [_branch_json(b) for b in branches],
+        "paths": [path_doc(p) for p in a.paths],
+    }
+
+
+def render_text(doc: dict) -> str:
+    """The text report of an analysis document (either engine)."""
     s = doc["summary"]
-    out = [f"{doc['file']}: program {doc['program']} ({doc['section']}, {doc['attach']})",
+    engine = f" [engine {s['engine']}]" if "engine" in s else ""
+    out = [f"{doc['file']}: program {doc['program']} ({doc['section']}, {doc['attach']}){engine}",
            f"  {s['paths']} paths ({', '.join(f'{k} {v}' for k, v in s['verdicts'].items())}), "
            f"{s['branches']} decisions, {s['insns_executed']} instructions explored in {s['seconds']} s"
            + (f", {s['truncated']} truncated" if s["truncated"] else "")]

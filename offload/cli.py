@@ -29,6 +29,7 @@ from offload import check, costcmd  # check: the CI gate (issue 11); cost model 
 from offload.options import OneLineParser, at_least, ifname_pair, interface_name
 from offload.programs import EGRESS_SECTIONS, device_programs
 from offload import flowercheck  # rules --check-flower (issue 13)
+from offload import angrcmd  # angr engine and cross-check (issue 16)
 from rules import output as rules_output
 from rules import ruleset
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, MIN_FRAME
@@ -206,6 +207,8 @@ def _progress_printer(name: str):
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    if angrcmd.wanted(args):
+        return angrcmd.analyze(args, _xdp_programs, _options, _NO_TEST_RUN)
     obj = load_object(args.file)
     docs = []
     for prog in _xdp_programs(obj, args.program):
@@ -336,6 +339,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     _exploration_flags(p)
     p.add_argument("--json", action="store_true", help=f"machine-readable output (schema {SCHEMA})")
+    angrcmd.add_flags(p)
     p = sub.add_parser("verify", help="check every path's prediction against the running kernel")
     p.add_argument("file")
     _exploration_flags(p)

@@ -1,0 +1,1095 @@
+"""A second, independent symbolic engine: the lifter's IR executed on angr states (claripy).
+
+Why a `SimEngine` over the IR and not a VEX lifter: pyvex has no eBPF front end, and writing
+one means re-describing every instruction in VEX IR, a second decoder next to lifter/decode.py
+with its own bugs. The lifter's IR is a closed set of dataclasses (lifter/insn.py) that the
+ISA tests already check against llvm-objdump; executing it directly keeps one decoder and
+makes what is independent here exactly what should be: the state model (angr's registers,
+paged memory, history, constraint solver), the expression layer (claripy instead of z3
+terms), path splitting and pruning (angr's `SimSuccessors`), and the exploration strategy
+(`SimulationManager` with exploration techniques). Nothing is shared with explore.py,
+calls.py, state.py or symbolic.py except the helper table (helpers.py, the `model` column
+picks the semantics) and the names inputs are given (`source_of` reads them for the report).
+
+The object is loaded through the project's lifter (maps, relocations, globals, subprograms)
+and its code sections are mapped into an angr `Project` at `CODE_BASE` (a blob; addresses
+are section base + 8 * slot), under `ArchBPF`: r0-r10, 64-bit, little-endian. Big-endian
+objects never get here (the lifter refuses them); `ArchBPF` refuses any other endianness.
+
+Memory is flat and concrete-addressed, as the kernel's is: the xdp_md context at `CTX_BASE`
+(data, data_end, data_meta as 32-bit addresses, ingress_ifindex... as symbols), the packet
+at `PKT_BASE` (symbols `pkt.0`, `pkt.1`... for max_len bytes, its length the symbol `pkt.len`, so
+`data + 14 > data_end` is a comparison of real addresses), one stack per call depth, map
+values at fresh addresses. A map lookup splits the path: the key equals the key of an entry
+the path already touched (same entry, same value memory), or it is a new entry that is
+present (`map.<name>.f<n>`, value bytes `map.<name>.v<n>`) or not (NULL); arrays are present
+exactly for an index below max_entries. Helper results are fresh symbols `helper.<name>.<n>`.
+Loops are bounded by the `LoopBound` exploration technique (back edges from the lifter's CFG,
+counted in the state's history), the budget by `Budget`.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+from dataclasses import dataclass, field, replace
+
+logging.getLogger("angr").setLevel(logging.CRITICAL)  # before the import: unicorn's load message
+
+import angr  # noqa: E402
+import archinfo  # noqa: E402
+from angr import claripy
+from angr.engines.successors import SuccessorsEngine
+from angr.exploration_techniques import ExplorationTechnique
+from archinfo.arch import Endness, Register
+
+from lifter.insn import (Alu, AluOp, Atomic, ByteOrder, Call, Cond, Endian, Exit, ExternRef, FuncRef, Goto,
+                         Imm, Jump, LegacyLoad, Load, LoadImm64, MapRef, MovSx, Neg, Store, ends_block, slots)
+from lifter.maps import MapDef, is_global_data_section
+from lifter.opcodes import AtomicOp, CallSrc
+from lifter.program import BpfObject, Function, Program
+
+from .explore import INVALID, MAX_TAIL_CALLS, UNKNOWN, VERDICTS, BranchSite, Options
+from .helpers import helper
+from .symbolic import XDP_MD_FIELDS, source_of
+
+
+#: Where things live in the flat address space of a state (all below 4 GiB except code, so
+#: 32-bit ctx fields hold full addresses).
+CTX_BASE = 0x1000_0000
+PKT_BASE = 0x2000_0000
+STACK_TOP = 0x3000_0000  # frame d's r10 is STACK_TOP - d * STACK_SPAN
+STACK_SPAN = 0x1_0000
+GLOBAL_BASE = 0x4000_0000  # global data section i at GLOBAL_BASE + i * REGION_SPAN
+VALUE_BASE = 0x5000_0000  # map entry n's value at VALUE_BASE + n * REGION_SPAN
+MAP_BASE = 0x6000_0000  # the address ld_imm64 gives map i: MAP_BASE + i * 0x100
+MEM_BASE = 0x7000_0000  # helper-owned memory (ring buffer records)
+REGION_SPAN = 0x10_0000
+CODE_BASE = 0x1_0000_0000
+EXIT_ADDR = 0xFFFF_0000  # where ended paths go (never executed)
+#: Nesting depth an ALU result may reach before it is replaced by an unknown.
+MAX_DEPTH = 256
+
+#: errno values and packet-resize limits, as the kernel has them (see analyzer/calls.py for
+#: the kernel sources; the numbers are the kernel's, restated rather than shared so this
+#: engine stays independent of the z3 engine's code).
+EINVAL = 22
+HEADROOM = 256 - 40
+MAX_META = 255
+TAILROOM = 4096 - 256 - 320
+
+
+class ArchBPF(archinfo.Arch):
+    """eBPF for archinfo: eleven 64-bit registers, r10 the read-only frame pointer."""
+
+    name = "eBPF"
+    bits = 64
+    vex_arch = None
+    qemu_name = None
+    ida_processor = None
+    linux_name = "bpf"
+    triplet = "bpf"
+    max_inst_bytes = 16
+    instruction_alignment = 8
+    register_list = [Register(name=f"r{i}", size=8, vex_offset=8 * i) for i in range(11)] + \
+        [Register(name="pc", size=8, vex_offset=88, alias_names=("ip",))]
+    ip_offset = 88
+    sp_offset = 80
+    bp_offset = 80
+    ret_offset = 0
+
+    def __init__(self, endness=Endness.LE):
+        if endness != Endness.LE:
+            raise AngrEngineError("big-endian eBPF (bpfeb) is not supported by the angr engine")
+        super().__init__(endness)
+
+
+class AngrEngineError(Exception):
+    """The angr engine cannot run this program (message names the place)."""
+
+
+# --- what a path carries (in state.globals; immutable values only) -----------------------
+
+@dataclass(frozen=True)
+class Frame:
+    """A function activation: `ret` is the caller's resume address (None at the entry),
+    `saved` the caller's r6-r9, `loop` a bpf_loop in progress (callback, index, count, ctx)."""
+
+    func: tuple[str, int]
+    ret: int | None = None
+    saved: tuple = ()
+    loop: tuple | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A map entry the path touched: its key, whether it existed before the program ran
+    (`init_found`, None for arrays and globals: decided by the key), its value before
+    (`init_val`, value_size bytes, first byte most significant) and now (`found`, memory
+    at `addr`)."""
+
+    map: str
+    key: object
+    init_found: object
+    init_val: object
+    found: object
+    addr: int
+
+
+@dataclass(frozen=True)
+class End:
+    verdict: str
+    retval: object | None
+    truncated: str | None
+    exit_pc: int
+    exit_section: str
+
+
+@dataclass
+class AngrPath:
+    """One ended angr state, read back into plain fields for the report and the cross-check."""
+
+    id: int
+    verdict: str
+    retval: object | None  # claripy BV64
+    state: angr.SimState
+    redirect: tuple | None
+    tail_calls: tuple  # (caller, map, index or None, target or None, pc)
+    effects: tuple  # (kind, target, pc, section)
+    writes: tuple  # packet offsets (relative to data) written, claripy BV64
+    head: object
+    end: object
+    steps: int
+    notes: tuple[str, ...]
+    truncated: str | None
+    programs: tuple[str, ...]
+    sites: frozenset
+    entries: tuple[Entry, ...]
+    exit_pc: int
+    exit_section: str
+
+
+@dataclass
+class AngrExploration:
+    """Every path angr found through one program, and its decision sites."""
+
+    obj: BpfObject
+    program: Program
+    options: Options
+    paths: list[AngrPath]
+    sites: dict[tuple[str, int], BranchSite]
+    written_maps: set[str]
+    read_maps: set[str]
+    insns_executed: int
+    seconds: float
+    programs: list[str]
+    packet: list  # the packet bytes `pkt.<i>` (max_len of them)
+    packet_len: object
+    ctx: dict[str, object]  # xdp_md field -> BV32 symbol
+    globals_: dict[str, object] = field(default_factory=dict)  # global map -> value symbol
+
+
+# --- the project ---------------------------------------------------------------------------
+
+@dataclass
+class Context:
+    """What the engine needs besides the state: the lifted object and the bounds."""
+
+    obj: BpfObject
+    options: Options
+    section_base: dict[str, int]
+    maps: dict[str, MapDef]
+    map_addr: dict[str, int]
+    global_addr: dict[str, int]
+    insn_at: dict[int, tuple[Function, object]] = field(default_factory=dict)
+    leaders: set[int] = field(default_factory=set)
+    back_edges: set[tuple[int, int]] = field(default_factory=set)
+    sites: dict[tuple[str, int], BranchSite] = field(default_factory=dict)
+    written_maps: set[str] = field(default_factory=set)
+    read_maps: set[str] = field(default_factory=set)
+    programs_seen: list[str] = field(default_factory=list)
+    insns: int = 0
+    fresh: int = 0
+
+    def addr(self, section: str, pc: int) -> int:
+        return self.section_base[section] + 8 * pc
+
+    def where(self, addr: int) -> tuple[str, int]:
+        func, insn = self.insn_at[addr]
+        return func.section, insn.pc
+
+    def next_id(self) -> int:
+        self.fresh += 1
+        return self.fresh
+
+
+def make_project(obj: BpfObject, options: Options) -> tuple[angr.Project, Context]:
+    """An angr Project holding the object's code sections, with `BpfEngine` as its engine."""
+    sections = sorted({f.section for f in obj.functions.values()})
+    base, blob, section_base = CODE_BASE, bytearray(), {}
+    for name in sections:
+        section_base[name] = base + len(blob)
+        data = obj.image.section(name).data
+        blob += data + bytes((-len(data)) % 0x1000 or 0x1000)
+    maps = {m.name: m for m in obj.maps}
+    ctx = Context(obj, options, section_base, maps,
+                  {m.name: MAP_BASE + 0x100 * i for i, m in enumerate(obj.maps)},
+                  {m.name: GLOBAL_BASE + REGION_SPAN * i for i, m in enumerate(obj.maps)
+                   if is_global_data_section(m.section)})
+    for func in obj.functions.values():
+        for insn in func.insns:
+            ctx.insn_at[ctx.addr(func.section, insn.pc)] = (func, insn)
+        for b in func.cfg.blocks:
+            ctx.leaders.add(ctx.addr(func.section, b))
+        for b, h in func.cfg.back_edges:
+            ctx.back_edges.add((ctx.addr(func.section, func.cfg.blocks[b].last.pc), ctx.addr(func.section, h)))
+    project = angr.Project(io.BytesIO(bytes(blob)), main_opts={
+        "backend": "blob", "arch": ArchBPF(), "base_addr": CODE_BASE, "entry_point": CODE_BASE},
+        engine=BpfEngine, auto_load_libs=False)
+    project.xdp2tc = ctx
+    return project, ctx
+
+
+# --- the engine ----------------------------------------------------------------------------
+
+class BpfEngine(SuccessorsEngine):
+    """Executes one basic block of the lifter's IR on a state; splits at conditional jumps,
+    map lookups and helper outcomes, each successor guarded by its condition."""
+
+    def process_successors(self, successors, **kwargs):
+        ctx: Context = self.project.xdp2tc
+        state = self.state
+        addr = start = state.addr
+        steps = 0
+        while True:
+            func, insn = ctx.insn_at[addr]
+            steps += 1
+            ctx.insns += 1
+            outs = Step(ctx, state, func, insn).run()
+            nxt = addr + 8 * slots(insn)
+            if len(outs) == 1 and outs[0][0] is state and outs[0][1] == nxt and not ends_block(insn) \
+                    and not isinstance(insn, Call) and nxt not in ctx.leaders:
+                addr = nxt
+                continue
+            break
+        for st, target, guard in outs:
+            st.globals["steps"] = st.globals["steps"] + steps
+            st.regs.pc = target
+            successors.add_successor(st, target, guard, "Ijk_Exit" if target == EXIT_ADDR else "Ijk_Boring",
+                                     exit_ins_addr=addr, source=start)
+        successors.processed = True
+        successors.description = f"eBPF block at {ctx.where(start)}"
+
+
+def _bv(value: int, bits: int = 64):
+    return claripy.BVV(value % (1 << bits), bits)
+
+
+def _sym(name: str, bits: int):
+    return claripy.BVS(name, bits, explicit_name=True)
+
+
+class Step:
+    """One instruction on one state; `run` returns [(state, next address, guard)]."""
+
+    def __init__(self, ctx: Context, state: angr.SimState, func: Function, insn):
+        self.ctx, self.s, self.func, self.insn = ctx, state, func, insn
+
+    @property
+    def here(self) -> int:
+        return self.ctx.addr(self.func.section, self.insn.pc)
+
+    def where(self) -> str:
+        line = self.ctx.obj.line_at(self.func.section, self.insn.pc)
+        loc = f"{self.func.section}:{self.insn.pc}"
+        return f"{loc} ({line.file_name}:{line.line})" if line else loc
+
+    def next(self, state=None, guard=None):
+        return [(state or self.s, self.here + 8 * slots(self.insn), guard if guard is not None else claripy.true())]
+
+    def reg(self, n: int, state=None):
+        return getattr((state or self.s).regs, f"r{n}")
+
+    def set(self, n: int, value, state=None) -> None:
+        setattr((state or self.s).regs, f"r{n}", value)
+
+    def operand(self, op):
+        return _bv(op.value) if isinstance(op, Imm) else self.reg(op.n)
+
+    def note(self, why: str, state=None) -> None:
+        st = state or self.s
+        if why not in st.globals["notes"]:
+            st.globals["notes"] = st.globals["notes"] + (why,)
+
+    def fresh(self, prefix: str, bits: int = 64):
+        return _sym(f"{prefix}.{self.ctx.next_id()}", bits)
+
+    def end(self, verdict: str, retval=None, truncated: str | None = None, state=None, guard=None):
+        st = state or self.s
+        st.globals["ended"] = End(verdict, retval, truncated, self.insn.pc, self.func.section)
+        return [(st, EXIT_ADDR, guard if guard is not None else claripy.true())]
+
+    # --- dispatch ------------------------------------------------------------------
+
+    def run(self):
+        insn = self.insn
+        if isinstance(insn, Alu):
+            self.alu()
+        elif isinstance(insn, Neg):
+            self.set(insn.dst, alu(AluOp.SUB, insn.wide, _bv(0), self.reg(insn.dst)))
+        elif isinstance(insn, MovSx):
+            r = claripy.SignExt(64 - insn.bits, self.reg(insn.src)[insn.bits - 1:0])
+            self.set(insn.dst, r if insn.wide else claripy.ZeroExt(32, r[31:0]))
+        elif isinstance(insn, Endian):
+            low = self.reg(insn.dst)[insn.bits - 1:0]
+            if insn.order != ByteOrder.LE and insn.bits > 8:  # this is a little-endian machine
+                low = claripy.Reverse(low)
+            self.set(insn.dst, low if insn.bits == 64 else claripy.ZeroExt(64 - insn.bits, low))
+        elif isinstance(insn, Load):
+            v = self.load(self.reg(insn.base) + insn.off, insn.size)
+            self.set(insn.dst, claripy.SignExt(64 - 8 * insn.size, v) if insn.signed else
+                     claripy.ZeroExt(64 - 8 * insn.size, v) if insn.size < 8 else v)
+        elif isinstance(insn, Store):
+            self.store(self.reg(insn.base) + insn.off, self.operand(insn.src)[8 * insn.size - 1:0])
+        elif isinstance(insn, Atomic):
+            self.atomic()
+        elif isinstance(insn, LoadImm64):
+            self.set(insn.dst, self.ld_imm64())
+        elif isinstance(insn, LegacyLoad):
+            return self.end(UNKNOWN, truncated=f"legacy packet load (ld_abs/ld_ind) at {self.where()}, "
+                            "which XDP programs cannot use")
+        elif isinstance(insn, Jump):
+            return self.jump()
+        elif isinstance(insn, Goto):
+            return [(self.s, self.ctx.addr(self.func.section, insn.target), claripy.true())]
+        elif isinstance(insn, Call):
+            return self.call()
+        elif isinstance(insn, Exit):
+            return self.exit()
+        else:  # pragma: no cover - the IR is closed
+            raise AngrEngineError(f"unknown instruction {insn!r}")
+        return self.next()
+
+    def alu(self) -> None:
+        insn = self.insn
+        self.set(insn.dst, self.bounded(alu(insn.op, insn.wide, self.reg(insn.dst), self.operand(insn.src))))
+
+    def bounded(self, value):
+        """`value`, or a fresh unknown once it is nested deeper than MAX_DEPTH operations (long
+        hashes: the solver would need minutes to invert them); the path says so."""
+        if value.depth <= MAX_DEPTH:
+            return value
+        if not any(n.startswith("values too large") for n in self.s.globals["notes"]):
+            self.note(f"values too large to track exactly (over {MAX_DEPTH} nested operations), first at "
+                      f"{self.where()}: treated as unknowns")
+        return self.fresh("unknown.large-term")
+
+    def atomic(self) -> None:
+        insn = self.insn
+        addr = self.reg(insn.base) + insn.off
+        if insn.op == AtomicOp.LOAD_ACQ:
+            v = self.load(addr, insn.size)
+            self.set(insn.src, claripy.ZeroExt(64 - 8 * insn.size, v) if insn.size < 8 else v)
+            return
+        if insn.op == AtomicOp.STORE_REL:
+            self.store(addr, self.reg(insn.src)[8 * insn.size - 1:0])
+            return
+        bits = 8 * insn.size
+        old = self.load(addr, insn.size)
+        v = self.reg(insn.src)[bits - 1:0]
+        if insn.op == AtomicOp.CMPXCHG:
+            new = claripy.If(old == self.reg(0)[bits - 1:0], v, old)
+        else:
+            new = {AtomicOp.ADD: lambda: old + v, AtomicOp.OR: lambda: old | v, AtomicOp.AND: lambda: old & v,
+                   AtomicOp.XOR: lambda: old ^ v, AtomicOp.XCHG: lambda: v}[insn.op]()
+        self.store(addr, new)
+        if insn.fetch:
+            self.set(0 if insn.op == AtomicOp.CMPXCHG else insn.src,
+                     claripy.ZeroExt(64 - bits, old) if bits < 64 else old)
+
+    def ld_imm64(self):
+        ref = self.insn.ref
+        if isinstance(ref, MapRef):
+            if ref.offset is None:
+                return _bv(self.ctx.map_addr[ref.map])
+            self.ctx.read_maps.add(ref.map)
+            return _bv(self.ctx.global_addr.get(ref.map, self.ctx.map_addr[ref.map]) + ref.offset)
+        if isinstance(ref, FuncRef):
+            return _bv(self.ctx.addr(ref.section, ref.offset))
+        if isinstance(ref, ExternRef):
+            self.note(f"extern {ref.name} resolved by the loader at {self.func.section}:{self.insn.pc}")
+            return self.fresh(f"unknown.extern-{ref.name}")
+        return _bv(self.insn.value)
+
+    # --- memory --------------------------------------------------------------------
+
+    def region(self, addr, state=None) -> tuple[str, int] | None:
+        """(kind, base) of the region an address falls in (one solution decides)."""
+        a = addr.concrete_value if not addr.symbolic else (state or self.s).solver.eval(addr)
+        if PKT_BASE - 0x1000 <= a < PKT_BASE + 0x10000:
+            return "packet", PKT_BASE
+        for name, base in self.ctx.global_addr.items():
+            if base <= a < base + REGION_SPAN:
+                return "global:" + name, base
+        if VALUE_BASE <= a < VALUE_BASE + 0x1000 * REGION_SPAN:
+            return "value", a - (a - VALUE_BASE) % REGION_SPAN
+        if MEM_BASE <= a < MEM_BASE + REGION_SPAN:
+            return "mem", MEM_BASE
+        return None
+
+    def load(self, addr, size: int):
+        region = self.region(addr)
+        if region and region[0].startswith("global:"):
+            self.ctx.read_maps.add(region[0][7:])
+        return self.s.memory.load(addr, size, endness=Endness.LE)
+
+    def store(self, addr, value, state=None) -> None:
+        st = state or self.s
+        region = self.region(addr, st)
+        if region is not None:
+            kind, base = region
+            if kind == "packet":
+                off = addr - PKT_BASE - st.globals["head"]
+                st.globals["writes"] = st.globals["writes"] + tuple(off + i for i in range(value.size() // 8))
+            elif kind.startswith("global:") or kind == "value":
+                name = kind[7:] if kind != "value" else next(
+                    (e.map for e in st.globals["entries"] if e.addr == base), "?")
+                self.ctx.written_maps.add(name)
+                self.effect("map_write", name, st)
+        st.memory.store(addr, value, endness=Endness.LE)
+
+    def effect(self, kind: str, target: str, state=None) -> None:
+        st = state or self.s
+        e = (kind, target, self.insn.pc, self.func.section)
+        if e not in st.globals["effects"]:
+            st.globals["effects"] = st.globals["effects"] + (e,)
+
+    # --- branches ------------------------------------------------------------------
+
+    def jump(self):
+        insn = self.insn
+        cond = compare(insn.cond, insn.wide, self.reg(insn.dst), self.operand(insn.src))
+        target = self.ctx.addr(self.func.section, insn.target)
+        return [(t, target if taken else self.here + 8, g) for taken, t, g in self.fork(cond, "jump")]
+
+    def fork(self, cond, kind: str | None, state=None):
+        """The feasible directions of `cond` at this instruction: [(taken, state, guard)];
+        records the decision site (visits, both ways, the inputs it depends on)."""
+        st = state or self.s
+        if cond.is_true():
+            ways = [True]
+        elif cond.is_false():
+            ways = [False]
+        else:
+            ways = [w for w, c in ((True, cond), (False, claripy.Not(cond)))
+                    if st.solver.satisfiable(extra_constraints=[c])]
+        if kind is not None:  # a decision of the program (not a split of the engine's own)
+            key = (self.func.section, self.insn.pc)
+            site = self.ctx.sites.get(key)
+            if site is None:
+                site = self.ctx.sites[key] = BranchSite(st.globals["program"], self.func.name,
+                                                        self.func.section, self.insn.pc, kind)
+            site.visits += 1
+            srcs = sources(cond)
+            site.all_sources |= srcs
+            st.globals["sites"] = st.globals["sites"] | {key}
+            if len(ways) == 1:
+                site.one_way.add(ways[0])
+            else:
+                site.both += 1
+                site.sources |= srcs
+        if len(ways) == 1:
+            return [(ways[0], st, claripy.true())]
+        out = []
+        for w in ways:
+            t = st.copy()
+            guard = cond if w else claripy.Not(cond)
+            t.solver.add(guard)  # later splits of the same instruction see it
+            out.append((w, t, guard))
+        return out
+
+    # --- calls ---------------------------------------------------------------------
+
+    def call(self):
+        insn = self.insn
+        if insn.kind == CallSrc.HELPER:
+            return self.helper()
+        if insn.kind == CallSrc.LOCAL and insn.callee is not None:
+            callee = self.ctx.obj.functions[insn.callee]
+            self.push_frame(Frame(callee.key, self.here + 8, tuple(self.reg(r) for r in range(6, 10))))
+            return [(self.s, self.ctx.addr(callee.section, callee.start), claripy.true())]
+        what = f"kfunc {insn.symbol or insn.imm}" if insn.kind == CallSrc.KFUNC else \
+            f"call to undefined function {insn.symbol or '?'}"
+        return self.end(UNKNOWN, truncated=f"unsupported: {what} at {self.where()}")
+
+    def push_frame(self, frame: Frame, state=None) -> None:
+        st = state or self.s
+        st.globals["frames"] = st.globals["frames"] + (frame,)
+        self.set(10, _bv(STACK_TOP - STACK_SPAN * (len(st.globals["frames"]) - 1)), st)
+
+    def exit(self):
+        frames = self.s.globals["frames"]
+        frame = frames[-1]
+        if frame.loop is not None:
+            return self.callback_returned(frame)
+        if len(frames) > 1:
+            self.s.globals["frames"] = frames[:-1]
+            for r, v in zip(range(6, 10), frame.saved):
+                self.set(r, v)
+            self.set(10, _bv(STACK_TOP - STACK_SPAN * (len(frames) - 2)))
+            return [(self.s, frame.ret, claripy.true())]
+        r0 = self.reg(0)
+        action = r0[31:0]
+        if not action.symbolic:
+            return self.end(VERDICTS.get(action.concrete_value, INVALID), r0)
+        out, rest = [], [(self.s, claripy.true())]
+        for v, name in list(VERDICTS.items()) + [(None, INVALID)]:
+            if not rest:
+                break
+            st, g0 = rest[0]
+            cond = action == v if v is not None else claripy.UGT(action, 4)
+            rest = []
+            for hit, t, g in self.fork(cond, "verdict", st):
+                guard = claripy.And(g0, g)
+                if hit:
+                    out += self.end(name, r0, state=t, guard=guard)
+                else:
+                    rest = [(t, guard)]
+        return out
+
+    def helper(self):
+        insn = self.insn
+        h = helper(insn.imm)
+        model = h.model if h else "havoc"
+        name = h.name if h else f"helper_{insn.imm}"
+        if h is None:
+            self.note(f"unsupported: helper {insn.imm} at {self.where()}")
+        for effect in (h.effects if h else ()):
+            if effect in ("output", "lock", "map_delete", "map_write"):
+                target = self.map_arg(1) if effect.startswith("map") or model == "output" else None
+                self.effect(effect, target.name if target else name)
+        outs = getattr(self, "h_" + model, self.h_havoc)(name)
+        done = []
+        for st, target, guard in outs:
+            if target == self.here + 8:  # helpers clobber r1-r5
+                for r in range(1, 6):
+                    self.set(r, _bv(0), st)
+            done.append((st, target, guard))
+        return done
+
+    def map_arg(self, reg: int, state=None) -> MapDef | None:
+        v = self.reg(reg, state)
+        if v.symbolic:
+            return None
+        for name, a in self.ctx.map_addr.items():
+            if a == v.concrete_value:
+                return self.ctx.maps[name]
+        return None
+
+    def key(self, mdef: MapDef, reg: int):
+        return self.load(self.reg(reg), mdef.key_size or 4)
+
+    def r0(self, value, state=None):
+        self.set(0, value, state)
+
+    # --- helper models (the `model` column of helpers.py) ----------------------------
+
+    def h_fresh64(self, name):
+        self.r0(self.fresh(f"helper.{name}"))
+        return self.next()
+
+    def h_fresh32(self, name):
+        self.r0(claripy.ZeroExt(32, self.fresh(f"helper.{name}", 32)))
+        return self.next()
+
+    h_havoc = h_fresh64
+    h_output = h_fresh64
+
+    def h_effect(self, name):
+        return self.next()
+
+    def h_havoc_mem(self, name):
+        ptr, size = (self.reg(2), self.reg(3)) if name == "fib_lookup" else (self.reg(1), self.reg(2))
+        if not size.symbolic and size.concrete_value <= 512 and not ptr.symbolic:
+            n = size.concrete_value
+            if n:
+                self.s.memory.store(ptr, self.fresh(f"helper.{name}", 8 * n))
+        else:
+            self.note(f"memory written by bpf_{name} not modelled at {self.where()}")
+        return self.h_fresh64(name)
+
+    def entry_for(self, mdef: MapDef, key, state):
+        """Split on which entry `key` names: one of the path's entries of this map with an
+        equal key, or a new one. Returns [(state, entry, guard)]."""
+        out = []
+        rest, guard = state, claripy.true()
+        for e in state.globals["entries"]:
+            if e.map != mdef.name:
+                continue
+            new_rest = None
+            for same, t, g in self.fork(key == e.key, None, rest):
+                if same:
+                    out.append((t, e, claripy.And(guard, g)))
+                else:
+                    new_rest, new_guard = t, claripy.And(guard, g)
+            if new_rest is None:
+                return out
+            rest, guard = new_rest, new_guard
+        entry = self.new_entry(mdef, key, rest)
+        out.append((rest, entry, guard))
+        return out
+
+    def new_entry(self, mdef: MapDef, key, state) -> Entry:
+        n = self.ctx.next_id()
+        bits = 8 * (mdef.value_size or 0)
+        init_val = _sym(f"map.{mdef.name}.v{n}", bits) if bits else None
+        if mdef.type is not None and mdef.type.keyed == "index" and mdef.type.holds == "data":
+            init_found = None
+            found = claripy.ULT(key, _bv(mdef.max_entries or 0, key.size())) if key.size() >= 32 else claripy.true()
+        else:
+            init_found = found = claripy.BoolS(f"map.{mdef.name}.f{n}", explicit_name=True)
+        addr = VALUE_BASE + REGION_SPAN * n
+        if init_val is not None:
+            state.memory.store(addr, init_val)
+        entry = Entry(mdef.name, key, init_found, init_val, found, addr)
+        state.globals["entries"] = state.globals["entries"] + (entry,)
+        return entry
+
+    def set_entry(self, state, entry: Entry, **changes) -> None:
+        state.globals["entries"] = tuple(replace(e, **changes) if e is entry else e
+                                         for e in state.globals["entries"])
+
+    def h_map_lookup(self, name):
+        mdef = self.map_arg(1)
+        if mdef is None:
+            self.note(f"bpf_map_lookup_elem on something that is not a map at {self.where()}")
+            return self.h_fresh64(name)
+        if mdef.type is not None and mdef.type.holds == "map":
+            return self.end(UNKNOWN, truncated=f"unsupported: map-in-map lookup in {mdef.name} at {self.where()}")
+        self.ctx.read_maps.add(mdef.name)
+        key = self.key(mdef, 2)
+        out = []
+        for st, entry, g in self.entry_for(mdef, key, self.s):
+            # NULL unless the entry is there: the program's own null check decides.
+            self.r0(claripy.If(entry.found, _bv(entry.addr), _bv(0)), st)
+            out.append((st, self.here + 8, g))
+        return out
+
+    def h_map_update(self, name):
+        mdef = self.map_arg(1)
+        if mdef is None:
+            self.note(f"bpf_map_update_elem on something that is not a map at {self.where()}")
+            return self.h_fresh64(name)
+        self.ctx.written_maps.add(mdef.name)
+        self.ctx.read_maps.add(mdef.name)
+        key = self.key(mdef, 2)
+        value = self.load(self.reg(3), mdef.value_size) if mdef.value_size else None
+        out = []
+        for st, entry, g in self.entry_for(mdef, key, self.s):
+            if value is not None:
+                st.memory.store(entry.addr, value, endness=Endness.LE)
+            self.set_entry(st, entry, found=claripy.true())
+            # The result depends on the map's fill level and flags (-E2BIG, -EEXIST...): unknown.
+            self.r0(self.fresh(f"helper.{name}"), st)
+            out.append((st, self.here + 8, g))
+        return out
+
+    def h_map_delete(self, name):
+        mdef = self.map_arg(1)
+        if mdef is None:
+            return self.h_fresh64(name)
+        self.ctx.written_maps.add(mdef.name)
+        key = self.key(mdef, 2)
+        out = []
+        for st, entry, g in self.entry_for(mdef, key, self.s):
+            self.set_entry(st, entry, found=claripy.false())
+            self.r0(self.fresh(f"helper.{name}"), st)
+            out.append((st, self.here + 8, g))
+        return out
+
+    def h_redirect(self, name):
+        ifindex, flags = self.reg(1), self.reg(2)
+        out = []
+        for ok, t, g in self.fork(flags == 0, "helper"):
+            if ok:
+                t.globals["redirect"] = ("ifindex", ifindex[31:0])
+            self.r0(_bv(4 if ok else 0), t)
+            out += self.next(t, g)
+        return out
+
+    def h_redirect_map(self, name):
+        mdef = self.map_arg(1)
+        if mdef is None:
+            self.note(f"bpf_redirect_map arguments not modelled at {self.where()}")
+            return self.h_fresh64(name)
+        self.ctx.read_maps.add(mdef.name)
+        key = self.reg(2)[8 * (mdef.key_size or 4) - 1:0]
+        out = []
+        for st, entry, g in self.entry_for(mdef, key, self.s):
+            # __bpf_xdp_redirect_map: a miss returns flags' low bits (the fallback action).
+            self.r0(claripy.If(entry.found, _bv(4), self.reg(3, st) & 3), st)
+            st.globals["redirect"] = ("map", mdef.name, key)
+            out.append((st, self.here + 8, g))
+        return out
+
+    def h_tail_call(self, name):
+        mdef = self.map_arg(2)
+        if mdef is None:
+            self.note(f"bpf_tail_call arguments not modelled at {self.where()}")
+            return self.h_fresh64(name)
+        self.ctx.read_maps.add(mdef.name)
+        idx = self.reg(3)[31:0]
+        const = None if idx.symbolic else idx.concrete_value
+        chain_full = len(self.s.globals["tail_calls"]) >= MAX_TAIL_CALLS
+        targets = {}
+        for slot, pname in sorted(mdef.static_values.items()):
+            prog = next((p for p in self.ctx.obj.programs if pname in (p.name, p.entry.name)), None)
+            if prog is not None:
+                targets[slot] = prog
+        out, rest = [], [(self.s, claripy.true())]
+        for slot, prog in ([] if chain_full else targets.items()):
+            if not rest:
+                break
+            st, g0 = rest[0]
+            rest = []
+            for hit, t, g in self.fork(idx == slot, "tail_call", st):
+                guard = claripy.And(g0, g)
+                if hit:
+                    t.globals["tail_calls"] = t.globals["tail_calls"] + (
+                        (t.globals["program"], mdef.name, const, prog.name, self.insn.pc),)
+                    out.append((t, self.enter_program(t, prog), guard))
+                else:
+                    rest = [(t, guard)]
+        if not rest:
+            return out
+        st, g0 = rest[0]
+        # Any other slot: filled by the control plane (unknown program) or empty (falls through).
+        if chain_full:
+            filled = claripy.false()
+        else:
+            others = claripy.And(claripy.ULT(idx, _bv(mdef.max_entries or 0, 32)),
+                                 *[idx != slot for slot in targets])
+            filled = claripy.And(others, claripy.BoolS(f"map.{mdef.name}.f{self.ctx.next_id()}",
+                                                       explicit_name=True))
+        for hit, t, g in self.fork(filled, "tail_call", st):
+            guard = claripy.And(g0, g)
+            if hit:
+                t.globals["tail_calls"] = t.globals["tail_calls"] + (
+                    (t.globals["program"], mdef.name, const, None, self.insn.pc),)
+                out += self.end(UNKNOWN, truncated=f"tail call into an unknown program ({mdef.name}"
+                                f"[{const if const is not None else 'variable index'}]) at {self.where()}",
+                                state=t, guard=guard)
+            else:
+                self.r0(self.fresh("helper.tail_call"), t)
+                out += self.next(t, guard)
+        return out
+
+    def enter_program(self, st, prog: Program) -> int:
+        st.globals["program"] = prog.name
+        st.globals["frames"] = (Frame(prog.entry.key),)
+        for r in range(11):
+            self.set(r, _bv(0), st)
+        self.set(1, _bv(CTX_BASE), st)
+        self.set(10, _bv(STACK_TOP), st)
+        if prog.name not in self.ctx.programs_seen:
+            self.ctx.programs_seen.append(prog.name)
+        return self.ctx.addr(prog.section, prog.entry.start)
+
+    def h_loop(self, name):
+        nr, cb = self.reg(1), self.reg(2)
+        if nr.symbolic or cb.symbolic or cb.concrete_value not in self.ctx.insn_at:
+            return self.end(UNKNOWN, truncated=f"unsupported: bpf_loop with a variable count at {self.where()}")
+        count = nr.concrete_value & 0xFFFFFFFF
+        if count > self.ctx.options.loop_bound:
+            return self.end(UNKNOWN, truncated=f"bpf_loop of {count} iterations at {self.where()} is over "
+                            f"--loop-bound {self.ctx.options.loop_bound}")
+        if count == 0:
+            self.r0(_bv(0))
+            return self.next()
+        func, _ = self.ctx.insn_at[cb.concrete_value]
+        return [(self.s, self.call_callback(self.s, (func.key, 0, count, self.reg(3)), self.here + 8),
+                 claripy.true())]
+
+    def call_callback(self, st, loop: tuple, ret: int) -> int:
+        callee = self.ctx.obj.functions[loop[0]]
+        self.push_frame(Frame(callee.key, ret, tuple(self.reg(r, st) for r in range(6, 10)), loop), st)
+        self.set(1, _bv(loop[1]), st)
+        self.set(2, loop[3], st)
+        return self.ctx.addr(callee.section, callee.start)
+
+    def callback_returned(self, frame: Frame):
+        st = self.s
+        cb, index, count, cb_ctx = frame.loop
+        ret = self.reg(0)[31:0]
+        frames = st.globals["frames"][:-1]
+        st.globals["frames"] = frames
+        for r, v in zip(range(6, 10), frame.saved):
+            self.set(r, v)
+        self.set(10, _bv(STACK_TOP - STACK_SPAN * (len(frames) - 1)))
+        out = []
+        for stopped, t, g in self.fork(ret != 0, "callback"):
+            if stopped or index + 1 >= count:
+                self.r0(_bv(index + 1 if stopped else count), t)
+                out.append((t, frame.ret, g))
+            else:
+                out.append((t, self.call_callback(t, (cb, index + 1, count, cb_ctx), frame.ret), g))
+        return out
+
+    def resize(self, name: str, ok, apply):
+        out = []
+        for good, t, g in self.fork(ok, "helper"):
+            if good:
+                apply(t)
+            self.r0(_bv(0 if good else -EINVAL), t)
+            out += self.next(t, g)
+        return out
+
+    def set_packet(self, st, head=None, end=None, meta=None) -> None:
+        for k, v in (("head", head), ("end", end), ("meta", meta)):
+            if v is not None:
+                st.globals[k] = v
+        h, e, m = st.globals["head"], st.globals["end"], st.globals["meta"]
+        st.memory.store(CTX_BASE + 0, (h + PKT_BASE)[31:0], endness=Endness.LE)
+        st.memory.store(CTX_BASE + 4, (e + PKT_BASE)[31:0], endness=Endness.LE)
+        st.memory.store(CTX_BASE + 8, (h - m + PKT_BASE)[31:0], endness=Endness.LE)
+
+    def delta(self):
+        return claripy.SignExt(32, self.reg(2)[31:0])
+
+    def h_adjust_head(self, name):
+        g = self.s.globals
+        new = g["head"] + self.delta()
+        # bpf_xdp_adjust_head: data stays after the xdp_frame (+ metadata) and leaves at
+        # least ETH_HLEN bytes before data_end.
+        ok = claripy.And(claripy.SGE(new - g["meta"], _bv(-HEADROOM)), claripy.SLE(new, g["end"] - 14))
+        return self.resize(name, ok, lambda t: self.set_packet(t, head=new))
+
+    def h_adjust_meta(self, name):
+        g = self.s.globals
+        new = g["meta"] - self.delta()
+        ok = claripy.And(claripy.SGE(new, _bv(0)), claripy.SLE(new, _bv(MAX_META)), (new & 3) == 0,
+                         claripy.SGE(g["head"] - new, _bv(-HEADROOM)))
+        return self.resize(name, ok, lambda t: self.set_packet(t, meta=new))
+
+    def h_adjust_tail(self, name):
+        g = self.s.globals
+        new = g["end"] + self.delta()
+        ok = claripy.And(claripy.SGE(new - g["head"], _bv(14)), claripy.SLE(new, _bv(TAILROOM)))
+        return self.resize(name, ok, lambda t: self.set_packet(t, end=new))
+
+    def h_buff_len(self, name):
+        g = self.s.globals
+        self.r0(g["end"] - g["head"] + g["frags"])
+        return self.next()
+
+    def packet_span(self, off_reg: int, n: int):
+        g = self.s.globals
+        off = claripy.ZeroExt(32, self.reg(off_reg)[31:0])
+        return PKT_BASE + g["head"] + off, claripy.ULE(off + n, g["end"] - g["head"])
+
+    def h_load_bytes(self, name):
+        size, buf = self.reg(4), self.reg(3)
+        if size.symbolic:
+            return self.h_havoc_mem(name)
+        n = size.concrete_value
+        src, ok = self.packet_span(2, n)
+        return self.resize(name, ok, lambda t: t.memory.store(buf, t.memory.load(src, n)) if n else None)
+
+    def h_store_bytes(self, name):
+        size, buf = self.reg(4), self.reg(3)
+        if size.symbolic:
+            self.note(f"bpf_xdp_store_bytes arguments not modelled at {self.where()}")
+            return self.h_fresh64(name)
+        n = size.concrete_value
+        dst, ok = self.packet_span(2, n)
+
+        def apply(t):
+            if n:
+                self.store(dst, t.memory.load(buf, n, endness=Endness.LE), t)
+        return self.resize(name, ok, apply)
+
+    def h_ringbuf_reserve(self, name):
+        got = self.fresh("helper.ringbuf_reserve", 1) == 1
+        out = []
+        for ok, t, g in self.fork(got, "helper"):
+            self.r0(_bv(MEM_BASE if ok else 0), t)
+            out += self.next(t, g)
+        return out
+
+
+
+
+def alu(op: AluOp, wide: bool, a, b):
+    """dst OP src (RFC 9669 4.1): 32-bit ops zero the upper half, shifts use the low 5/6
+    bits of the count, division by zero gives 0, modulo by zero keeps dst."""
+    if not wide:
+        a, b = a[31:0], b[31:0]
+    width = 64 if wide else 32
+    zero = _bv(0, width)
+    if op == AluOp.ADD:
+        r = a + b
+    elif op == AluOp.SUB:
+        r = a - b
+    elif op == AluOp.MUL:
+        r = a * b
+    elif op == AluOp.DIV:
+        r = claripy.If(b == zero, zero, claripy.UDiv(a, b))
+    elif op == AluOp.SDIV:
+        r = claripy.If(b == zero, zero, claripy.SDiv(a, b))
+    elif op == AluOp.MOD:
+        r = claripy.If(b == zero, a, claripy.UMod(a, b))
+    elif op == AluOp.SMOD:
+        r = claripy.If(b == zero, a, claripy.SMod(a, b))
+    elif op == AluOp.OR:
+        r = a | b
+    elif op == AluOp.AND:
+        r = a & b
+    elif op == AluOp.XOR:
+        r = a ^ b
+    elif op == AluOp.LSH:
+        r = a << (b & (width - 1))
+    elif op == AluOp.RSH:
+        r = claripy.LShR(a, b & (width - 1))
+    elif op == AluOp.ARSH:
+        r = claripy.AShR(a, b & (width - 1))
+    elif op == AluOp.MOV:
+        r = b
+    else:  # pragma: no cover
+        raise AngrEngineError(f"unknown ALU op {op}")
+    return r if wide else claripy.ZeroExt(32, r)
+
+
+def compare(cond: Cond, wide: bool, a, b):
+    """The jump condition `a COND b` on real values (pointers are addresses here)."""
+    if not wide:
+        a, b = a[31:0], b[31:0]
+    ops = {Cond.EQ: lambda: a == b, Cond.NE: lambda: a != b, Cond.SET: lambda: (a & b) != 0,
+           Cond.GT: lambda: claripy.UGT(a, b), Cond.GE: lambda: claripy.UGE(a, b),
+           Cond.LT: lambda: claripy.ULT(a, b), Cond.LE: lambda: claripy.ULE(a, b),
+           Cond.SGT: lambda: claripy.SGT(a, b), Cond.SGE: lambda: claripy.SGE(a, b),
+           Cond.SLT: lambda: claripy.SLT(a, b), Cond.SLE: lambda: claripy.SLE(a, b)}
+    return ops[cond]()
+
+
+def sources(expr) -> set:
+    """The program inputs a claripy expression depends on (by symbol name, symbolic.py)."""
+    return {src for name in expr.variables if (src := source_of(name)) is not None}
+
+
+# --- exploration techniques ----------------------------------------------------------------
+
+class LoopBound(ExplorationTechnique):
+    """Cuts a path that takes one loop's back edge more than `bound` times (per call depth),
+    ending it UNKNOWN with the reason; back edges are the lifter CFG's, the edge taken is the
+    state's last jump in angr's history."""
+
+    def __init__(self, ctx: Context, bound: int):
+        super().__init__()
+        self.ctx, self.bound = ctx, bound
+
+    def filter(self, simgr, state, **kwargs):
+        if "ended" in state.globals:
+            return "ended"
+        edge = (state.history.jump_source, state.addr)
+        if edge in self.ctx.back_edges:
+            key = (len(state.globals["frames"]), edge)
+            loops = dict(state.globals["loops"])
+            loops[key] = loops.get(key, 0) + 1
+            state.globals["loops"] = tuple(loops.items())
+            if loops[key] > self.bound:
+                section, pc = self.ctx.where(state.addr)
+                line = self.ctx.obj.line_at(section, pc)
+                at = f"{section}:{pc}" + (f" ({line.file_name}:{line.line})" if line else "")
+                state.globals["ended"] = End(UNKNOWN, None, f"loop at {at} cut after {self.bound} iterations "
+                                           "(--loop-bound)", pc, section)
+                return "ended"
+        return simgr.filter(state, **kwargs)
+
+
+class Budget(ExplorationTechnique):
+    """Ends every active path UNKNOWN once the instruction or path budget is spent."""
+
+    def __init__(self, ctx: Context, options: Options):
+        super().__init__()
+        self.ctx, self.options = ctx, options
+
+    def step(self, simgr, stash="active", **kwargs):
+        ended = len(simgr.stashes.get("ended", []))
+        if self.ctx.insns >= self.options.max_insns or ended >= self.options.max_paths:
+            limit = (f"{self.options.max_insns} instructions" if self.ctx.insns >= self.options.max_insns
+                     else f"{self.options.max_paths} paths")
+            for st in simgr.stashes[stash]:
+                section, pc = self.ctx.where(st.addr)
+                st.globals["ended"] = End(UNKNOWN, None, f"exploration budget of {limit} reached", pc, section)
+            simgr.move(stash, "ended")
+            return simgr
+        return simgr.step(stash=stash, **kwargs)
+
+
+# --- driver --------------------------------------------------------------------------------
+
+def explore_angr(obj: BpfObject, program: Program, options: Options | None = None,
+                 progress=None) -> AngrExploration:
+    """Explore every path of `program` with angr (see the module docstring)."""
+    options = options or Options()
+    start = time.perf_counter()
+    project, ctx = make_project(obj, options)
+    ctx.programs_seen.append(program.name)
+    state = project.factory.blank_state(addr=ctx.addr(program.section, program.entry.start),
+                                        add_options={angr.options.SYMBOL_FILL_UNCONSTRAINED_MEMORY,
+                                                     angr.options.SYMBOL_FILL_UNCONSTRAINED_REGISTERS,
+                                                     angr.options.LAZY_SOLVES},  # Step.fork checks
+                                        remove_options={angr.options.SIMPLIFY_EXIT_STATE})
+    packet = [_sym(f"pkt.{i}", 8) for i in range(max(options.max_len, 1))]
+    packet_len = _sym("pkt.len", 64)
+    frags = _sym("pkt.frags", 64)
+    state.memory.store(PKT_BASE, claripy.Concat(*packet))
+    state.solver.add(claripy.UGE(packet_len, options.min_len), claripy.ULE(packet_len, options.max_len))
+    state.solver.add(claripy.ULE(frags, 17 * 4096) if program.attach == "xdp.frags" else frags == 0)
+    ctxf = {name: _sym(f"ctx.{name}", 32) for off, name in XDP_MD_FIELDS.items() if off >= 12}
+    for off, name in XDP_MD_FIELDS.items():
+        if off >= 12:
+            state.memory.store(CTX_BASE + off, ctxf[name], endness=Endness.LE)
+    globals_ = {}
+    for name, base in ctx.global_addr.items():
+        mdef = ctx.maps[name]
+        if mdef.value_size:
+            globals_[name] = _sym(f"map.{name}.v0", 8 * mdef.value_size)
+            state.memory.store(base, globals_[name])
+    for k, v in {"program": program.name, "frames": (Frame(program.entry.key),), "entries": (), "notes": (),
+              "effects": (), "tail_calls": (), "writes": (), "redirect": None, "loops": (), "steps": 0,
+              "sites": frozenset(), "head": _bv(0), "end": packet_len, "meta": _bv(0), "frags": frags}.items():
+        state.globals[k] = v
+    step = Step(ctx, state, program.entry, program.entry.insns[0])
+    step.set_packet(state)
+    for r in range(10):
+        step.set(r, _bv(0))
+    step.set(1, _bv(CTX_BASE))
+    step.set(10, _bv(STACK_TOP))
+    simgr = project.factory.simulation_manager(state)
+    simgr.use_technique(LoopBound(ctx, options.loop_bound))
+    simgr.use_technique(Budget(ctx, options))
+    last = start
+    while simgr.active:
+        simgr.step()
+        if simgr.errored:
+            err = simgr.errored[0]
+            raise AngrEngineError(f"angr failed at {ctx.where(err.state.addr)}: {err.error}") from err.error
+        if progress is not None and time.perf_counter() - last > 0.5:
+            last = time.perf_counter()
+            progress(len(simgr.stashes.get("ended", [])), len(simgr.active), ctx.insns)
+    paths = [_path(i, st, ctx, program) for i, st in enumerate(simgr.stashes.get("ended", []))]
+    return AngrExploration(obj, program, options, paths, ctx.sites, ctx.written_maps, ctx.read_maps,
+                           ctx.insns, time.perf_counter() - start, ctx.programs_seen, packet, packet_len,
+                           ctxf, globals_)
+
+
+def _path(i: int, st, ctx: Context, program: Program) -> AngrPath:
+    g = st.globals
+    end: End = g["ended"]
+    tails = g["tail_calls"]
+    programs = (program.name,) if not tails else tuple([program.name] + [t[3] for t in tails if t[3]])
+    return AngrPath(i, end.verdict, end.retval, st, g["redirect"], tails, g["effects"], g["writes"], g["head"],
+                    g["end"], g["steps"], g["notes"], end.truncated, programs, g["sites"], g["entries"],
+                    end.exit_pc, end.exit_section)

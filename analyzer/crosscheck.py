@@ -1,0 +1,501 @@
+"""Cross-check of the two symbolic engines: the z3 explorer (explore.py) and angr (angr_engine.py).
+
+Each engine's paths are turned into concrete inputs (`Input`: a packet, the ingress ifindex,
+the map entries the path looks up; global data as the object initialises it) and the other
+engine must agree on them:
+
+* every z3 path's witness (a model of its condition) must satisfy the constraints of an angr
+  path with the same verdict, the same tail-call targets and the same output packet, and
+* every angr path's model must satisfy the condition of a z3 path with the same outcome.
+
+"Satisfy" leaves helper results (time, random numbers) free in the other engine: only the
+inputs are fixed. Paths that end UNKNOWN or carry notes (values an engine approximates) are
+not compared, and are listed with the reason. A disagreement is run through the kernel
+(BPF_PROG_TEST_RUN, analyzer/kernel.py) with the same packet and map entries, and the kernel's
+answer says which engine is wrong.
+
+Inputs are restricted to what the kernel's test run can take (see verify.py): 14..3520-byte
+packets, an existing ingress device, queue 0, no fragments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import z3
+
+from lifter.maps import MapDef, is_global_data_section
+from lifter.program import BpfObject, Program
+
+from . import kernel
+from .explore import UNKNOWN, VERDICTS, Exploration, Options, Path, explore
+from .symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val
+from .verify import MAX_TEST_LEN, MIN_TEST_LEN, UNFILLABLE, existing_ifindexes, output_of
+
+#: Packet lengths tried for a witness, shortest first (a short witness is quick to check).
+LENGTH_STEPS = (64, 256, None)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the program does with one input: return code, output packet, tail-call targets."""
+
+    retval: int
+    packet: bytes
+    tail_calls: tuple
+
+    def __str__(self) -> str:
+        tails = f", tail calls {' -> '.join(t or '?' for t in self.tail_calls)}" if self.tail_calls else ""
+        return f"{VERDICTS.get(self.retval, 'INVALID')}({self.retval}) with {len(self.packet)}-byte packet " \
+               f"{self.packet[:64].hex()}{tails}"
+
+
+@dataclass
+class Input:
+    """A concrete input: the packet, the ingress ifindex, and the entries of looked-up maps
+    (key -> value bytes, None when the entry is absent; unlisted keys are absent)."""
+
+    packet: bytes
+    ifindex: int
+    entries: dict[str, dict[int, bytes | None]] = field(default_factory=dict)
+    rx_queue: int = 0
+    egress: int = 0
+    frags: int = 0
+    runnable: bool = True  # within what BPF_PROG_TEST_RUN can take
+
+    def __str__(self) -> str:
+        maps = "; ".join(f"{m}[{k}]={'absent' if v is None else v.hex()}"
+                         for m, es in sorted(self.entries.items()) for k, v in sorted(es.items()))
+        ctx = f"ifindex {self.ifindex}" + (f", rx queue {self.rx_queue}, egress {self.egress}, {self.frags} "
+                                           "fragment bytes (not test-runnable)" if not self.runnable else "")
+        return f"packet {self.packet.hex()} ({ctx})" + (f", maps {maps}" if maps else "")
+
+
+@dataclass
+class Disagreement:
+    """One input on which the engines differ. `found` is the engine whose path the input
+    came from, `other` what the other engine allows for it (empty: no path at all)."""
+
+    found: str  # "z3" | "angr"
+    path: int
+    input: Input
+    expected: Outcome
+    other: list[Outcome]
+    kernel: Outcome | None = None
+    kernel_error: str | None = None
+
+    @property
+    def wrong(self) -> str:
+        """Which engine the kernel contradicts ("unconfirmed" without a kernel answer)."""
+        if self.kernel is None:
+            return "unconfirmed"
+        found_ok = self.kernel == self.expected
+        other_ok = self.kernel in self.other
+        if found_ok and not other_ok:
+            return "angr" if self.found == "z3" else "z3"
+        if other_ok and not found_ok:
+            return self.found
+        return "both" if not found_ok else "neither"
+
+    def __str__(self) -> str:
+        other = "angr" if self.found == "z3" else "z3"
+        allowed = " or ".join(map(str, self.other)) if self.other else "no path for this input"
+        kern = f"kernel: {self.kernel}" if self.kernel else f"kernel: not run ({self.kernel_error})"
+        return (f"{self.found} path #{self.path}: {self.input}\n      {self.found}: {self.expected}\n"
+                f"      {other}: {allowed}\n      {kern} -> wrong: {self.wrong}")
+
+
+@dataclass
+class CrossCheckReport:
+    program: str
+    z3_paths: int = 0
+    angr_paths: int = 0
+    z3_compared: int = 0
+    angr_compared: int = 0
+    z3_seconds: float = 0.0
+    angr_seconds: float = 0.0
+    skipped: list[tuple[str, int, str]] = field(default_factory=list)  # (engine, path, why)
+    disagreements: list[Disagreement] = field(default_factory=list)
+
+
+def _bytes(value: int, size: int) -> bytes:
+    return (value % (1 << (8 * size))).to_bytes(size, "little")
+
+
+def _is_array(mdef: MapDef) -> bool:
+    return mdef.type is not None and mdef.type.keyed == "index" and mdef.type.holds == "data"
+
+
+class CrossCheck:
+    """Both engines on one program of one object; `run` fills a CrossCheckReport."""
+
+    def __init__(self, obj: BpfObject, program: Program, options: Options, z3e: Exploration, angre,
+                 test_run: bool = True):
+        self.obj, self.program, self.options, self.test_run = obj, program, options, test_run
+        self.z3e, self.angre = z3e, angre
+        self.maps = {m.name: m for m in obj.maps}
+        self.ifindexes = existing_ifindexes()
+        self.max_len = min(options.max_len, MAX_TEST_LEN)
+        self.report = CrossCheckReport(program.name, len(z3e.paths), len(angre.paths),
+                                       z3_seconds=z3e.seconds, angr_seconds=angre.seconds)
+
+    def run(self) -> CrossCheckReport:
+        for path in self.z3e.paths:
+            self._check_z3_path(path)
+        for path in self.angre.paths:
+            self._check_angr_path(path)
+        return self.report
+
+    def _skip(self, engine: str, path, why: str) -> None:
+        self.report.skipped.append((engine, path.id, why))
+
+    def _comparable(self, engine: str, path) -> bool:
+        if path.verdict == UNKNOWN:
+            self._skip(engine, path, path.truncated or "outcome unknown")
+            return False
+        if path.notes:
+            self._skip(engine, path, "approximated: " + "; ".join(path.notes))
+            return False
+        maps = {a.map for a in path.accesses} if engine == "z3" else {e.map for e in path.entries}
+        for name in maps:
+            mdef = self.maps[name]
+            if mdef.type is not None and mdef.type.name in UNFILLABLE:
+                self._skip(engine, path, f"needs {UNFILLABLE[mdef.type.name]} in {name}")
+                return False
+        return True
+
+    def _attempts(self):
+        """(runnable, packet length limit) to try in turn: inputs the kernel can run first,
+        short packets first; then any input the program's environment allows."""
+        if self.test_run:
+            yield from ((True, limit) for limit in LENGTH_STEPS)
+        yield from ((False, limit) for limit in LENGTH_STEPS)
+
+    # --- z3 paths, checked by angr ----------------------------------------------------
+
+    def _z3_env(self, runnable: bool) -> list[z3.BoolRef]:
+        """What every input satisfies: global data as initialised, and with `runnable` what the
+        kernel's test run can take (else the engines are still compared, without a kernel)."""
+        ifindex = ctx_field("ingress_ifindex")
+        env = [z3.UGE(PACKET_LEN, MIN_TEST_LEN), z3.ULE(PACKET_LEN, self.max_len), PACKET_FRAGS == 0,
+               z3.Or(*[ifindex == i for i in self.ifindexes]), ctx_field("rx_queue_index") == 0,
+               ctx_field("egress_ifindex") == 0] if runnable else []
+        for mdef in self.obj.maps:
+            if is_global_data_section(mdef.section) and mdef.value_size:
+                bits = 8 * (mdef.key_size or 4)
+                data = mdef.initial or bytes(mdef.value_size)
+                env += [map_val(mdef.name, bits)(z3.BitVecVal(0, bits), z3.BitVecVal(i, 32)) == b
+                        for i, b in enumerate(data)]
+        return env
+
+    def _check_z3_path(self, path: Path) -> None:
+        if not self._comparable("z3", path):
+            return
+        solver = z3.Solver()
+        solver.add(*self.z3e.base_constraints(), *path.literals)
+        model = None
+        for runnable, limit in self._attempts():
+            solver.push()
+            solver.add(*self._z3_env(runnable))
+            if limit is not None:
+                solver.add(z3.ULE(PACKET_LEN, limit))
+            if solver.check() == z3.sat:
+                model = solver.model()
+                solver.pop()
+                break
+            solver.pop()
+        if model is None:
+            self._skip("z3", path, "no input satisfies it")
+            return
+        ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
+        n = ev(PACKET_LEN).as_long()
+        packet = bytes(ev(z3.Select(PACKET, i)).as_long() for i in range(n))
+        entries: dict[str, dict[int, bytes | None]] = {}
+        for access in path.accesses:
+            mdef = self.maps[access.map]
+            if is_global_data_section(mdef.section) or mdef.type is None or mdef.type.holds == "program":
+                continue
+            key = ev(access.key).as_long()
+            bits = 8 * mdef.key_size
+            found = key < (mdef.max_entries or 0) if _is_array(mdef) else \
+                z3.is_true(ev(map_found(mdef.name, bits)(access.key)))
+            value = bytes(ev(map_val(mdef.name, bits)(access.key, z3.BitVecVal(i, 32))).as_long()
+                          for i in range(mdef.value_size or 0)) if found else None
+            entries.setdefault(mdef.name, {})[key] = value
+        inp = Input(packet, ev(ctx_field("ingress_ifindex")).as_long(), entries,
+                    ev(ctx_field("rx_queue_index")).as_long(), ev(ctx_field("egress_ifindex")).as_long(),
+                    ev(PACKET_FRAGS).as_long(), runnable)
+        retval, out = output_of(path, lambda x: ev(x).as_long(), packet)
+        expected = Outcome(retval, out, tuple(t.target for t in path.tail_calls))
+        self.report.z3_compared += 1
+        allowed, cut = self._angr_outcomes(inp, expected)
+        if cut:
+            self._skip("z3", path, "angr cut the path this witness takes: " + cut)
+            self.report.z3_compared -= 1
+        elif expected not in allowed:
+            self.report.disagreements.append(Disagreement("z3", path.id, inp, expected, allowed))
+
+    def _angr_bindings(self, st, inp: Input) -> list | None:
+        """Constraints fixing the angr inputs to `inp` (helper results stay free); None when
+        the packet and ctx alone already contradict the path."""
+        from angr import claripy
+        a = self.angre
+        n = len(inp.packet)
+        cons = [a.packet_len == n, st.globals["frags"] == inp.frags,
+                a.ctx["ingress_ifindex"] == inp.ifindex, a.ctx["rx_queue_index"] == inp.rx_queue,
+                a.ctx["egress_ifindex"] == inp.egress]
+        cons += [sym == b for sym, b in zip(a.packet, inp.packet)]
+        for name, sym in a.globals_.items():
+            mdef = self.maps[name]
+            cons.append(sym == int.from_bytes(mdef.initial or bytes(mdef.value_size), "big"))
+        if st.globals["entries"] and not st.solver.satisfiable(extra_constraints=cons):
+            return None
+        for e in st.globals["entries"]:
+            mdef = self.maps[e.map]
+            if e.key.symbolic:
+                keys = st.solver.eval_upto(e.key, 2, extra_constraints=cons)
+                if len(keys) != 1:
+                    continue  # the key depends on helper results: the entry stays free
+                key = keys[0]
+            else:
+                key = e.key.concrete_value
+            value = inp.entries.get(e.map, {}).get(key)
+            if e.init_found is not None:
+                cons.append(e.init_found if value is not None else claripy.Not(e.init_found))
+            if e.init_val is not None:
+                cons.append(e.init_val == int.from_bytes(value or bytes(mdef.value_size), "big"))
+        return cons
+
+    @staticmethod
+    def _output_bytes(path, n: int):
+        """The first `n` bytes of an angr path's output packet, as one big-endian expression."""
+        from angr import claripy
+        from .angr_engine import PKT_BASE
+        return claripy.Concat(*[path.state.memory.load(PKT_BASE + path.head + i, 1) for i in range(n)])
+
+    def _angr_outcomes(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
+        """What angr allows for `inp`: [expected] if some path allows it, else the outcome of
+        every path the input satisfies. Also the reason when the input falls into a path
+        angr cut. Paths with the expected verdict are tried first: one solver call each."""
+        verdict = VERDICTS.get(expected.retval, "INVALID")
+        order = sorted(self.angre.paths, key=lambda p: p.verdict != verdict)
+        bindings = {}
+        for path in order:
+            if path.verdict != verdict:
+                break
+            if tuple(t[3] for t in path.tail_calls) != expected.tail_calls or path.notes:
+                continue
+            st = path.state
+            cons = bindings[path.id] = self._angr_bindings(st, inp)
+            if cons is None:
+                continue
+            n = len(expected.packet)
+            want = cons + [path.retval[31:0] == expected.retval, path.end - path.head == n]
+            if n:
+                want.append(self._output_bytes(path, n) == int.from_bytes(expected.packet, "big"))
+            if st.solver.satisfiable(extra_constraints=want):
+                return [expected], None
+        allowed = []
+        for path in order:
+            st = path.state
+            cons = bindings[path.id] if path.id in bindings else self._angr_bindings(st, inp)
+            if cons is None or not st.solver.satisfiable(extra_constraints=cons):
+                continue
+            if path.verdict == UNKNOWN or path.notes:
+                return [], path.truncated or "; ".join(path.notes)
+            allowed.append(self._angr_outcome(path, cons, tuple(t[3] for t in path.tail_calls)))
+        return allowed, None
+
+    def _angr_outcome(self, path, extra: list, tails: tuple) -> Outcome:
+        """The outcome of an angr path in one model of `extra` (which it extends)."""
+        st = path.state
+        retval = st.solver.eval(path.retval[31:0], extra_constraints=extra)
+        extra.append(path.retval[31:0] == retval)
+        n = st.solver.eval(path.end - path.head, extra_constraints=extra)
+        n = n if n < 1 << 16 else 0
+        extra.append(path.end - path.head == n)
+        data = st.solver.eval(self._output_bytes(path, n), extra_constraints=extra).to_bytes(n, "big") if n else b""
+        return Outcome(retval, data, tails)
+
+    # --- angr paths, checked by z3 ----------------------------------------------------
+
+    def _check_angr_path(self, path) -> None:
+        from angr import claripy
+        if not self._comparable("angr", path):
+            return
+        st, a = path.state, self.angre
+        strict = [claripy.UGE(a.packet_len, MIN_TEST_LEN), claripy.ULE(a.packet_len, self.max_len),
+                  claripy.Or(*[a.ctx["ingress_ifindex"] == i for i in self.ifindexes]),
+                  a.ctx["rx_queue_index"] == 0, a.ctx["egress_ifindex"] == 0, st.globals["frags"] == 0]
+        env = []
+        for name, sym in a.globals_.items():
+            mdef = self.maps[name]
+            env.append(sym == int.from_bytes(mdef.initial or bytes(mdef.value_size), "big"))
+        for runnable, limit in self._attempts():
+            extra = env + (strict if runnable else []) + \
+                ([claripy.ULE(a.packet_len, limit)] if limit is not None else [])
+            if st.solver.satisfiable(extra_constraints=extra):
+                break
+        else:
+            self._skip("angr", path, "no input satisfies it")
+            return
+        # One model for all inputs: packet, length, ifindex, and the entries' keys and contents.
+        entries = [e for e in path.entries if self.maps[e.map].type is None or
+                   self.maps[e.map].type.holds != "program"]
+        n = st.solver.eval(a.packet_len, extra_constraints=extra)
+        extra.append(a.packet_len == n)
+        parts = [a.ctx["ingress_ifindex"], a.ctx["rx_queue_index"], a.ctx["egress_ifindex"],
+                 st.globals["frags"]] + a.packet[:n]
+        for e in entries:
+            parts.append(e.key)
+            if e.init_found is not None:
+                parts.append(claripy.If(e.init_found, claripy.BVV(1, 8), claripy.BVV(0, 8)))
+            if e.init_val is not None:
+                parts.append(e.init_val)
+        whole = claripy.Concat(*parts)
+        value = st.solver.eval(whole, extra_constraints=extra)
+        values, shift = [], whole.size()
+        for part in parts:
+            shift -= part.size()
+            values.append((value >> shift) & ((1 << part.size()) - 1))
+        extra += [part == v for part, v in zip(parts, values)]
+        ifindex, rx_queue, egress, frags = values[:4]
+        packet = bytes(values[4:4 + n])
+        rest = iter(values[4 + n:])
+        found_entries: dict[str, dict[int, bytes | None]] = {}
+        for e in entries:
+            mdef = self.maps[e.map]
+            key = next(rest)
+            found = next(rest) == 1 if e.init_found is not None else key < (mdef.max_entries or 0)
+            val = next(rest).to_bytes(mdef.value_size, "big") if e.init_val is not None else b""
+            found_entries.setdefault(e.map, {})[key] = val if found else None
+        expected = self._angr_outcome(path, extra, tuple(t[3] for t in path.tail_calls))
+        inp = Input(packet, ifindex, found_entries, rx_queue, egress, frags, runnable)
+        self.report.angr_compared += 1
+        allowed, cut = self._z3_outcomes(inp, expected)
+        if cut:
+            self._skip("angr", path, "z3 cut the path this model takes: " + cut)
+            self.report.angr_compared -= 1
+        elif expected not in allowed:
+            self.report.disagreements.append(Disagreement("angr", path.id, inp, expected, allowed))
+
+    def _z3_functions(self, inp: Input) -> list[tuple]:
+        """Map contents of `inp` as z3 functions (absent unless listed; globals as initialised)."""
+        pairs = []
+        for mdef in self.obj.maps:
+            if mdef.type is not None and mdef.type.holds == "program" or not mdef.key_size and \
+                    not is_global_data_section(mdef.section):
+                continue
+            bits = 8 * (mdef.key_size or 4)
+            key, off = z3.Var(0, z3.BitVecSort(bits)), z3.Var(1, z3.BitVecSort(32))
+            if is_global_data_section(mdef.section):
+                rows = {0: mdef.initial or bytes(mdef.value_size or 0)}
+            else:
+                rows = inp.entries.get(mdef.name, {})
+            found = z3.Or(z3.BoolVal(False), *[key == k for k, v in rows.items() if v is not None])
+            val = z3.BitVecVal(0, 8)
+            for k, v in rows.items():
+                for i, b in enumerate(v or b""):
+                    val = z3.If(z3.And(key == k, off == i), z3.BitVecVal(b, 8), val)
+            pairs += [(map_found(mdef.name, bits), found), (map_val(mdef.name, bits), val)]
+        return pairs
+
+    def _z3_outcomes(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
+        funcs = self._z3_functions(inp)
+
+        def concrete(x):
+            return z3.substitute_funs(x, *funcs) if funcs else x
+        solver = z3.Solver()
+        solver.add(*[concrete(c) for c in self.z3e.base_constraints()])
+        solver.add(PACKET_LEN == len(inp.packet), PACKET_FRAGS == inp.frags,
+                   ctx_field("ingress_ifindex") == inp.ifindex, ctx_field("rx_queue_index") == inp.rx_queue,
+                   ctx_field("egress_ifindex") == inp.egress,
+                   *[z3.Select(PACKET, i) == b for i, b in enumerate(inp.packet)])
+        allowed = []
+        for path in self.z3e.paths:
+            solver.push()
+            solver.add(*[concrete(lit) for lit in path.literals])
+            if solver.check() != z3.sat:
+                solver.pop()
+                continue
+            if path.verdict == UNKNOWN or path.notes:
+                solver.pop()
+                return [], path.truncated or "; ".join(path.notes)
+            tails = tuple(t.target for t in path.tail_calls)
+            if tails == expected.tail_calls and path.retval is not None:
+                solver.push()
+                solver.add(*self._z3_output_is(path, expected, concrete))
+                ok = solver.check() == z3.sat
+                solver.pop()
+                if ok:
+                    solver.pop()
+                    return [expected], None
+            solver.check()  # the model of this path alone (the check above was popped)
+            model = solver.model()
+            ev = lambda x: model.eval(concrete(x), model_completion=True).as_long()  # noqa: E731
+            retval, out = output_of(path, ev, inp.packet)
+            allowed.append(Outcome(retval, out, tails))
+            solver.pop()
+        return allowed, None
+
+    @staticmethod
+    def _z3_output_is(path: Path, expected: Outcome, concrete) -> list[z3.BoolRef]:
+        n = len(expected.packet)
+        out = [z3.Extract(31, 0, path.retval) == expected.retval, path.end - path.head == n]
+        out += [z3.Select(path.pkt, path.head + i) == b for i, b in enumerate(expected.packet)]
+        return [concrete(c) for c in out]
+
+    # --- the kernel's answer --------------------------------------------------------
+
+    def confirm(self, loaded: kernel.LoadedObject) -> None:
+        """Run every disagreement's input through the kernel and record its answer."""
+        for d in self.report.disagreements:
+            if not d.input.runnable:
+                d.kernel_error = "input outside what BPF_PROG_TEST_RUN can take"
+                continue
+            try:
+                self._set_maps(loaded, d.input)
+                result = loaded.run(self.program.name, d.input.packet,
+                                    ctx=kernel.XdpCtx(d.input.ifindex, 0))
+            except kernel.KernelRunError as err:
+                d.kernel_error = str(err).splitlines()[0]
+                continue
+            d.kernel = Outcome(result.retval, result.packet_out, d.expected.tail_calls)
+
+    def _set_maps(self, loaded: kernel.LoadedObject, inp: Input) -> None:
+        for mdef in self.obj.maps:
+            if mdef.type is None or is_global_data_section(mdef.section) or mdef.type.holds == "program":
+                continue
+            if mdef.name not in self.z3e.read_maps | self.z3e.written_maps | self.angre.read_maps:
+                continue
+            rows = inp.entries.get(mdef.name, {})
+            if mdef.type.keyed in ("hash", "lpm"):
+                loaded.map_clear(mdef.name)
+            for key, value in rows.items():
+                kb = _bytes(key, mdef.key_size)
+                if value is None:
+                    if mdef.type.keyed not in ("hash", "lpm"):
+                        loaded.map_delete(mdef.name, kb)
+                    continue
+                if mdef.type.holds == "device":
+                    value = (1).to_bytes(4, "little") + bytes(max(mdef.value_size - 4, 0))
+                if mdef.type.percpu:
+                    value = (value + bytes((-len(value)) % 8)) * kernel.possible_cpus()
+                loaded.map_update(mdef.name, kb, value)
+        for mdef in self.obj.maps:
+            if is_global_data_section(mdef.section) and not mdef.read_only and mdef.value_size:
+                loaded.map_update(loaded.map(mdef.section).name, bytes(mdef.key_size or 4),
+                                  mdef.initial or bytes(mdef.value_size))
+
+
+def cross_check(obj: BpfObject, program: Program, options: Options | None = None,
+                test_run: bool = True) -> CrossCheck:
+    """Explore `program` with both engines and compare them (kernel confirmation is separate:
+    `CrossCheck.confirm`). Without `test_run` (programs the kernel cannot test-run) inputs
+    are not restricted to what BPF_PROG_TEST_RUN takes."""
+    from .angr_engine import explore_angr  # angr is imported only when a cross-check is asked for
+    options = options or Options()
+    check = CrossCheck(obj, program, options, explore(obj, program, options), explore_angr(obj, program, options),
+                       test_run)
+    check.run()
+    return check

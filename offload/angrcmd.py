@@ -1,0 +1,99 @@
+"""`xdp2tc analyze --engine angr` and `xdp2tc analyze --cross-check` (issue 16).
+
+angr is imported here only inside the commands, so the other commands never pay its import
+time. `--cross-check` exits 1 when the engines disagree on some input (each disagreement is
+printed with the packet, the map entries, both engines' answers and the kernel's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from lifter.errors import LiftError
+from lifter.program import load_object
+from analyzer import kernel
+from analyzer.report import SCHEMA, angr_analysis_json, render_text
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=("z3", "angr"), default="z3",
+                   help="symbolic engine: z3 (default) or angr (needs the 'angr' extra)")
+    p.add_argument("--cross-check", action="store_true",
+                   help="run both engines and compare them on every path's model; exit 1 on a disagreement")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    return args.engine == "angr" or args.cross_check
+
+
+def _angr_module(path: str):
+    try:
+        from analyzer import angr_engine
+    except ImportError as err:
+        raise LiftError(f"the angr engine needs angr (pip install 'xdp2tc[angr]'): {err}", file=path) from err
+    return angr_engine
+
+
+def analyze(args: argparse.Namespace, programs, options, no_test_run: tuple[str, ...]) -> int:
+    """Run the angr engine (or both, with --cross-check) on each program of `args.file`;
+    `programs` and `options` read the shared flags, `no_test_run` are the sections the
+    kernel's test run refuses."""
+    obj = load_object(args.file)
+    engine = _angr_module(obj.path)
+    if args.cross_check:
+        return _cross_check(obj, programs(obj, args.program), options(args), engine, no_test_run)
+    docs = []
+    for prog in programs(obj, args.program):
+        try:
+            a = engine.explore_angr(obj, prog, options(args))
+        except engine.AngrEngineError as err:
+            raise LiftError(str(err), file=obj.path, program=prog.name) from err
+        doc = angr_analysis_json(a, conditions=args.json)
+        if args.json:
+            docs.append(doc)
+        else:
+            sys.stdout.write(render_text(doc))
+    if args.json:
+        print(json.dumps(docs[0] if len(docs) == 1 else {"schema": SCHEMA + "+list", "programs": docs},
+                         indent=2))
+    return 0
+
+
+def _cross_check(obj, programs, options, engine, no_test_run) -> int:
+    from analyzer.crosscheck import cross_check
+    disagreements = 0
+    for prog in programs:
+        try:
+            check = cross_check(obj, prog, options, test_run=not prog.section.startswith(no_test_run))
+        except engine.AngrEngineError as err:
+            raise LiftError(str(err), file=obj.path, program=prog.name) from err
+        r = check.report
+        if r.disagreements:
+            confirm(check, obj, prog, no_test_run)
+        print(f"{obj.path}: program {prog.name}: z3 {r.z3_paths} paths ({r.z3_seconds:.2f} s), angr "
+              f"{r.angr_paths} paths ({r.angr_seconds:.2f} s); compared {r.z3_compared} z3 witnesses and "
+              f"{r.angr_compared} angr models: {len(r.disagreements)} disagreements")
+        for eng, path, why in r.skipped:
+            print(f"  {eng} path #{path} not compared: {why}")
+        for d in r.disagreements:
+            print(f"  DISAGREE {d}")
+        disagreements += len(r.disagreements)
+    return 1 if disagreements else 0
+
+
+def confirm(check, obj, prog, no_test_run: tuple[str, ...]) -> None:
+    """Ask the kernel about every disagreement (recorded as not run when it cannot)."""
+    why = None
+    if prog.section.startswith(no_test_run):
+        why = "BPF_PROG_TEST_RUN cannot run devmap/cpumap programs"
+    else:
+        try:
+            kernel.check_kernel()
+            with kernel.load(obj.path, programs=[prog.name]) as loaded:
+                check.confirm(loaded)
+            return
+        except (kernel.KernelUnavailable, kernel.KernelLoadError) as err:
+            why = str(err).splitlines()[0]
+    for d in check.report.disagreements:
+        d.kernel_error = why
