@@ -15,6 +15,7 @@ from lifter.errors import LiftError
 from lifter.program import load_object
 from analyzer import kernel
 from analyzer.report import SCHEMA, angr_analysis_json, render_text
+from offload.programs import EGRESS_SECTIONS
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=("z3", "angr"), default="z3",
@@ -35,14 +36,13 @@ def _angr_module(path: str):
     return angr_engine
 
 
-def analyze(args: argparse.Namespace, programs, options, no_test_run: tuple[str, ...]) -> int:
+def analyze(args: argparse.Namespace, programs, options) -> int:
     """Run the angr engine (or both, with --cross-check) on each program of `args.file`;
-    `programs` and `options` read the shared flags, `no_test_run` are the sections the
-    kernel's test run refuses."""
+    `programs` and `options` read the shared flags."""
     obj = load_object(args.file)
     engine = _angr_module(obj.path)
     if args.cross_check:
-        return _cross_check(obj, programs(obj, args.program), options(args), engine, no_test_run)
+        return _cross_check(obj, programs(obj, args.program), options(args), engine)
     docs = []
     for prog in programs(obj, args.program):
         try:
@@ -60,17 +60,17 @@ def analyze(args: argparse.Namespace, programs, options, no_test_run: tuple[str,
     return 0
 
 
-def _cross_check(obj, programs, options, engine, no_test_run) -> int:
+def _cross_check(obj, programs, options, engine) -> int:
     from analyzer.crosscheck import cross_check
     disagreements = 0
     for prog in programs:
         try:
-            check = cross_check(obj, prog, options, test_run=not prog.section.startswith(no_test_run))
+            check = cross_check(obj, prog, options, test_run=not prog.section.startswith(EGRESS_SECTIONS))
         except engine.AngrEngineError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
         r = check.report
         if r.disagreements:
-            confirm(check, obj, prog, no_test_run)
+            confirm(check, obj, prog)
         print(f"{obj.path}: program {prog.name}: z3 {r.z3_paths} paths ({r.z3_seconds:.2f} s), angr "
               f"{r.angr_paths} paths ({r.angr_seconds:.2f} s); compared {r.z3_compared} z3 witnesses and "
               f"{r.angr_compared} angr models: {len(r.disagreements)} disagreements")
@@ -82,10 +82,10 @@ def _cross_check(obj, programs, options, engine, no_test_run) -> int:
     return 1 if disagreements else 0
 
 
-def confirm(check, obj, prog, no_test_run: tuple[str, ...]) -> None:
+def confirm(check, obj, prog) -> None:
     """Ask the kernel about every disagreement (recorded as not run when it cannot)."""
     why = None
-    if prog.section.startswith(no_test_run):
+    if prog.section.startswith(EGRESS_SECTIONS):
         why = "BPF_PROG_TEST_RUN cannot run devmap/cpumap programs"
     else:
         try:

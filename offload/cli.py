@@ -208,7 +208,7 @@ def _progress_printer(name: str):
 
 def _analyze(args: argparse.Namespace) -> int:
     if angrcmd.wanted(args):
-        return angrcmd.analyze(args, _xdp_programs, _options, _NO_TEST_RUN)
+        return angrcmd.analyze(args, _xdp_programs, _options)
     obj = load_object(args.file)
     docs = []
     for prog in _xdp_programs(obj, args.program):

@@ -72,7 +72,6 @@ DEFECTS = {
     "vlan_tags": "issue 11: vlan_id 666 and dst_ip 10.0.0.1 (0-2 tags) drops get 0 filters and no "
                  "software reason",
     "vlan_sections": "issue 14: the vlan_id 4011 drop needs VLAN match keys, not emitted yet",
-    "frags_section": "issue 22: the udp dst_port 4791 drop gets 0 filters and no software reason",
     "ip_fragments": "issue 11: the ip_flags frag drop gets 0 filters ('only atypical packets')",
     "ipv6_filter": "issue 11: IPv6 drops not proved (flower walks extension headers, the program "
                    "does not; needs --assume no-ipv6-ext)",
