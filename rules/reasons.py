@@ -155,8 +155,18 @@ def account(e, rs, map_classes: dict[str, str]) -> list[PathFate]:
         elif p.verdict == "PASS" and not p.truncated and not p.notes:
             out.append(PathFate(p.id, p.verdict, False, [], Reason("pass-to-host")))
         else:
-            out.append(PathFate(p.id, p.verdict, False, [], given.get(p.id) or path_reason(e, p, map_classes)))
+            out.append(PathFate(p.id, p.verdict, False, [], _reason(given.get(p.id), e, p, map_classes)))
     return out
+
+
+def _reason(given: Reason | None, e, path, map_classes: dict[str, str]) -> Reason:
+    """The rule set's reason for a path, unless it is a generic not-expressible one and the
+    path's inputs name the real cause (`path_reason`: a map, state, a helper, ctx, IP options):
+    a drop on a map lookup is map-dependent even where synthesis only saw that no filter fits."""
+    if given is not None and given.code != "not-expressible":
+        return given
+    inputs = path_reason(e, path, map_classes)
+    return inputs if given is None or inputs.code != "not-expressible" else given
 
 
 def reason_label(r: Reason) -> str:

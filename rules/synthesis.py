@@ -277,8 +277,9 @@ class Synthesizer:
                 own = z3.Or([self.conds[p] for p in b.paths])
                 if solver(*self.env, taken, region, *[z3.Not(x) for x in shields],
                           own).check() == z3.unsat:
-                    b.why = ("every packet of this path is taken by a pass shield or an earlier "
-                             "filter: flower cannot separate it from packets the program passes")
+                    b.why = Reason("not-expressible",
+                                   "every packet of this path is taken by a pass shield or an earlier "
+                                   "filter: flower cannot separate it from packets the program passes")
                     return
                 b.proved = True
                 return
