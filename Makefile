@@ -17,17 +17,27 @@ APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev linux-libc-dev iprou
 
 DEMO_OBJ  := corpus/build/clang/thesis_static_rules.o
 
-.PHONY: demo test setup system-deps venv corpus external flowervm clean bench
+.PHONY: demo test lint setup system-deps venv corpus external flowervm clean bench
 
 demo: setup corpus
 	$(XDP2TC) info $(DEMO_OBJ)
 	$(XDP2TC) disasm --lines $(DEMO_OBJ)
 	$(XDP2TC) analyze $(DEMO_OBJ)
+	$(XDP2TC) rules $(DEMO_OBJ) --dev eth0
+	@echo "# check, the CI gate: it exits 1 when a path stays in software (--fail-on any)"
+	-$(XDP2TC) check $(DEMO_OBJ)
 
-test: setup corpus external flowervm
+test: setup corpus external flowervm lint
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 setup: system-deps venv
+
+# Habits the tools keep: ruff (lint + format) and the import-linter layers contract
+# (lifter -> analyzer -> rules -> offload), configured in pyproject.toml.
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 # apt-get only when a command is missing, so a ready machine pays nothing.
 system-deps:

@@ -44,8 +44,30 @@ from angr.engines.successors import SuccessorsEngine
 from angr.exploration_techniques import ExplorationTechnique
 from archinfo.arch import Endness, Register
 
-from lifter.insn import (Alu, AluOp, Atomic, ByteOrder, Call, Cond, Endian, Exit, ExternRef, FuncRef, Goto,
-                         Imm, Jump, LegacyLoad, Load, LoadImm64, MapRef, MovSx, Neg, Store, ends_block, slots)
+from lifter.insn import (
+    Alu,
+    AluOp,
+    Atomic,
+    ByteOrder,
+    Call,
+    Cond,
+    Endian,
+    Exit,
+    ExternRef,
+    FuncRef,
+    Goto,
+    Imm,
+    Jump,
+    LegacyLoad,
+    Load,
+    LoadImm64,
+    MapRef,
+    MovSx,
+    Neg,
+    Store,
+    ends_block,
+    slots,
+)
 from lifter.maps import MapDef, is_global_data_section
 from lifter.opcodes import AtomicOp, CallSrc
 from lifter.program import BpfObject, Function, Program
@@ -53,7 +75,6 @@ from lifter.program import BpfObject, Function, Program
 from .explore import INVALID, MAX_TAIL_CALLS, UNKNOWN, VERDICTS, BranchSite, Options
 from .helpers import helper
 from .symbolic import XDP_MD_FIELDS, source_of
-
 
 #: Where things live in the flat address space of a state (all below 4 GiB except code, so
 #: 32-bit ctx fields hold full addresses).
@@ -92,8 +113,9 @@ class ArchBPF(archinfo.Arch):
     triplet = "bpf"
     max_inst_bytes = 16
     instruction_alignment = 8
-    register_list = [Register(name=f"r{i}", size=8, vex_offset=8 * i) for i in range(11)] + \
-        [Register(name="pc", size=8, vex_offset=88, alias_names=("ip",))]
+    register_list = [Register(name=f"r{i}", size=8, vex_offset=8 * i) for i in range(11)] + [
+        Register(name="pc", size=8, vex_offset=88, alias_names=("ip",))
+    ]
     ip_offset = 88
     sp_offset = 80
     bp_offset = 80
@@ -110,6 +132,7 @@ class AngrEngineError(Exception):
 
 
 # --- what a path carries (in state.globals; immutable values only) -----------------------
+
 
 @dataclass(frozen=True)
 class Frame:
@@ -192,6 +215,7 @@ class AngrExploration:
 
 # --- the project ---------------------------------------------------------------------------
 
+
 @dataclass
 class Context:
     """What the engine needs besides the state: the lifted object and the bounds."""
@@ -233,10 +257,14 @@ def make_project(obj: BpfObject, options: Options) -> tuple[angr.Project, Contex
         data = obj.image.section(name).data
         blob += data + bytes((-len(data)) % 0x1000 or 0x1000)
     maps = {m.name: m for m in obj.maps}
-    ctx = Context(obj, options, section_base, maps,
-                  {m.name: MAP_BASE + 0x100 * i for i, m in enumerate(obj.maps)},
-                  {m.name: GLOBAL_BASE + REGION_SPAN * i for i, m in enumerate(obj.maps)
-                   if is_global_data_section(m.section)})
+    ctx = Context(
+        obj,
+        options,
+        section_base,
+        maps,
+        {m.name: MAP_BASE + 0x100 * i for i, m in enumerate(obj.maps)},
+        {m.name: GLOBAL_BASE + REGION_SPAN * i for i, m in enumerate(obj.maps) if is_global_data_section(m.section)},
+    )
     for func in obj.functions.values():
         for insn in func.insns:
             ctx.insn_at[ctx.addr(func.section, insn.pc)] = (func, insn)
@@ -244,14 +272,18 @@ def make_project(obj: BpfObject, options: Options) -> tuple[angr.Project, Contex
             ctx.leaders.add(ctx.addr(func.section, b))
         for b, h in func.cfg.back_edges:
             ctx.back_edges.add((ctx.addr(func.section, func.cfg.blocks[b].last.pc), ctx.addr(func.section, h)))
-    project = angr.Project(io.BytesIO(bytes(blob)), main_opts={
-        "backend": "blob", "arch": ArchBPF(), "base_addr": CODE_BASE, "entry_point": CODE_BASE},
-        engine=BpfEngine, auto_load_libs=False)
+    project = angr.Project(
+        io.BytesIO(bytes(blob)),
+        main_opts={"backend": "blob", "arch": ArchBPF(), "base_addr": CODE_BASE, "entry_point": CODE_BASE},
+        engine=BpfEngine,
+        auto_load_libs=False,
+    )
     project.xdp2tc = ctx
     return project, ctx
 
 
 # --- the engine ----------------------------------------------------------------------------
+
 
 class BpfEngine(SuccessorsEngine):
     """Executes one basic block of the lifter's IR on a state; splits at conditional jumps,
@@ -268,16 +300,23 @@ class BpfEngine(SuccessorsEngine):
             ctx.insns += 1
             outs = Step(ctx, state, func, insn).run()
             nxt = addr + 8 * slots(insn)
-            if len(outs) == 1 and outs[0][0] is state and outs[0][1] == nxt and not ends_block(insn) \
-                    and not isinstance(insn, Call) and nxt not in ctx.leaders:
+            if (
+                len(outs) == 1
+                and outs[0][0] is state
+                and outs[0][1] == nxt
+                and not ends_block(insn)
+                and not isinstance(insn, Call)
+                and nxt not in ctx.leaders
+            ):
                 addr = nxt
                 continue
             break
         for st, target, guard in outs:
             st.globals["steps"] = st.globals["steps"] + steps
             st.regs.pc = target
-            successors.add_successor(st, target, guard, "Ijk_Exit" if target == EXIT_ADDR else "Ijk_Boring",
-                                     exit_ins_addr=addr, source=start)
+            successors.add_successor(
+                st, target, guard, "Ijk_Exit" if target == EXIT_ADDR else "Ijk_Boring", exit_ins_addr=addr, source=start
+            )
         successors.processed = True
         successors.description = f"eBPF block at {ctx.where(start)}"
 
@@ -339,26 +378,34 @@ class Step:
         elif isinstance(insn, Neg):
             self.set(insn.dst, alu(AluOp.SUB, insn.wide, _bv(0), self.reg(insn.dst)))
         elif isinstance(insn, MovSx):
-            r = claripy.SignExt(64 - insn.bits, self.reg(insn.src)[insn.bits - 1:0])
+            r = claripy.SignExt(64 - insn.bits, self.reg(insn.src)[insn.bits - 1 : 0])
             self.set(insn.dst, r if insn.wide else claripy.ZeroExt(32, r[31:0]))
         elif isinstance(insn, Endian):
-            low = self.reg(insn.dst)[insn.bits - 1:0]
+            low = self.reg(insn.dst)[insn.bits - 1 : 0]
             if insn.order != ByteOrder.LE and insn.bits > 8:  # this is a little-endian machine
                 low = claripy.Reverse(low)
             self.set(insn.dst, low if insn.bits == 64 else claripy.ZeroExt(64 - insn.bits, low))
         elif isinstance(insn, Load):
             v = self.load(self.reg(insn.base) + insn.off, insn.size)
-            self.set(insn.dst, claripy.SignExt(64 - 8 * insn.size, v) if insn.signed else
-                     claripy.ZeroExt(64 - 8 * insn.size, v) if insn.size < 8 else v)
+            self.set(
+                insn.dst,
+                claripy.SignExt(64 - 8 * insn.size, v)
+                if insn.signed
+                else claripy.ZeroExt(64 - 8 * insn.size, v)
+                if insn.size < 8
+                else v,
+            )
         elif isinstance(insn, Store):
-            self.store(self.reg(insn.base) + insn.off, self.operand(insn.src)[8 * insn.size - 1:0])
+            self.store(self.reg(insn.base) + insn.off, self.operand(insn.src)[8 * insn.size - 1 : 0])
         elif isinstance(insn, Atomic):
             self.atomic()
         elif isinstance(insn, LoadImm64):
             self.set(insn.dst, self.ld_imm64())
         elif isinstance(insn, LegacyLoad):
-            return self.end(UNKNOWN, truncated=f"legacy packet load (ld_abs/ld_ind) at {self.where()}, "
-                            "which XDP programs cannot use")
+            return self.end(
+                UNKNOWN,
+                truncated=f"legacy packet load (ld_abs/ld_ind) at {self.where()}, which XDP programs cannot use",
+            )
         elif isinstance(insn, Jump):
             return self.jump()
         elif isinstance(insn, Goto):
@@ -381,8 +428,10 @@ class Step:
         if value.depth <= MAX_DEPTH:
             return value
         if not any(n.startswith("values too large") for n in self.s.globals["notes"]):
-            self.note(f"values too large to track exactly (over {MAX_DEPTH} nested operations), first at "
-                      f"{self.where()}: treated as unknowns")
+            self.note(
+                f"values too large to track exactly (over {MAX_DEPTH} nested operations), first at "
+                f"{self.where()}: treated as unknowns"
+            )
         return self.fresh("unknown.large-term")
 
     def atomic(self) -> None:
@@ -393,20 +442,26 @@ class Step:
             self.set(insn.src, claripy.ZeroExt(64 - 8 * insn.size, v) if insn.size < 8 else v)
             return
         if insn.op == AtomicOp.STORE_REL:
-            self.store(addr, self.reg(insn.src)[8 * insn.size - 1:0])
+            self.store(addr, self.reg(insn.src)[8 * insn.size - 1 : 0])
             return
         bits = 8 * insn.size
         old = self.load(addr, insn.size)
-        v = self.reg(insn.src)[bits - 1:0]
+        v = self.reg(insn.src)[bits - 1 : 0]
         if insn.op == AtomicOp.CMPXCHG:
-            new = claripy.If(old == self.reg(0)[bits - 1:0], v, old)
+            new = claripy.If(old == self.reg(0)[bits - 1 : 0], v, old)
         else:
-            new = {AtomicOp.ADD: lambda: old + v, AtomicOp.OR: lambda: old | v, AtomicOp.AND: lambda: old & v,
-                   AtomicOp.XOR: lambda: old ^ v, AtomicOp.XCHG: lambda: v}[insn.op]()
+            new = {
+                AtomicOp.ADD: lambda: old + v,
+                AtomicOp.OR: lambda: old | v,
+                AtomicOp.AND: lambda: old & v,
+                AtomicOp.XOR: lambda: old ^ v,
+                AtomicOp.XCHG: lambda: v,
+            }[insn.op]()
         self.store(addr, new)
         if insn.fetch:
-            self.set(0 if insn.op == AtomicOp.CMPXCHG else insn.src,
-                     claripy.ZeroExt(64 - bits, old) if bits < 64 else old)
+            self.set(
+                0 if insn.op == AtomicOp.CMPXCHG else insn.src, claripy.ZeroExt(64 - bits, old) if bits < 64 else old
+            )
 
     def ld_imm64(self):
         ref = self.insn.ref
@@ -453,8 +508,9 @@ class Step:
                 off = addr - PKT_BASE - st.globals["head"]
                 st.globals["writes"] = st.globals["writes"] + tuple(off + i for i in range(value.size() // 8))
             elif kind.startswith("global:") or kind == "value":
-                name = kind[7:] if kind != "value" else next(
-                    (e.map for e in st.globals["entries"] if e.addr == base), "?")
+                name = (
+                    kind[7:] if kind != "value" else next((e.map for e in st.globals["entries"] if e.addr == base), "?")
+                )
                 self.ctx.written_maps.add(name)
                 self.effect("map_write", name, st)
         st.memory.store(addr, value, endness=Endness.LE)
@@ -482,14 +538,16 @@ class Step:
         elif cond.is_false():
             ways = [False]
         else:
-            ways = [w for w, c in ((True, cond), (False, claripy.Not(cond)))
-                    if st.solver.satisfiable(extra_constraints=[c])]
+            ways = [
+                w for w, c in ((True, cond), (False, claripy.Not(cond))) if st.solver.satisfiable(extra_constraints=[c])
+            ]
         if kind is not None:  # a decision of the program (not a split of the engine's own)
             key = (self.func.section, self.insn.pc)
             site = self.ctx.sites.get(key)
             if site is None:
-                site = self.ctx.sites[key] = BranchSite(st.globals["program"], self.func.name,
-                                                        self.func.section, self.insn.pc, kind)
+                site = self.ctx.sites[key] = BranchSite(
+                    st.globals["program"], self.func.name, self.func.section, self.insn.pc, kind
+                )
             site.visits += 1
             srcs = sources(cond)
             site.all_sources |= srcs
@@ -519,8 +577,11 @@ class Step:
             callee = self.ctx.obj.functions[insn.callee]
             self.push_frame(Frame(callee.key, self.here + 8, tuple(self.reg(r) for r in range(6, 10))))
             return [(self.s, self.ctx.addr(callee.section, callee.start), claripy.true())]
-        what = f"kfunc {insn.symbol or insn.imm}" if insn.kind == CallSrc.KFUNC else \
-            f"call to undefined function {insn.symbol or '?'}"
+        what = (
+            f"kfunc {insn.symbol or insn.imm}"
+            if insn.kind == CallSrc.KFUNC
+            else f"call to undefined function {insn.symbol or '?'}"
+        )
         return self.end(UNKNOWN, truncated=f"unsupported: {what} at {self.where()}")
 
     def push_frame(self, frame: Frame, state=None) -> None:
@@ -565,7 +626,7 @@ class Step:
         name = h.name if h else f"helper_{insn.imm}"
         if h is None:
             self.note(f"unsupported: helper {insn.imm} at {self.where()}")
-        for effect in (h.effects if h else ()):
+        for effect in h.effects if h else ():
             if effect in ("output", "lock", "map_delete", "map_write"):
                 target = self.map_arg(1) if effect.startswith("map") or model == "output" else None
                 self.effect(effect, target.name if target else name)
@@ -657,8 +718,7 @@ class Step:
         return entry
 
     def set_entry(self, state, entry: Entry, **changes) -> None:
-        state.globals["entries"] = tuple(replace(e, **changes) if e is entry else e
-                                         for e in state.globals["entries"])
+        state.globals["entries"] = tuple(replace(e, **changes) if e is entry else e for e in state.globals["entries"])
 
     def h_map_lookup(self, name):
         mdef = self.map_arg(1)
@@ -724,7 +784,7 @@ class Step:
             self.note(f"bpf_redirect_map arguments not modelled at {self.where()}")
             return self.h_fresh64(name)
         self.ctx.read_maps.add(mdef.name)
-        key = self.reg(2)[8 * (mdef.key_size or 4) - 1:0]
+        key = self.reg(2)[8 * (mdef.key_size or 4) - 1 : 0]
         out = []
         for st, entry, g in self.entry_for(mdef, key, self.s):
             # __bpf_xdp_redirect_map: a miss returns flags' low bits (the fallback action).
@@ -748,7 +808,7 @@ class Step:
             if prog is not None:
                 targets[slot] = prog
         out, rest = [], [(self.s, claripy.true())]
-        for slot, prog in ([] if chain_full else targets.items()):
+        for slot, prog in [] if chain_full else targets.items():
             if not rest:
                 break
             st, g0 = rest[0]
@@ -757,7 +817,8 @@ class Step:
                 guard = claripy.And(g0, g)
                 if hit:
                     t.globals["tail_calls"] = t.globals["tail_calls"] + (
-                        (t.globals["program"], mdef.name, const, prog.name, self.insn.pc),)
+                        (t.globals["program"], mdef.name, const, prog.name, self.insn.pc),
+                    )
                     out.append((t, self.enter_program(t, prog), guard))
                 else:
                     rest = [(t, guard)]
@@ -768,18 +829,21 @@ class Step:
         if chain_full:
             filled = claripy.false()
         else:
-            others = claripy.And(claripy.ULT(idx, _bv(mdef.max_entries or 0, 32)),
-                                 *[idx != slot for slot in targets])
-            filled = claripy.And(others, claripy.BoolS(f"map.{mdef.name}.f{self.ctx.next_id()}",
-                                                       explicit_name=True))
+            others = claripy.And(claripy.ULT(idx, _bv(mdef.max_entries or 0, 32)), *[idx != slot for slot in targets])
+            filled = claripy.And(others, claripy.BoolS(f"map.{mdef.name}.f{self.ctx.next_id()}", explicit_name=True))
         for hit, t, g in self.fork(filled, "tail_call", st):
             guard = claripy.And(g0, g)
             if hit:
                 t.globals["tail_calls"] = t.globals["tail_calls"] + (
-                    (t.globals["program"], mdef.name, const, None, self.insn.pc),)
-                out += self.end(UNKNOWN, truncated=f"tail call into an unknown program ({mdef.name}"
-                                f"[{const if const is not None else 'variable index'}]) at {self.where()}",
-                                state=t, guard=guard)
+                    (t.globals["program"], mdef.name, const, None, self.insn.pc),
+                )
+                out += self.end(
+                    UNKNOWN,
+                    truncated=f"tail call into an unknown program ({mdef.name}"
+                    f"[{const if const is not None else 'variable index'}]) at {self.where()}",
+                    state=t,
+                    guard=guard,
+                )
             else:
                 self.r0(self.fresh("helper.tail_call"), t)
                 out += self.next(t, guard)
@@ -802,14 +866,16 @@ class Step:
             return self.end(UNKNOWN, truncated=f"unsupported: bpf_loop with a variable count at {self.where()}")
         count = nr.concrete_value & 0xFFFFFFFF
         if count > self.ctx.options.loop_bound:
-            return self.end(UNKNOWN, truncated=f"bpf_loop of {count} iterations at {self.where()} is over "
-                            f"--loop-bound {self.ctx.options.loop_bound}")
+            return self.end(
+                UNKNOWN,
+                truncated=f"bpf_loop of {count} iterations at {self.where()} is over "
+                f"--loop-bound {self.ctx.options.loop_bound}",
+            )
         if count == 0:
             self.r0(_bv(0))
             return self.next()
         func, _ = self.ctx.insn_at[cb.concrete_value]
-        return [(self.s, self.call_callback(self.s, (func.key, 0, count, self.reg(3)), self.here + 8),
-                 claripy.true())]
+        return [(self.s, self.call_callback(self.s, (func.key, 0, count, self.reg(3)), self.here + 8), claripy.true())]
 
     def call_callback(self, st, loop: tuple, ret: int) -> int:
         callee = self.ctx.obj.functions[loop[0]]
@@ -868,8 +934,12 @@ class Step:
     def h_adjust_meta(self, name):
         g = self.s.globals
         new = g["meta"] - self.delta()
-        ok = claripy.And(claripy.SGE(new, _bv(0)), claripy.SLE(new, _bv(MAX_META)), (new & 3) == 0,
-                         claripy.SGE(g["head"] - new, _bv(-HEADROOM)))
+        ok = claripy.And(
+            claripy.SGE(new, _bv(0)),
+            claripy.SLE(new, _bv(MAX_META)),
+            (new & 3) == 0,
+            claripy.SGE(g["head"] - new, _bv(-HEADROOM)),
+        )
         return self.resize(name, ok, lambda t: self.set_packet(t, meta=new))
 
     def h_adjust_tail(self, name):
@@ -907,6 +977,7 @@ class Step:
         def apply(t):
             if n:
                 self.store(dst, t.memory.load(buf, n, endness=Endness.LE), t)
+
         return self.resize(name, ok, apply)
 
     def h_ringbuf_reserve(self, name):
@@ -916,8 +987,6 @@ class Step:
             self.r0(_bv(MEM_BASE if ok else 0), t)
             out += self.next(t, g)
         return out
-
-
 
 
 def alu(op: AluOp, wide: bool, a, b):
@@ -964,11 +1033,19 @@ def compare(cond: Cond, wide: bool, a, b):
     """The jump condition `a COND b` on real values (pointers are addresses here)."""
     if not wide:
         a, b = a[31:0], b[31:0]
-    ops = {Cond.EQ: lambda: a == b, Cond.NE: lambda: a != b, Cond.SET: lambda: (a & b) != 0,
-           Cond.GT: lambda: claripy.UGT(a, b), Cond.GE: lambda: claripy.UGE(a, b),
-           Cond.LT: lambda: claripy.ULT(a, b), Cond.LE: lambda: claripy.ULE(a, b),
-           Cond.SGT: lambda: claripy.SGT(a, b), Cond.SGE: lambda: claripy.SGE(a, b),
-           Cond.SLT: lambda: claripy.SLT(a, b), Cond.SLE: lambda: claripy.SLE(a, b)}
+    ops = {
+        Cond.EQ: lambda: a == b,
+        Cond.NE: lambda: a != b,
+        Cond.SET: lambda: (a & b) != 0,
+        Cond.GT: lambda: claripy.UGT(a, b),
+        Cond.GE: lambda: claripy.UGE(a, b),
+        Cond.LT: lambda: claripy.ULT(a, b),
+        Cond.LE: lambda: claripy.ULE(a, b),
+        Cond.SGT: lambda: claripy.SGT(a, b),
+        Cond.SGE: lambda: claripy.SGE(a, b),
+        Cond.SLT: lambda: claripy.SLT(a, b),
+        Cond.SLE: lambda: claripy.SLE(a, b),
+    }
     return ops[cond]()
 
 
@@ -978,6 +1055,7 @@ def sources(expr) -> set:
 
 
 # --- exploration techniques ----------------------------------------------------------------
+
 
 class LoopBound(ExplorationTechnique):
     """Cuts a path that takes one loop's back edge more than `bound` times (per call depth),
@@ -1001,8 +1079,9 @@ class LoopBound(ExplorationTechnique):
                 section, pc = self.ctx.where(state.addr)
                 line = self.ctx.obj.line_at(section, pc)
                 at = f"{section}:{pc}" + (f" ({line.file_name}:{line.line})" if line else "")
-                state.globals["ended"] = End(UNKNOWN, None, f"loop at {at} cut after {self.bound} iterations "
-                                           "(--loop-bound)", pc, section)
+                state.globals["ended"] = End(
+                    UNKNOWN, None, f"loop at {at} cut after {self.bound} iterations (--loop-bound)", pc, section
+                )
                 return "ended"
         return simgr.filter(state, **kwargs)
 
@@ -1017,8 +1096,11 @@ class Budget(ExplorationTechnique):
     def step(self, simgr, stash="active", **kwargs):
         ended = len(simgr.stashes.get("ended", []))
         if self.ctx.insns >= self.options.max_insns or ended >= self.options.max_paths:
-            limit = (f"{self.options.max_insns} instructions" if self.ctx.insns >= self.options.max_insns
-                     else f"{self.options.max_paths} paths")
+            limit = (
+                f"{self.options.max_insns} instructions"
+                if self.ctx.insns >= self.options.max_insns
+                else f"{self.options.max_paths} paths"
+            )
             for st in simgr.stashes[stash]:
                 section, pc = self.ctx.where(st.addr)
                 st.globals["ended"] = End(UNKNOWN, None, f"exploration budget of {limit} reached", pc, section)
@@ -1029,18 +1111,22 @@ class Budget(ExplorationTechnique):
 
 # --- driver --------------------------------------------------------------------------------
 
-def explore_angr(obj: BpfObject, program: Program, options: Options | None = None,
-                 progress=None) -> AngrExploration:
+
+def explore_angr(obj: BpfObject, program: Program, options: Options | None = None, progress=None) -> AngrExploration:
     """Explore every path of `program` with angr (see the module docstring)."""
     options = options or Options()
     start = time.perf_counter()
     project, ctx = make_project(obj, options)
     ctx.programs_seen.append(program.name)
-    state = project.factory.blank_state(addr=ctx.addr(program.section, program.entry.start),
-                                        add_options={angr.options.SYMBOL_FILL_UNCONSTRAINED_MEMORY,
-                                                     angr.options.SYMBOL_FILL_UNCONSTRAINED_REGISTERS,
-                                                     angr.options.LAZY_SOLVES},  # Step.fork checks
-                                        remove_options={angr.options.SIMPLIFY_EXIT_STATE})
+    state = project.factory.blank_state(
+        addr=ctx.addr(program.section, program.entry.start),
+        add_options={
+            angr.options.SYMBOL_FILL_UNCONSTRAINED_MEMORY,
+            angr.options.SYMBOL_FILL_UNCONSTRAINED_REGISTERS,
+            angr.options.LAZY_SOLVES,
+        },  # Step.fork checks
+        remove_options={angr.options.SIMPLIFY_EXIT_STATE},
+    )
     packet = [_sym(f"pkt.{i}", 8) for i in range(max(options.max_len, 1))]
     packet_len = _sym("pkt.len", 64)
     frags = _sym("pkt.frags", 64)
@@ -1057,9 +1143,23 @@ def explore_angr(obj: BpfObject, program: Program, options: Options | None = Non
         if mdef.value_size:
             globals_[name] = _sym(f"map.{name}.v0", 8 * mdef.value_size)
             state.memory.store(base, globals_[name])
-    for k, v in {"program": program.name, "frames": (Frame(program.entry.key),), "entries": (), "notes": (),
-              "effects": (), "tail_calls": (), "writes": (), "redirect": None, "loops": (), "steps": 0,
-              "sites": frozenset(), "head": _bv(0), "end": packet_len, "meta": _bv(0), "frags": frags}.items():
+    for k, v in {
+        "program": program.name,
+        "frames": (Frame(program.entry.key),),
+        "entries": (),
+        "notes": (),
+        "effects": (),
+        "tail_calls": (),
+        "writes": (),
+        "redirect": None,
+        "loops": (),
+        "steps": 0,
+        "sites": frozenset(),
+        "head": _bv(0),
+        "end": packet_len,
+        "meta": _bv(0),
+        "frags": frags,
+    }.items():
         state.globals[k] = v
     step = Step(ctx, state, program.entry, program.entry.insns[0])
     step.set_packet(state)
@@ -1080,9 +1180,22 @@ def explore_angr(obj: BpfObject, program: Program, options: Options | None = Non
             last = time.perf_counter()
             progress(len(simgr.stashes.get("ended", [])), len(simgr.active), ctx.insns)
     paths = [_path(i, st, ctx, program) for i, st in enumerate(simgr.stashes.get("ended", []))]
-    return AngrExploration(obj, program, options, paths, ctx.sites, ctx.written_maps, ctx.read_maps,
-                           ctx.insns, time.perf_counter() - start, ctx.programs_seen, packet, packet_len,
-                           ctxf, globals_)
+    return AngrExploration(
+        obj,
+        program,
+        options,
+        paths,
+        ctx.sites,
+        ctx.written_maps,
+        ctx.read_maps,
+        ctx.insns,
+        time.perf_counter() - start,
+        ctx.programs_seen,
+        packet,
+        packet_len,
+        ctxf,
+        globals_,
+    )
 
 
 def _path(i: int, st, ctx: Context, program: Program) -> AngrPath:
@@ -1090,6 +1203,23 @@ def _path(i: int, st, ctx: Context, program: Program) -> AngrPath:
     end: End = g["ended"]
     tails = g["tail_calls"]
     programs = (program.name,) if not tails else tuple([program.name] + [t[3] for t in tails if t[3]])
-    return AngrPath(i, end.verdict, end.retval, st, g["redirect"], tails, g["effects"], g["writes"], g["head"],
-                    g["end"], g["steps"], g["notes"], end.truncated, programs, g["sites"], g["entries"],
-                    end.exit_pc, end.exit_section)
+    return AngrPath(
+        i,
+        end.verdict,
+        end.retval,
+        st,
+        g["redirect"],
+        tails,
+        g["effects"],
+        g["writes"],
+        g["head"],
+        g["end"],
+        g["steps"],
+        g["notes"],
+        end.truncated,
+        programs,
+        g["sites"],
+        g["entries"],
+        end.exit_pc,
+        end.exit_section,
+    )

@@ -58,8 +58,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lifter.encode import encode_all
-from lifter.insn import (Alu, AluOp, Atomic, Call, Cond, Exit, Goto, Imm, Jump, Load, LoadImm64, Reg,
-                         Store, slots)
+from lifter.insn import Alu, AluOp, Atomic, Call, Cond, Exit, Goto, Imm, Jump, Load, LoadImm64, Reg, Store, slots
 from lifter.maptypes import map_type_by_name
 from lifter.opcodes import AtomicOp, CallSrc, PseudoSrc
 
@@ -68,14 +67,24 @@ from .cost import Profile
 from .helpers import HELPER_BY_NAME
 
 #: The packet every micro-benchmark runs on: Ethernet + IPv4 + TCP, zero padded.
-PACKET = (bytes.fromhex("020000000001020000000002" "0800")
-          + struct.pack("!BBHHHBBH4s4s", 0x45, 0, 114, 0, 0, 64, 6, 0, bytes([10, 1, 2, 3]), bytes([10, 9, 9, 9]))
-          + struct.pack("!HHIIBBHHH", 40000, 80, 1, 0, 0x50, 0x10, 65535, 0, 0)).ljust(128, b"\0")
+PACKET = (
+    bytes.fromhex("0200000000010200000000020800")
+    + struct.pack("!BBHHHBBH4s4s", 0x45, 0, 114, 0, 0, 64, 6, 0, bytes([10, 1, 2, 3]), bytes([10, 9, 9, 9]))
+    + struct.pack("!HHIIBBHHH", 40000, 80, 1, 0, 0x50, 0x10, 65535, 0, 0)
+).ljust(128, b"\0")
 
 #: Maps whose lookup is calibrated (profile `lookup`): map type -> (key size, value size).
-LOOKUP_MAPS = {"array": (4, 8), "percpu_array": (4, 8), "hash": (4, 8), "percpu_hash": (4, 8),
-               "lru_hash": (4, 8), "lru_percpu_hash": (4, 8), "lpm_trie": (8, 8), "devmap": (4, 4),
-               "devmap_hash": (4, 4)}
+LOOKUP_MAPS = {
+    "array": (4, 8),
+    "percpu_array": (4, 8),
+    "hash": (4, 8),
+    "percpu_hash": (4, 8),
+    "lru_hash": (4, 8),
+    "lru_percpu_hash": (4, 8),
+    "lpm_trie": (8, 8),
+    "devmap": (4, 4),
+    "devmap_hash": (4, 4),
+}
 BPF_F_NO_PREALLOC = 1
 XDP_PASS = 2
 TAIL_SLOTS = 64
@@ -173,6 +182,7 @@ def func_btf(funcs: list[tuple[str, str]]) -> bytes:
 
     def head(name_off: int, kind: int, vlen: int, size_or_type: int) -> bytes:
         return struct.pack("<III", name_off, (kind << 24) | vlen, size_or_type)
+
     types = bytearray()
     types += head(name("int"), 1, 0, 4) + struct.pack("<I", (1 << 24) | 32)  # INT, signed
     types += head(name("xdp_md"), 4, 0, 24)  # STRUCT without members
@@ -237,16 +247,17 @@ class Rig:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def map(self, name: str, type_name: str, key_size: int, value_size: int, max_entries: int,
-            flags: int = 0) -> int:
+    def map(self, name: str, type_name: str, key_size: int, value_size: int, max_entries: int, flags: int = 0) -> int:
         mtype = map_type_by_name(type_name)
         opts = kernel._MapCreateOpts(sz=ctypes.sizeof(kernel._MapCreateOpts), map_flags=flags)
-        fd = self.lib.bpf_map_create(mtype.id, name.encode()[:15], key_size, value_size, max_entries,
-                                     ctypes.byref(opts))
+        fd = self.lib.bpf_map_create(
+            mtype.id, name.encode()[:15], key_size, value_size, max_entries, ctypes.byref(opts)
+        )
         if fd < 0:
             err = ctypes.get_errno() or -fd
-            raise CalibrationError(f"creating a {type_name} map failed: {errno_mod.errorcode.get(err, err)} "
-                                   f"({os.strerror(err)})")
+            raise CalibrationError(
+                f"creating a {type_name} map failed: {errno_mod.errorcode.get(err, err)} ({os.strerror(err)})"
+            )
         self.fds.append(fd)
         self.runner.maps[name] = kernel.MapInfo(name, fd, mtype.id, key_size, value_size, max_entries)
         self.maps[name] = fd
@@ -276,21 +287,28 @@ class Rig:
         code = encode_all(insns)
         buf = ctypes.create_string_buffer(code, len(code))
         log = ctypes.create_string_buffer(1 << 20)
-        opts = kernel._ProgLoadOpts(sz=ctypes.sizeof(kernel._ProgLoadOpts), log_level=1,
-                                    log_size=len(log), log_buf=ctypes.addressof(log))
+        opts = kernel._ProgLoadOpts(
+            sz=ctypes.sizeof(kernel._ProgLoadOpts), log_level=1, log_size=len(log), log_buf=ctypes.addressof(log)
+        )
         if funcs:
             opts.prog_btf_fd = self.btf(func_btf([(n, k) for _, n, k in funcs]))
             info = b"".join(struct.pack("<II", pc, 7 + i) for i, (pc, _, _) in enumerate(funcs))
             info_buf = ctypes.create_string_buffer(info, len(info))
             opts.func_info, opts.func_info_cnt, opts.func_info_rec_size = ctypes.addressof(info_buf), len(funcs), 8
-        fd = self.lib.bpf_prog_load(kernel.BPF_PROG_TYPE_XDP, name.encode()[:15], b"GPL", buf,
-                                    len(code) // 8, ctypes.byref(opts))
+        fd = self.lib.bpf_prog_load(
+            kernel.BPF_PROG_TYPE_XDP, name.encode()[:15], b"GPL", buf, len(code) // 8, ctypes.byref(opts)
+        )
         if fd < 0:
             err = ctypes.get_errno() or -fd
-            lines = [ln for ln in log.value.decode(errors="replace").splitlines()
-                     if ln.strip() and not ln.startswith(("processed ", "verification time"))]
-            raise CalibrationError(f"micro-program {name} refused by the kernel "
-                                   f"({errno_mod.errorcode.get(err, err)}): {lines[-1] if lines else ''}")
+            lines = [
+                ln
+                for ln in log.value.decode(errors="replace").splitlines()
+                if ln.strip() and not ln.startswith(("processed ", "verification time"))
+            ]
+            raise CalibrationError(
+                f"micro-program {name} refused by the kernel "
+                f"({errno_mod.errorcode.get(err, err)}): {lines[-1] if lines else ''}"
+            )
         self.fds.append(fd)
         self.runner.programs[name] = fd
         return fd
@@ -338,6 +356,7 @@ def _epilogue(a: Asm) -> list:
 
 def _straight(name: str, unit: Callable[[int], list], setup: Callable[[Rig, Asm], None] | None = None):
     """A program: prologue, optional setup, n units (unit(i) gives the i-th), epilogue."""
+
     def make(rig: Rig, n: int) -> str:
         a = _prologue(Asm())
         if setup:
@@ -347,13 +366,19 @@ def _straight(name: str, unit: Callable[[int], list], setup: Callable[[Rig, Asm]
         prog = f"{name}_{n}"
         rig.prog(prog, _epilogue(a))
         return prog
+
     return make
 
 
 def _map_value(rig: Asm, a: Asm, name: str = "cal_value") -> None:
     """r9 = pointer to the value of key 0 of a 1-entry array map (64-byte value)."""
-    a(Store(0, 10, -72, 4, Imm(0)), ld_map(1, rig.maps[name]), mov(2, 10), add(2, Imm(-72)),
-      helper_call("map_lookup_elem"))
+    a(
+        Store(0, 10, -72, 4, Imm(0)),
+        ld_map(1, rig.maps[name]),
+        mov(2, 10),
+        add(2, Imm(-72)),
+        helper_call("map_lookup_elem"),
+    )
     a.jump(Cond.EQ, 0, Imm(0), "out")
     a(mov(9, 0), Load(0, 2, 7, 0, 1), Load(0, 3, 7, 1, 1), Load(0, 4, 7, 2, 1), Load(0, 5, 7, 3, 1))
 
@@ -380,15 +405,25 @@ def _parse_unit(i: int) -> list:
     """What compiled header parsing looks like: two byte loads combined, compared, and a
     16-bit field compared (7 instructions, branches not taken)."""
     o = (i * 3) % 56
-    return [Load(0, 2, 7, o, 1), Load(0, 3, 7, o + 1, 1), alu(AluOp.LSH, 3, Imm(8)), alu(AluOp.OR, 3, 2),
-            Jump(0, Cond.EQ, True, 3, Imm(0x1234), 0), Load(0, 4, 7, o + 4, 2),
-            Jump(0, Cond.GT, True, 4, Imm(0x7FFF0000), 0)]
+    return [
+        Load(0, 2, 7, o, 1),
+        Load(0, 3, 7, o + 1, 1),
+        alu(AluOp.LSH, 3, Imm(8)),
+        alu(AluOp.OR, 3, 2),
+        Jump(0, Cond.EQ, True, 3, Imm(0x1234), 0),
+        Load(0, 4, 7, o + 4, 2),
+        Jump(0, Cond.GT, True, 4, Imm(0x7FFF0000), 0),
+    ]
 
 
 def _jump_unit(i: int) -> list:
     # Not taken (r2-r5 hold packet bytes < 256); offset 0: the next instruction either way.
-    return [Jump(0, Cond.EQ, True, 2, Imm(0x1234), 0), Jump(0, Cond.GT, True, 3, Reg(4), 0),
-            Jump(0, Cond.SGT, False, 4, Imm(0x4321), 0), Jump(0, Cond.NE, True, 5, Reg(5), 0)]
+    return [
+        Jump(0, Cond.EQ, True, 2, Imm(0x1234), 0),
+        Jump(0, Cond.GT, True, 3, Reg(4), 0),
+        Jump(0, Cond.SGT, False, 4, Imm(0x4321), 0),
+        Jump(0, Cond.NE, True, 5, Reg(5), 0),
+    ]
 
 
 def _goto_make(rig: Rig, n: int) -> str:
@@ -442,21 +477,25 @@ def _loop_make(count: int) -> Callable[[Rig, int], str]:
         prog = f"loop{count}_{n}"
         rig.prog(prog, insns, funcs)
         return prog
+
     return make
 
 
-def _helper_bench(entry: str, unit: list, extra: dict[str, float], setup=None, per_unit: float = 1.0,
-                  size: int = 16) -> Bench:
+def _helper_bench(
+    entry: str, unit: list, extra: dict[str, float], setup=None, per_unit: float = 1.0, size: int = 16
+) -> Bench:
     name = entry.split(".", 1)[1][:10]
     return Bench(entry, _straight(name, lambda i: unit, setup), size, per_unit, extra)
 
 
 def _key_setup(key: bytes) -> Callable[[Rig, Asm], None]:
     """Write `key` at fp-16 (and a value at fp-32) before the units."""
+
     def setup(rig: Rig, a: Asm) -> None:
         for off in range(0, len(key), 4):
-            word = int.from_bytes(key[off:off + 4].ljust(4, b"\0"), "little", signed=True)
+            word = int.from_bytes(key[off : off + 4].ljust(4, b"\0"), "little", signed=True)
             a(Store(0, 10, -16 + off, 4, Imm(word)))
+
     return setup
 
 
@@ -468,8 +507,10 @@ def _lookup_bench(map_name: str, type_name: str) -> Bench:
     def make(rig: Rig, n: int) -> str:
         u = [ld_map(1, rig.maps[map_name])] + unit[1:]
         return _straight(f"lk_{map_name[-8:]}", lambda i: u, _key_setup(key))(rig, n)
+
     entry = {"cal_hash16": "lookup.hash16", "cal_lpm3": "variant.lpm_trie_3_prefixes"}.get(
-        map_name, f"lookup.{type_name}")
+        map_name, f"lookup.{type_name}"
+    )
     return Bench(entry, make, 16, 1.0, {"insn.ld_imm64": 1, "insn.alu": 2})
 
 
@@ -482,8 +523,10 @@ def _lookup_key(type_name: str, key_size: int) -> bytes:
 def _tail_chain(kind: str) -> Callable[[Rig, int], str]:
     """Programs T_k (k = 0..33) where T_k tail-calls slot k+1 and slot 33 returns: entering
     at 33-n makes n tail calls."""
+
     def make(rig: Rig, n: int) -> str:
         return f"tc_{kind}_{33 - n}"
+
     return make
 
 
@@ -497,6 +540,7 @@ def _tail_miss(kind: str) -> Callable[[Rig, int], str]:
     def make(rig: Rig, n: int) -> str:
         u = unit(rig)
         return _straight(f"tm_{kind[:3]}", lambda i: u)(rig, n)
+
     return make
 
 
@@ -510,8 +554,7 @@ def _setup_tail_chains(rig: Rig) -> None:
             elif kind == "constant":
                 insns = [ld_map(2, fd), mov(3, Imm(k + 1)), helper_call("tail_call")] + ret_pass()
             else:
-                insns = [Load(0, 3, 1, 16, 4), add(3, Imm(k + 1)), ld_map(2, fd), helper_call("tail_call")] + \
-                    ret_pass()
+                insns = [Load(0, 3, 1, 16, 4), add(3, Imm(k + 1)), ld_map(2, fd), helper_call("tail_call")] + ret_pass()
             prog_fd = rig.prog(f"tc_{kind}_{k}", insns)
             if k:
                 rig.update(name, k.to_bytes(4, "little"), prog_fd.to_bytes(4, "little"))
@@ -552,32 +595,80 @@ def benches() -> list[Bench]:
         Bench("variant.alu_two_chains", _straight("alu2", _alu_unit("two")), 200, 6),
         Bench("variant.alu_dependent", _straight("alud", _alu_unit("dependent")), 200, 6),
         Bench("variant.parse", _straight("parse", _parse_unit), 100, 7),
-        Bench("insn.mul", _straight("mul", lambda i: [alu(AluOp.MUL, r, Imm(3)) for r in FREE], _scalars),
-              100, 6),
+        Bench("insn.mul", _straight("mul", lambda i: [alu(AluOp.MUL, r, Imm(3)) for r in FREE], _scalars), 100, 6),
         Bench("insn.div", _straight("div", lambda i: [alu(AluOp.DIV, 2, 3), alu(AluOp.MOD, 4, 3)]), 100, 2),
-        Bench("insn.ld_imm64", _straight("ldimm", lambda i: [LoadImm64(0, r, 0x1122334455 + i * 6 + k)
-                                                             for k, r in enumerate(FREE)], _scalars), 100, 6),
+        Bench(
+            "insn.ld_imm64",
+            _straight(
+                "ldimm", lambda i: [LoadImm64(0, r, 0x1122334455 + i * 6 + k) for k, r in enumerate(FREE)], _scalars
+            ),
+            100,
+            6,
+        ),
         Bench("insn.jump", _straight("jump", _jump_unit), 200, 4),
         Bench("insn.goto", _goto_make, 300, 1, {"insn.alu": 1}),
-        Bench("insn.load_pkt", _straight("ldpkt", lambda i: [Load(0, r, 7, (6 * i + k) % 60, (1, 2, 4)[k % 3])
-                                                             for k, r in enumerate(FREE)], _scalars), 100, 6),
-        Bench("insn.store_pkt", _straight("stpkt", lambda i: [Store(0, 7, (4 * i) % 60, 1, Reg(2)),
-                                                              Store(0, 7, (4 * i + 1) % 60, 1, Reg(3)),
-                                                              Store(0, 7, (4 * i + 2) % 60, 2, Reg(4)),
-                                                              Store(0, 7, (4 * i + 4) % 60, 4, Reg(5))]), 200, 4),
-        Bench("insn.load_stack", _straight("ldstk", lambda i: [Load(0, r, 10, -8 * (1 + (i + k) % 8), 8)
-                                                               for k, r in enumerate(FREE)], _scalars), 100, 6),
-        Bench("insn.store_stack", _straight("ststk", lambda i: [Store(0, 10, -8 * (1 + (i + k) % 8), 8, Reg(2 + k))
-                                                                for k in range(4)]), 200, 4),
-        Bench("insn.load_map", _straight("ldmap", lambda i: [Load(0, r, 9, 4 * ((i + k) % 16), 4)
-                                                             for k, r in enumerate(FREE[:5])], _map_value), 100, 5),
-        Bench("insn.store_map", _straight("stmap", lambda i: [Store(0, 9, 4 * ((i + k) % 16), 4, Reg(2 + k))
-                                                              for k in range(4)], _map_value), 200, 4),
+        Bench(
+            "insn.load_pkt",
+            _straight(
+                "ldpkt",
+                lambda i: [Load(0, r, 7, (6 * i + k) % 60, (1, 2, 4)[k % 3]) for k, r in enumerate(FREE)],
+                _scalars,
+            ),
+            100,
+            6,
+        ),
+        Bench(
+            "insn.store_pkt",
+            _straight(
+                "stpkt",
+                lambda i: [
+                    Store(0, 7, (4 * i) % 60, 1, Reg(2)),
+                    Store(0, 7, (4 * i + 1) % 60, 1, Reg(3)),
+                    Store(0, 7, (4 * i + 2) % 60, 2, Reg(4)),
+                    Store(0, 7, (4 * i + 4) % 60, 4, Reg(5)),
+                ],
+            ),
+            200,
+            4,
+        ),
+        Bench(
+            "insn.load_stack",
+            _straight(
+                "ldstk", lambda i: [Load(0, r, 10, -8 * (1 + (i + k) % 8), 8) for k, r in enumerate(FREE)], _scalars
+            ),
+            100,
+            6,
+        ),
+        Bench(
+            "insn.store_stack",
+            _straight("ststk", lambda i: [Store(0, 10, -8 * (1 + (i + k) % 8), 8, Reg(2 + k)) for k in range(4)]),
+            200,
+            4,
+        ),
+        Bench(
+            "insn.load_map",
+            _straight(
+                "ldmap", lambda i: [Load(0, r, 9, 4 * ((i + k) % 16), 4) for k, r in enumerate(FREE[:5])], _map_value
+            ),
+            100,
+            5,
+        ),
+        Bench(
+            "insn.store_map",
+            _straight(
+                "stmap", lambda i: [Store(0, 9, 4 * ((i + k) % 16), 4, Reg(2 + k)) for k in range(4)], _map_value
+            ),
+            200,
+            4,
+        ),
         Bench("insn.load_ctx", _straight("ldctx", lambda i: [Load(0, 2, 6, 0, 4), Load(0, 3, 6, 4, 4)]), 200, 2),
-        Bench("insn.load_ctx_dev", _straight("ldctxd", lambda i: [Load(0, 2, 6, 12, 4), Load(0, 3, 6, 16, 4)]),
-              100, 2),
-        Bench("insn.atomic", _straight("atomic", lambda i: [Atomic(0, AtomicOp.ADD, False, 8, 9, 8 * (i % 4), 2)],
-                                       _map_value), 100, 1),
+        Bench("insn.load_ctx_dev", _straight("ldctxd", lambda i: [Load(0, 2, 6, 12, 4), Load(0, 3, 6, 16, 4)]), 100, 2),
+        Bench(
+            "insn.atomic",
+            _straight("atomic", lambda i: [Atomic(0, AtomicOp.ADD, False, 8, 9, 8 * (i % 4), 2)], _map_value),
+            100,
+            1,
+        ),
         Bench("call.bpf2bpf", _call_make, 50, 1, {"insn.alu": 1}),
     ]
     out += [
@@ -586,43 +677,106 @@ def benches() -> list[Bench]:
         _helper_bench("helper.ktime_get_tai_ns", [helper_call("ktime_get_tai_ns")], {}),
         _helper_bench("helper.get_prandom_u32", [helper_call("get_prandom_u32")], {}),
         _helper_bench("helper.get_smp_processor_id", [helper_call("get_smp_processor_id")], {}, size=64),
-        _helper_bench("helper.csum_diff", [mov(1, 10), add(1, Imm(-8)), mov(2, Imm(4)), mov(3, 10),
-                                           add(3, Imm(-16)), mov(4, Imm(4)), mov(5, Imm(0)),
-                                           helper_call("csum_diff")], {"insn.alu": 7}),
-        _helper_bench("helper.redirect", [mov(1, Imm(1)), mov(2, Imm(0)), helper_call("redirect")],
-                      {"insn.alu": 2}),
-        Bench("helper.redirect_map", _straight("redirmap", lambda i: [], None), 16, 1,
-              {"insn.ld_imm64": 1, "insn.alu": 2}),
-        _helper_bench("helper.xdp_adjust_head", [mov(1, 6), mov(2, Imm(-4)), helper_call("xdp_adjust_head"),
-                                                 mov(1, 6), mov(2, Imm(4)), helper_call("xdp_adjust_head")],
-                      {"insn.alu": 4}, per_unit=2),
-        _helper_bench("helper.xdp_adjust_tail", [mov(1, 6), mov(2, Imm(-4)), helper_call("xdp_adjust_tail"),
-                                                 mov(1, 6), mov(2, Imm(4)), helper_call("xdp_adjust_tail")],
-                      {"insn.alu": 4}, per_unit=2),
-        _helper_bench("helper.xdp_adjust_meta", [mov(1, 6), mov(2, Imm(-4)), helper_call("xdp_adjust_meta"),
-                                                 mov(1, 6), mov(2, Imm(4)), helper_call("xdp_adjust_meta")],
-                      {"insn.alu": 4}, per_unit=2),
+        _helper_bench(
+            "helper.csum_diff",
+            [
+                mov(1, 10),
+                add(1, Imm(-8)),
+                mov(2, Imm(4)),
+                mov(3, 10),
+                add(3, Imm(-16)),
+                mov(4, Imm(4)),
+                mov(5, Imm(0)),
+                helper_call("csum_diff"),
+            ],
+            {"insn.alu": 7},
+        ),
+        _helper_bench("helper.redirect", [mov(1, Imm(1)), mov(2, Imm(0)), helper_call("redirect")], {"insn.alu": 2}),
+        Bench(
+            "helper.redirect_map", _straight("redirmap", lambda i: [], None), 16, 1, {"insn.ld_imm64": 1, "insn.alu": 2}
+        ),
+        _helper_bench(
+            "helper.xdp_adjust_head",
+            [
+                mov(1, 6),
+                mov(2, Imm(-4)),
+                helper_call("xdp_adjust_head"),
+                mov(1, 6),
+                mov(2, Imm(4)),
+                helper_call("xdp_adjust_head"),
+            ],
+            {"insn.alu": 4},
+            per_unit=2,
+        ),
+        _helper_bench(
+            "helper.xdp_adjust_tail",
+            [
+                mov(1, 6),
+                mov(2, Imm(-4)),
+                helper_call("xdp_adjust_tail"),
+                mov(1, 6),
+                mov(2, Imm(4)),
+                helper_call("xdp_adjust_tail"),
+            ],
+            {"insn.alu": 4},
+            per_unit=2,
+        ),
+        _helper_bench(
+            "helper.xdp_adjust_meta",
+            [
+                mov(1, 6),
+                mov(2, Imm(-4)),
+                helper_call("xdp_adjust_meta"),
+                mov(1, 6),
+                mov(2, Imm(4)),
+                helper_call("xdp_adjust_meta"),
+            ],
+            {"insn.alu": 4},
+            per_unit=2,
+        ),
         _helper_bench("helper.xdp_get_buff_len", [mov(1, 6), helper_call("xdp_get_buff_len")], {"insn.alu": 1}),
-        _helper_bench("helper.xdp_load_bytes", [mov(1, 6), mov(2, Imm(0)), mov(3, 10), add(3, Imm(-16)),
-                                                mov(4, Imm(4)), helper_call("xdp_load_bytes")], {"insn.alu": 5}),
-        _helper_bench("helper.xdp_store_bytes", [mov(1, 6), mov(2, Imm(60)), mov(3, 10), add(3, Imm(-16)),
-                                                 mov(4, Imm(4)), helper_call("xdp_store_bytes")], {"insn.alu": 5}),
-        Bench("helper.map_update_elem", _straight("update", lambda i: []), 16, 1,
-              {"insn.ld_imm64": 1, "insn.alu": 5}),
-        Bench("helper.map_delete_elem", _straight("delete", lambda i: []), 16, 1,
-              {"insn.ld_imm64": 2, "insn.alu": 10, "helper.map_update_elem": 1}),
+        _helper_bench(
+            "helper.xdp_load_bytes",
+            [mov(1, 6), mov(2, Imm(0)), mov(3, 10), add(3, Imm(-16)), mov(4, Imm(4)), helper_call("xdp_load_bytes")],
+            {"insn.alu": 5},
+        ),
+        _helper_bench(
+            "helper.xdp_store_bytes",
+            [mov(1, 6), mov(2, Imm(60)), mov(3, 10), add(3, Imm(-16)), mov(4, Imm(4)), helper_call("xdp_store_bytes")],
+            {"insn.alu": 5},
+        ),
+        Bench("helper.map_update_elem", _straight("update", lambda i: []), 16, 1, {"insn.ld_imm64": 1, "insn.alu": 5}),
+        Bench(
+            "helper.map_delete_elem",
+            _straight("delete", lambda i: []),
+            16,
+            1,
+            {"insn.ld_imm64": 2, "insn.alu": 10, "helper.map_update_elem": 1},
+        ),
         Bench("loop.1", _loop_make(1), 16, 1, {"insn.alu": 4, "insn.ld_imm64": 1}),
         Bench("loop.5", _loop_make(5), 16, 1, {"insn.alu": 8, "insn.ld_imm64": 1}),
     ]
-    out += [_lookup_bench(f"cal_{t}", t) for t in LOOKUP_MAPS] + [_lookup_bench("cal_hash16", "hash"),
-                                                                   _lookup_bench("cal_lpm3", "lpm_trie")]
+    out += [_lookup_bench(f"cal_{t}", t) for t in LOOKUP_MAPS] + [
+        _lookup_bench("cal_hash16", "hash"),
+        _lookup_bench("cal_lpm3", "lpm_trie"),
+    ]
     out += [
         Bench("tail_call.constant", _tail_chain("constant"), 2, 1, {"insn.ld_imm64": 1, "insn.alu": 1}),
-        Bench("tail_call.variable", _tail_chain("variable"), 2, 1,
-              {"insn.ld_imm64": 1, "insn.alu": 1, "insn.load_ctx_dev": 1}),
+        Bench(
+            "tail_call.variable",
+            _tail_chain("variable"),
+            2,
+            1,
+            {"insn.ld_imm64": 1, "insn.alu": 1, "insn.load_ctx_dev": 1},
+        ),
         Bench("tail_call.constant_miss", _tail_miss("constant"), 16, 1, {"insn.ld_imm64": 1, "insn.alu": 2}),
-        Bench("tail_call.variable_miss", _tail_miss("variable"), 16, 1,
-              {"insn.ld_imm64": 1, "insn.alu": 2, "insn.load_ctx_dev": 1}),
+        Bench(
+            "tail_call.variable_miss",
+            _tail_miss("variable"),
+            16,
+            1,
+            {"insn.ld_imm64": 1, "insn.alu": 2, "insn.load_ctx_dev": 1},
+        ),
     ]
     return out
 
@@ -632,10 +786,18 @@ def _finish_benches(rig: Rig, out: list[Bench]) -> None:
     by = {b.entry: b for b in out}
     devmap = rig.maps["cal_devmap"]
     by["helper.redirect_map"].make = _straight(
-        "redirmap", lambda i: [ld_map(1, devmap), mov(2, Imm(0)), mov(3, Imm(0)), helper_call("redirect_map")])
+        "redirmap", lambda i: [ld_map(1, devmap), mov(2, Imm(0)), mov(3, Imm(0)), helper_call("redirect_map")]
+    )
     upd = rig.maps["cal_upd"]
-    update = [ld_map(1, upd), mov(2, 10), add(2, Imm(-16)), mov(3, 10), add(3, Imm(-32)), mov(4, Imm(0)),
-              helper_call("map_update_elem")]
+    update = [
+        ld_map(1, upd),
+        mov(2, 10),
+        add(2, Imm(-16)),
+        mov(3, 10),
+        add(3, Imm(-32)),
+        mov(4, Imm(0)),
+        helper_call("map_update_elem"),
+    ]
     delete = [ld_map(1, upd), mov(2, 10), add(2, Imm(-16)), helper_call("map_delete_elem")]
     key = _key_setup(_lookup_key("hash", 4))
     by["helper.map_update_elem"].make = _straight("update", lambda i: update, key)
@@ -672,8 +834,11 @@ def calibrate(settings: Settings | None = None, progress: Callable[[str], None] 
         all_benches = benches()
         _finish_benches(rig, all_benches)
         for b in all_benches:
-            unit = b.unit if b.entry in ("tail_call.constant", "tail_call.variable") else \
-                max(1, round(b.unit * settings.scale))
+            unit = (
+                b.unit
+                if b.entry in ("tail_call.constant", "tail_call.variable")
+                else max(1, round(b.unit * settings.scale))
+            )
             for n in (0, unit, 2 * unit):
                 b.programs[n] = b.make(rig, n)
         rig.prog("empty", ret_pass())
@@ -691,8 +856,7 @@ def calibrate(settings: Settings | None = None, progress: Callable[[str], None] 
     return _profile(all_benches, raw, empty, settings)
 
 
-def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[int],
-             settings: Settings) -> Profile:
+def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[int], settings: Settings) -> Profile:
     """Subtract what each unit executes besides the measured thing, in bench order."""
     values: dict[str, float] = {"insn.exit": 0.0, "insn.call_helper": 0.0}
     spread: dict[str, list[float]] = {}
@@ -708,26 +872,44 @@ def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[
     hash4, hash16 = values["lookup.hash"], values.pop("lookup.hash16")
     key_byte = (hash16 - hash4) / 12
     variants = {k.split(".", 1)[1]: round(values.pop(k), 4) for k in list(values) if k.startswith("variant.")}
-    clamp = lambda v: round(max(v, 0.0), 4)  # noqa: E731 - noise can take a tiny price below 0
-    section = lambda prefix: {k.split(".", 1)[1]: clamp(v) for k, v in values.items()  # noqa: E731
-                              if k.startswith(prefix + ".")}
+
+    def clamp(v: float) -> float:  # noise can take a tiny price below 0
+        return round(max(v, 0.0), 4)
+
+    def section(prefix: str) -> dict[str, float]:
+        return {k.split(".", 1)[1]: clamp(v) for k, v in values.items() if k.startswith(prefix + ".")}
+
     kernel_release = platform.release()
     return Profile(
-        kernel=kernel_release, cpu=cpu_model(), machine=platform.machine(),
-        created=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        kernel=kernel_release,
+        cpu=cpu_model(),
+        machine=platform.machine(),
+        created=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         overhead_ns=float(statistics.median(empty)),
-        insn=section("insn"), helper=section("helper"), lookup=section("lookup"),
-        hash_key_byte=clamp(key_byte), tail_call=section("tail_call"), call=section("call"),
-        method={"repeat": settings.repeat, "rounds": settings.rounds, "scale": settings.scale,
-                "packet_bytes": len(PACKET), "overhead_runs": empty, "variants": variants,
-                "raw": {k: round(statistics.median(v), 4) for k, v in raw.items()}},
+        insn=section("insn"),
+        helper=section("helper"),
+        lookup=section("lookup"),
+        hash_key_byte=clamp(key_byte),
+        tail_call=section("tail_call"),
+        call=section("call"),
+        method={
+            "repeat": settings.repeat,
+            "rounds": settings.rounds,
+            "scale": settings.scale,
+            "packet_bytes": len(PACKET),
+            "overhead_runs": empty,
+            "variants": variants,
+            "raw": {k: round(statistics.median(v), 4) for k, v in raw.items()},
+        },
         spread=spread,
-        notes=["instructions timed as throughput (six independent chains); see method.variants",
-               "insn.exit and insn.call_helper are 0 by definition: the exit is in overhead_ns or "
-               "call.bpf2bpf, the call instruction in the helper's price",
-               "lookups hit an existing entry, 4-byte keys (lpm_trie: 8, one prefix); hash_key_byte per "
-               "key byte beyond 4, from a 16-byte-key hash map",
-               "helper.map_update_elem overwrites an existing hash entry; map_delete_elem from "
-               "update+delete pairs",
-               "overhead_ns: the empty program `r0 = XDP_PASS; exit`, median over rounds "
-               "(BPF_PROG_TEST_RUN reports whole ns)"])
+        notes=[
+            "instructions timed as throughput (six independent chains); see method.variants",
+            "insn.exit and insn.call_helper are 0 by definition: the exit is in overhead_ns or "
+            "call.bpf2bpf, the call instruction in the helper's price",
+            "lookups hit an existing entry, 4-byte keys (lpm_trie: 8, one prefix); hash_key_byte per "
+            "key byte beyond 4, from a 16-byte-key hash map",
+            "helper.map_update_elem overwrites an existing hash entry; map_delete_elem from update+delete pairs",
+            "overhead_ns: the empty program `r0 = XDP_PASS; exit`, median over rounds "
+            "(BPF_PROG_TEST_RUN reports whole ns)",
+        ],
+    )

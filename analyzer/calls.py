@@ -55,8 +55,11 @@ def call(ex: Explorer, s: State, insn: Call) -> list[State]:
         s.regs[10] = Pointer(Region(RegionKind.STACK, frame=s.depth), bv(0))
         s.pc = callee.start
         return [s]
-    what = f"kfunc {insn.symbol or insn.imm}" if insn.kind == CallSrc.KFUNC else \
-        f"call to undefined function {insn.symbol or '?'}"
+    what = (
+        f"kfunc {insn.symbol or insn.imm}"
+        if insn.kind == CallSrc.KFUNC
+        else f"call to undefined function {insn.symbol or '?'}"
+    )
     ex._end(s, "UNKNOWN", None, truncated=f"unsupported: {what} at {ex.where(s)}")
     return []
 
@@ -82,6 +85,7 @@ def exit(ex: Explorer, s: State, insn: Exit) -> list[State]:
     action = z3.simplify(z3.Extract(31, 0, r0.bv))
     value = const_value(action)
     from .explore import INVALID, VERDICTS
+
     if value is not None:
         ex._end(s, VERDICTS.get(value, INVALID), r0.bv, pc=insn.pc)
         return []
@@ -107,7 +111,7 @@ def _helper(ex: Explorer, s: State, insn: Call) -> list[State]:
     name = h.name if h else f"helper_{insn.imm}"
     if h is None:
         s.note(f"unsupported: helper {insn.imm} at {ex.where(s)}")
-    for effect in (h.effects if h else ()):
+    for effect in h.effects if h else ():
         if effect in ("output", "lock", "map_delete", "map_write"):
             target = name
             arg = s.regs[1] if effect.startswith("map") or model in ("output",) else None
@@ -126,12 +130,14 @@ def _helper(ex: Explorer, s: State, insn: Call) -> list[State]:
 
 def _zero_or_einval(ex: Explorer, s: State, ok: z3.BoolRef, pc: int, apply) -> list[State]:
     """The usual helper contract: on success `apply` the effect and return 0, else -EINVAL."""
+
     def good(t):
         apply(t)
         t.regs[0] = scalar(bv(0))
 
     def bad(t):
         t.regs[0] = scalar(bv(-EINVAL))
+
     return _either(ex, s, ok, pc, good, bad)
 
 
@@ -156,8 +162,11 @@ def _key(ex: Explorer, s: State, name: str, reg: int, pc: int) -> z3.BitVecRef:
     data = ex.read_bytes(s, s.regs[reg], 0, size, pc)
     if data is None or any(not isinstance(b, z3.BitVecRef) for b in data):
         s.note(f"map key for {name} not modelled at {ex.where(s)}")
-        return z3.Extract(8 * size - 1, 0, z3.Concat(*[ex.fresh.unknown("key") for _ in range((size + 7) // 8)])) \
-            if size > 8 else z3.Extract(8 * size - 1, 0, ex.fresh.unknown("key"))
+        return (
+            z3.Extract(8 * size - 1, 0, z3.Concat(*[ex.fresh.unknown("key") for _ in range((size + 7) // 8)]))
+            if size > 8
+            else z3.Extract(8 * size - 1, 0, ex.fresh.unknown("key"))
+        )
     return z3.simplify(z3.Concat(*reversed(data)) if size > 1 else data[0])
 
 
@@ -255,6 +264,7 @@ def _m_redirect(ex, s, insn, name):
 
     def bad(t):
         t.regs[0] = scalar(bv(0))
+
     return _either(ex, s, flags.bv == 0, insn.pc, ok, bad)
 
 
@@ -284,6 +294,7 @@ def _m_tail_call(ex, s, insn, name):
         s.note(f"bpf_tail_call arguments not modelled at {ex.where(s)}")
         return _fresh(ex, s, insn, name)
     from .explore import MAX_TAIL_CALLS
+
     idx = z3.simplify(z3.Extract(31, 0, idx_v.bv))
     const = const_value(idx)
     chain_full = len(s.tail_calls) >= MAX_TAIL_CALLS
@@ -293,7 +304,7 @@ def _m_tail_call(ex, s, insn, name):
     # Slots the object fills statically (libbpf writes `.values` at load) are followed.
     targets = {slot: _program_named(ex, name) for slot, name in mdef.static_values.items()}
     targets = {slot: prog for slot, prog in sorted(targets.items()) if prog is not None}
-    for slot, prog in ([] if chain_full else targets.items()):
+    for slot, prog in [] if chain_full else targets.items():
         if not rest:
             break
         sides = ex.fork_on(rest[0], idx == slot, insn.pc, "tail_call")
@@ -315,8 +326,13 @@ def _m_tail_call(ex, s, insn, name):
     for hit, u in ex.fork_on(t, filled, insn.pc, "tail_call"):
         if hit:
             u.tail_calls = u.tail_calls + (TailCall(u.program.name, mdef.name, const, None, insn.pc),)
-            ex._end(u, "UNKNOWN", None, truncated=f"tail call into an unknown program ({mdef.name}"
-                    f"[{const if const is not None else 'variable index'}]) at {ex.where(u, insn.pc)}")
+            ex._end(
+                u,
+                "UNKNOWN",
+                None,
+                truncated=f"tail call into an unknown program ({mdef.name}"
+                f"[{const if const is not None else 'variable index'}]) at {ex.where(u, insn.pc)}",
+            )
         else:
             # The helper returns a negative error (the JITs leave r0 alone): unknown.
             u.regs[0] = scalar(ex.fresh.helper("tail_call"))
@@ -346,15 +362,19 @@ def _enter_program(ex: Explorer, t: State, prog) -> None:
 
 
 def _m_loop(ex, s, insn, name):
-    nr, cb, ctx, flags = s.regs[1], s.regs[2], s.regs[3], s.regs[4]
+    nr, cb, ctx = s.regs[1], s.regs[2], s.regs[3]
     count = const_value(nr.bv) if isinstance(nr, Scalar) else None
     if not (isinstance(cb, Pointer) and cb.region.kind == RegionKind.FUNC) or count is None:
         ex._end(s, "UNKNOWN", None, truncated=f"unsupported: bpf_loop with a variable count at {ex.where(s)}")
         return []
     count &= 0xFFFFFFFF
     if count > ex.options.loop_bound:
-        ex._end(s, "UNKNOWN", None, truncated=f"bpf_loop of {count} iterations at {ex.where(s)} is over "
-                f"--loop-bound {ex.options.loop_bound}")
+        ex._end(
+            s,
+            "UNKNOWN",
+            None,
+            truncated=f"bpf_loop of {count} iterations at {ex.where(s)} is over --loop-bound {ex.options.loop_bound}",
+        )
         return []
     if count == 0:
         s.regs[0] = scalar(bv(0))
@@ -397,6 +417,7 @@ def _loop_callback_returned(ex: Explorer, s: State, frame: Frame) -> list[State]
             t.pc = frame.ret_pc
         else:
             _call_callback(ex, t, LoopCall(loop.callback, loop.index + 1, loop.count, loop.ctx), frame.ret_pc)
+
     out = []
     for stopped, t in ex.fork_on(s, z3.Extract(31, 0, ret) != 0, frame.ret_pc - 1, "callback"):
         (stop if stopped else go_on)(t)
@@ -416,6 +437,7 @@ def _m_adjust_head(ex, s, insn, name):
 
     def apply(t):
         t.head = new_head
+
     return _zero_or_einval(ex, s, ok, insn.pc, apply)
 
 
@@ -429,6 +451,7 @@ def _m_adjust_meta(ex, s, insn, name):
 
     def apply(t):
         t.meta = new_meta
+
     return _zero_or_einval(ex, s, ok, insn.pc, apply)
 
 
@@ -442,6 +465,7 @@ def _m_adjust_tail(ex, s, insn, name):
 
     def apply(t):
         t.end = new_end
+
     return _zero_or_einval(ex, s, ok, insn.pc, apply)
 
 
@@ -461,6 +485,7 @@ def _m_load_bytes(ex, s, insn, name):
 
     def apply(t):
         ex.write_bytes(t, buf, z3.simplify(buf.off), data, insn.pc)
+
     return _zero_or_einval(ex, s, ok, insn.pc, apply)
 
 
@@ -476,6 +501,7 @@ def _m_store_bytes(ex, s, insn, name):
 
     def apply(t):
         ex.write_bytes(t, Pointer(Region(RegionKind.PACKET), bv(0)), at, data, insn.pc)
+
     return _zero_or_einval(ex, s, ok, insn.pc, apply)
 
 
@@ -525,7 +551,7 @@ def csum_partial(data: list[z3.BitVecRef], seed: z3.BitVecRef) -> z3.BitVecRef:
     padded = list(data) + [z3.BitVecVal(0, 8)] * (-len(data) % 4)
     total = z3.ZeroExt(32, seed)
     for i in range(0, len(padded), 4):
-        total = total + z3.ZeroExt(32, z3.Concat(*reversed(padded[i:i + 4])))
+        total = total + z3.ZeroExt(32, z3.Concat(*reversed(padded[i : i + 4])))
     return _ones32(total)
 
 
@@ -568,11 +594,25 @@ def _m_ringbuf_reserve(ex, s, insn, name):
 
 
 _MODELS = {
-    "fresh64": _m_fresh64, "fresh32": _m_fresh32, "havoc": _m_havoc, "effect": _m_effect,
-    "output": _m_output, "havoc_mem": _m_havoc_mem, "map_lookup": _m_map_lookup,
-    "map_update": _m_map_update, "map_delete": _m_map_delete, "redirect": _m_redirect,
-    "redirect_map": _m_redirect_map, "tail_call": _m_tail_call, "loop": _m_loop,
-    "adjust_head": _m_adjust_head, "adjust_meta": _m_adjust_meta, "adjust_tail": _m_adjust_tail,
-    "buff_len": _m_buff_len, "load_bytes": _m_load_bytes, "store_bytes": _m_store_bytes,
-    "ringbuf_reserve": _m_ringbuf_reserve, "csum_diff": _m_csum_diff,
+    "fresh64": _m_fresh64,
+    "fresh32": _m_fresh32,
+    "havoc": _m_havoc,
+    "effect": _m_effect,
+    "output": _m_output,
+    "havoc_mem": _m_havoc_mem,
+    "map_lookup": _m_map_lookup,
+    "map_update": _m_map_update,
+    "map_delete": _m_map_delete,
+    "redirect": _m_redirect,
+    "redirect_map": _m_redirect_map,
+    "tail_call": _m_tail_call,
+    "loop": _m_loop,
+    "adjust_head": _m_adjust_head,
+    "adjust_meta": _m_adjust_meta,
+    "adjust_tail": _m_adjust_tail,
+    "buff_len": _m_buff_len,
+    "load_bytes": _m_load_bytes,
+    "store_bytes": _m_store_bytes,
+    "ringbuf_reserve": _m_ringbuf_reserve,
+    "csum_diff": _m_csum_diff,
 }

@@ -25,8 +25,16 @@ from .mapuse import MapUse, map_uses
 from .symbolic import Source
 
 #: Branch classes, most offloadable first.
-CLASSES = ("constant", "stateless", "stats-only", "control-plane-map", "ctx", "data-plane-state", "helper",
-           "unsupported")
+CLASSES = (
+    "constant",
+    "stateless",
+    "stats-only",
+    "control-plane-map",
+    "ctx",
+    "data-plane-state",
+    "helper",
+    "unsupported",
+)
 RANK = {c: i for i, c in enumerate(CLASSES)}
 
 MAP_CLASSES = ("control-plane", "data-plane", "stats-only", "unused")
@@ -86,8 +94,9 @@ def classify_sites(obj, sites: dict[tuple[str, int], BranchSite], uses: dict[str
         site = sites[key]
         cls, detail, direction = classify_site(site, uses)
         line = obj.line_at(site.section, site.pc)
-        out.append(BranchClass(site, cls, detail, line.file_name if line else None,
-                               line.line if line else None, direction))
+        out.append(
+            BranchClass(site, cls, detail, line.file_name if line else None, line.line if line else None, direction)
+        )
     return out
 
 

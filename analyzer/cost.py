@@ -46,8 +46,22 @@ from pathlib import Path as FsPath
 
 import z3
 
-from lifter.insn import (Alu, AluOp, Atomic, Call, Endian, Exit, Goto, Jump, LegacyLoad, Load, LoadImm64,
-                         MovSx, Neg, Store)
+from lifter.insn import (
+    Alu,
+    AluOp,
+    Atomic,
+    Call,
+    Endian,
+    Exit,
+    Goto,
+    Jump,
+    LegacyLoad,
+    Load,
+    LoadImm64,
+    MovSx,
+    Neg,
+    Store,
+)
 from lifter.maptypes import MAP_TYPES
 from lifter.opcodes import CallSrc
 from lifter.program import BpfObject, Program
@@ -66,23 +80,27 @@ FIELD_BITS = 32
 
 #: Instruction classes; every executed instruction is in exactly one.
 INSN_CLASSES = (
-    "alu",          # ALU/ALU64 other than mul/div/mod, neg, movsx, byte swaps
-    "mul",          # multiplication
-    "div",          # div/mod, signed or not
-    "ld_imm64",     # 64-bit immediates and map/function references
-    "jump",         # conditional jumps
-    "goto",         # unconditional jumps
-    "load_pkt", "store_pkt",        # through a packet pointer
-    "load_stack", "store_stack",    # through the frame pointer
-    "load_map", "store_map",        # through a map value pointer (global data too)
-    "load_ctx",     # xdp_md data/data_end/data_meta (the verifier rewrites these)
+    "alu",  # ALU/ALU64 other than mul/div/mod, neg, movsx, byte swaps
+    "mul",  # multiplication
+    "div",  # div/mod, signed or not
+    "ld_imm64",  # 64-bit immediates and map/function references
+    "jump",  # conditional jumps
+    "goto",  # unconditional jumps
+    "load_pkt",
+    "store_pkt",  # through a packet pointer
+    "load_stack",
+    "store_stack",  # through the frame pointer
+    "load_map",
+    "store_map",  # through a map value pointer (global data too)
+    "load_ctx",  # xdp_md data/data_end/data_meta (the verifier rewrites these)
     "load_ctx_dev",  # xdp_md ingress_ifindex/rx_queue_index/egress_ifindex (pointer chases)
-    "load_other", "store_other",    # anything else (ring buffer records, unknown bases)
-    "atomic",       # atomic read-modify-write, load-acquire, store-release
+    "load_other",
+    "store_other",  # anything else (ring buffer records, unknown bases)
+    "atomic",  # atomic read-modify-write, load-acquire, store-release
     "call_helper",  # the call instruction of a helper (priced with the helper)
-    "call_local",   # bpf-to-bpf call (priced with `call.bpf2bpf`)
-    "call_other",   # kfunc or unresolved call
-    "exit",         # return from the program or a subprogram (priced with overhead/call)
+    "call_local",  # bpf-to-bpf call (priced with `call.bpf2bpf`)
+    "call_other",  # kfunc or unresolved call
+    "exit",  # return from the program or a subprogram (priced with overhead/call)
 )
 #: Helpers whose price is not under `helper`: lookups are priced by map type, tail calls
 #: by site kind.
@@ -92,10 +110,15 @@ HASHED = frozenset(t.name for t in MAP_TYPES if t.keyed == "hash")
 
 
 def base_fields() -> tuple[str, ...]:
-    return (("insns",) + tuple(f"insn.{c}" for c in INSN_CLASSES)
-            + tuple(f"helper.{h.name}" for h in HELPERS) + ("helper.unknown",)
-            + tuple(f"lookup.{t.name}" for t in MAP_TYPES) + ("lookup.unknown",)
-            + ("hash_key_bytes", "pkt.read_bytes", "pkt.write_bytes", "callback"))
+    return (
+        ("insns",)
+        + tuple(f"insn.{c}" for c in INSN_CLASSES)
+        + tuple(f"helper.{h.name}" for h in HELPERS)
+        + ("helper.unknown",)
+        + tuple(f"lookup.{t.name}" for t in MAP_TYPES)
+        + ("lookup.unknown",)
+        + ("hash_key_bytes", "pkt.read_bytes", "pkt.write_bytes", "callback")
+    )
 
 
 @dataclass(frozen=True)
@@ -236,13 +259,19 @@ class CountingExplorer(Explorer):
             return out
         if h.name == "map_lookup_elem":
             ptr = s.regs[1]
-            mdef = self.maps.get(ptr.region.name) if isinstance(ptr, Pointer) and \
-                ptr.region.kind == RegionKind.MAP else None
+            mdef = (
+                self.maps.get(ptr.region.name)
+                if isinstance(ptr, Pointer) and ptr.region.kind == RegionKind.MAP
+                else None
+            )
             if mdef is None or mdef.type is None:
                 out.append(("lookup.unknown", 1))
             else:
-                out.append((f"lookup.{mdef.type.name}", 1) if f"lookup.{mdef.type.name}" in self._units
-                           else ("lookup.unknown", 1))
+                out.append(
+                    (f"lookup.{mdef.type.name}", 1)
+                    if f"lookup.{mdef.type.name}" in self._units
+                    else ("lookup.unknown", 1)
+                )
                 if mdef.type.name in HASHED:
                     out.append(("hash_key_bytes", mdef.key_size or 4))
         elif h.name == "tail_call":
@@ -255,7 +284,7 @@ class CountingExplorer(Explorer):
                 # A merged index (an if-then-else over constants) is several constants to
                 # the verifier, which never merges paths.
                 values = _sum_values(index, 64)[0] if index is not None else None
-                for v in (values if values and _sum_values(index, 64)[1] else [None]):
+                for v in values if values and _sum_values(index, 64)[1] else [None]:
                     self.site_keys[site].add((name, v))
         elif h.name in ("xdp_load_bytes", "xdp_store_bytes"):
             n = s.regs[4]
@@ -423,11 +452,23 @@ class Profile:
     TAIL_KINDS = ("constant", "variable", "constant_miss", "variable_miss")
 
     def to_json(self) -> dict:
-        return {"schema": PROFILE_SCHEMA, "kernel": self.kernel, "cpu": self.cpu, "machine": self.machine,
-                "created": self.created, "overhead_ns": self.overhead_ns, "insn": self.insn,
-                "helper": self.helper, "lookup": self.lookup, "hash_key_byte": self.hash_key_byte,
-                "tail_call": self.tail_call, "call": self.call, "method": self.method,
-                "spread": self.spread, "notes": self.notes}
+        return {
+            "schema": PROFILE_SCHEMA,
+            "kernel": self.kernel,
+            "cpu": self.cpu,
+            "machine": self.machine,
+            "created": self.created,
+            "overhead_ns": self.overhead_ns,
+            "insn": self.insn,
+            "helper": self.helper,
+            "lookup": self.lookup,
+            "hash_key_byte": self.hash_key_byte,
+            "tail_call": self.tail_call,
+            "call": self.call,
+            "method": self.method,
+            "spread": self.spread,
+            "notes": self.notes,
+        }
 
     @classmethod
     def from_json(cls, doc: dict, source: str = "") -> Profile:
@@ -445,14 +486,27 @@ class Profile:
             if not isinstance(value, dict):
                 raise ProfileError(f"{where}: missing table {name!r}")
             return {str(k): number(v, f"{name}.{k}") for k, v in value.items()}
+
         for key in ("kernel", "cpu"):
             if not isinstance(doc.get(key), str):
                 raise ProfileError(f"{where}: missing {key!r}")
-        prof = cls(doc["kernel"], doc["cpu"], str(doc.get("machine", "")), str(doc.get("created", "")),
-                   number(doc.get("overhead_ns"), "overhead_ns"), table("insn"), table("helper"),
-                   table("lookup"), number(doc.get("hash_key_byte", 0.0), "hash_key_byte"),
-                   table("tail_call"), table("call"), doc.get("method") or {}, doc.get("spread") or {},
-                   list(doc.get("notes") or []), source)
+        prof = cls(
+            doc["kernel"],
+            doc["cpu"],
+            str(doc.get("machine", "")),
+            str(doc.get("created", "")),
+            number(doc.get("overhead_ns"), "overhead_ns"),
+            table("insn"),
+            table("helper"),
+            table("lookup"),
+            number(doc.get("hash_key_byte", 0.0), "hash_key_byte"),
+            table("tail_call"),
+            table("call"),
+            doc.get("method") or {},
+            doc.get("spread") or {},
+            list(doc.get("notes") or []),
+            source,
+        )
         missing = [f"tail_call.{k}" for k in cls.TAIL_KINDS if k not in prof.tail_call]
         missing += [f"call.{k}" for k in ("bpf2bpf", "callback") if k not in prof.call]
         if missing:
@@ -540,8 +594,7 @@ def price(counts: dict[str, int], taken: Counter, counted: Counted, profile: Pro
         parts["tail_calls"] += hit * tc[kind] + miss * tc[f"{kind}_miss"]
         saving_merge += hit * max(tc[kind] - goto, 0.0)
         if kind == "variable":
-            saving_const += hit * (tc["variable"] - tc["constant"]) + \
-                miss * (tc["variable_miss"] - tc["constant_miss"])
+            saving_const += hit * (tc["variable"] - tc["constant"]) + miss * (tc["variable_miss"] - tc["constant_miss"])
     return Price(sum(parts.values()), parts, missing, saving_merge, saving_const)
 
 

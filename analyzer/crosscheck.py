@@ -46,8 +46,10 @@ class Outcome:
 
     def __str__(self) -> str:
         tails = f", tail calls {' -> '.join(t or '?' for t in self.tail_calls)}" if self.tail_calls else ""
-        return f"{VERDICTS.get(self.retval, 'INVALID')}({self.retval}) with {len(self.packet)}-byte packet " \
-               f"{self.packet[:64].hex()}{tails}"
+        return (
+            f"{VERDICTS.get(self.retval, 'INVALID')}({self.retval}) with {len(self.packet)}-byte packet "
+            f"{self.packet[:64].hex()}{tails}"
+        )
 
 
 @dataclass
@@ -64,10 +66,16 @@ class Input:
     runnable: bool = True  # within what BPF_PROG_TEST_RUN can take
 
     def __str__(self) -> str:
-        maps = "; ".join(f"{m}[{k}]={'absent' if v is None else v.hex()}"
-                         for m, es in sorted(self.entries.items()) for k, v in sorted(es.items()))
-        ctx = f"ifindex {self.ifindex}" + (f", rx queue {self.rx_queue}, egress {self.egress}, {self.frags} "
-                                           "fragment bytes (not test-runnable)" if not self.runnable else "")
+        maps = "; ".join(
+            f"{m}[{k}]={'absent' if v is None else v.hex()}"
+            for m, es in sorted(self.entries.items())
+            for k, v in sorted(es.items())
+        )
+        ctx = f"ifindex {self.ifindex}" + (
+            f", rx queue {self.rx_queue}, egress {self.egress}, {self.frags} fragment bytes (not test-runnable)"
+            if not self.runnable
+            else ""
+        )
         return f"packet {self.packet.hex()} ({ctx})" + (f", maps {maps}" if maps else "")
 
 
@@ -101,8 +109,10 @@ class Disagreement:
         other = "angr" if self.found == "z3" else "z3"
         allowed = " or ".join(map(str, self.other)) if self.other else "no path for this input"
         kern = f"kernel: {self.kernel}" if self.kernel else f"kernel: not run ({self.kernel_error})"
-        return (f"{self.found} path #{self.path}: {self.input}\n      {self.found}: {self.expected}\n"
-                f"      {other}: {allowed}\n      {kern} -> wrong: {self.wrong}")
+        return (
+            f"{self.found} path #{self.path}: {self.input}\n      {self.found}: {self.expected}\n"
+            f"      {other}: {allowed}\n      {kern} -> wrong: {self.wrong}"
+        )
 
 
 @dataclass
@@ -129,15 +139,17 @@ def _is_array(mdef: MapDef) -> bool:
 class CrossCheck:
     """Both engines on one program of one object; `run` fills a CrossCheckReport."""
 
-    def __init__(self, obj: BpfObject, program: Program, options: Options, z3e: Exploration, angre,
-                 test_run: bool = True):
+    def __init__(
+        self, obj: BpfObject, program: Program, options: Options, z3e: Exploration, angre, test_run: bool = True
+    ):
         self.obj, self.program, self.options, self.test_run = obj, program, options, test_run
         self.z3e, self.angre = z3e, angre
         self.maps = {m.name: m for m in obj.maps}
         self.ifindexes = existing_ifindexes()
         self.max_len = min(options.max_len, MAX_TEST_LEN)
-        self.report = CrossCheckReport(program.name, len(z3e.paths), len(angre.paths),
-                                       z3_seconds=z3e.seconds, angr_seconds=angre.seconds)
+        self.report = CrossCheckReport(
+            program.name, len(z3e.paths), len(angre.paths), z3_seconds=z3e.seconds, angr_seconds=angre.seconds
+        )
 
     def run(self) -> CrossCheckReport:
         for path in self.z3e.paths:
@@ -177,15 +189,26 @@ class CrossCheck:
         """What every input satisfies: global data as initialised, and with `runnable` what the
         kernel's test run can take (else the engines are still compared, without a kernel)."""
         ifindex = ctx_field("ingress_ifindex")
-        env = [z3.UGE(PACKET_LEN, MIN_TEST_LEN), z3.ULE(PACKET_LEN, self.max_len), PACKET_FRAGS == 0,
-               z3.Or(*[ifindex == i for i in self.ifindexes]), ctx_field("rx_queue_index") == 0,
-               ctx_field("egress_ifindex") == 0] if runnable else []
+        env = (
+            [
+                z3.UGE(PACKET_LEN, MIN_TEST_LEN),
+                z3.ULE(PACKET_LEN, self.max_len),
+                PACKET_FRAGS == 0,
+                z3.Or(*[ifindex == i for i in self.ifindexes]),
+                ctx_field("rx_queue_index") == 0,
+                ctx_field("egress_ifindex") == 0,
+            ]
+            if runnable
+            else []
+        )
         for mdef in self.obj.maps:
             if is_global_data_section(mdef.section) and mdef.value_size:
                 bits = 8 * (mdef.key_size or 4)
                 data = mdef.initial or bytes(mdef.value_size)
-                env += [map_val(mdef.name, bits)(z3.BitVecVal(0, bits), z3.BitVecVal(i, 32)) == b
-                        for i, b in enumerate(data)]
+                env += [
+                    map_val(mdef.name, bits)(z3.BitVecVal(0, bits), z3.BitVecVal(i, 32)) == b
+                    for i, b in enumerate(data)
+                ]
         return env
 
     def _check_z3_path(self, path: Path) -> None:
@@ -217,14 +240,29 @@ class CrossCheck:
                 continue
             key = ev(access.key).as_long()
             bits = 8 * mdef.key_size
-            found = key < (mdef.max_entries or 0) if _is_array(mdef) else \
-                z3.is_true(ev(map_found(mdef.name, bits)(access.key)))
-            value = bytes(ev(map_val(mdef.name, bits)(access.key, z3.BitVecVal(i, 32))).as_long()
-                          for i in range(mdef.value_size or 0)) if found else None
+            found = (
+                key < (mdef.max_entries or 0)
+                if _is_array(mdef)
+                else z3.is_true(ev(map_found(mdef.name, bits)(access.key)))
+            )
+            value = (
+                bytes(
+                    ev(map_val(mdef.name, bits)(access.key, z3.BitVecVal(i, 32))).as_long()
+                    for i in range(mdef.value_size or 0)
+                )
+                if found
+                else None
+            )
             entries.setdefault(mdef.name, {})[key] = value
-        inp = Input(packet, ev(ctx_field("ingress_ifindex")).as_long(), entries,
-                    ev(ctx_field("rx_queue_index")).as_long(), ev(ctx_field("egress_ifindex")).as_long(),
-                    ev(PACKET_FRAGS).as_long(), runnable)
+        inp = Input(
+            packet,
+            ev(ctx_field("ingress_ifindex")).as_long(),
+            entries,
+            ev(ctx_field("rx_queue_index")).as_long(),
+            ev(ctx_field("egress_ifindex")).as_long(),
+            ev(PACKET_FRAGS).as_long(),
+            runnable,
+        )
         retval, out = output_of(path, lambda x: ev(x).as_long(), packet)
         expected = Outcome(retval, out, tuple(t.target for t in path.tail_calls))
         self.report.z3_compared += 1
@@ -239,11 +277,16 @@ class CrossCheck:
         """Constraints fixing the angr inputs to `inp` (helper results stay free); None when
         the packet and ctx alone already contradict the path."""
         from angr import claripy
+
         a = self.angre
         n = len(inp.packet)
-        cons = [a.packet_len == n, st.globals["frags"] == inp.frags,
-                a.ctx["ingress_ifindex"] == inp.ifindex, a.ctx["rx_queue_index"] == inp.rx_queue,
-                a.ctx["egress_ifindex"] == inp.egress]
+        cons = [
+            a.packet_len == n,
+            st.globals["frags"] == inp.frags,
+            a.ctx["ingress_ifindex"] == inp.ifindex,
+            a.ctx["rx_queue_index"] == inp.rx_queue,
+            a.ctx["egress_ifindex"] == inp.egress,
+        ]
         cons += [sym == b for sym, b in zip(a.packet, inp.packet)]
         for name, sym in a.globals_.items():
             mdef = self.maps[name]
@@ -270,7 +313,9 @@ class CrossCheck:
     def _output_bytes(path, n: int):
         """The first `n` bytes of an angr path's output packet, as one big-endian expression."""
         from angr import claripy
+
         from .angr_engine import PKT_BASE
+
         return claripy.Concat(*[path.state.memory.load(PKT_BASE + path.head + i, 1) for i in range(n)])
 
     def _angr_outcomes(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
@@ -321,31 +366,41 @@ class CrossCheck:
 
     def _check_angr_path(self, path) -> None:
         from angr import claripy
+
         if not self._comparable("angr", path):
             return
         st, a = path.state, self.angre
-        strict = [claripy.UGE(a.packet_len, MIN_TEST_LEN), claripy.ULE(a.packet_len, self.max_len),
-                  claripy.Or(*[a.ctx["ingress_ifindex"] == i for i in self.ifindexes]),
-                  a.ctx["rx_queue_index"] == 0, a.ctx["egress_ifindex"] == 0, st.globals["frags"] == 0]
+        strict = [
+            claripy.UGE(a.packet_len, MIN_TEST_LEN),
+            claripy.ULE(a.packet_len, self.max_len),
+            claripy.Or(*[a.ctx["ingress_ifindex"] == i for i in self.ifindexes]),
+            a.ctx["rx_queue_index"] == 0,
+            a.ctx["egress_ifindex"] == 0,
+            st.globals["frags"] == 0,
+        ]
         env = []
         for name, sym in a.globals_.items():
             mdef = self.maps[name]
             env.append(sym == int.from_bytes(mdef.initial or bytes(mdef.value_size), "big"))
         for runnable, limit in self._attempts():
-            extra = env + (strict if runnable else []) + \
-                ([claripy.ULE(a.packet_len, limit)] if limit is not None else [])
+            extra = (
+                env + (strict if runnable else []) + ([claripy.ULE(a.packet_len, limit)] if limit is not None else [])
+            )
             if st.solver.satisfiable(extra_constraints=extra):
                 break
         else:
             self._skip("angr", path, "no input satisfies it")
             return
         # One model for all inputs: packet, length, ifindex, and the entries' keys and contents.
-        entries = [e for e in path.entries if self.maps[e.map].type is None or
-                   self.maps[e.map].type.holds != "program"]
+        entries = [e for e in path.entries if self.maps[e.map].type is None or self.maps[e.map].type.holds != "program"]
         n = st.solver.eval(a.packet_len, extra_constraints=extra)
         extra.append(a.packet_len == n)
-        parts = [a.ctx["ingress_ifindex"], a.ctx["rx_queue_index"], a.ctx["egress_ifindex"],
-                 st.globals["frags"]] + a.packet[:n]
+        parts = [
+            a.ctx["ingress_ifindex"],
+            a.ctx["rx_queue_index"],
+            a.ctx["egress_ifindex"],
+            st.globals["frags"],
+        ] + a.packet[:n]
         for e in entries:
             parts.append(e.key)
             if e.init_found is not None:
@@ -360,8 +415,8 @@ class CrossCheck:
             values.append((value >> shift) & ((1 << part.size()) - 1))
         extra += [part == v for part, v in zip(parts, values)]
         ifindex, rx_queue, egress, frags = values[:4]
-        packet = bytes(values[4:4 + n])
-        rest = iter(values[4 + n:])
+        packet = bytes(values[4 : 4 + n])
+        rest = iter(values[4 + n :])
         found_entries: dict[str, dict[int, bytes | None]] = {}
         for e in entries:
             mdef = self.maps[e.map]
@@ -383,8 +438,12 @@ class CrossCheck:
         """Map contents of `inp` as z3 functions (absent unless listed; globals as initialised)."""
         pairs = []
         for mdef in self.obj.maps:
-            if mdef.type is not None and mdef.type.holds == "program" or not mdef.key_size and \
-                    not is_global_data_section(mdef.section):
+            if (
+                mdef.type is not None
+                and mdef.type.holds == "program"
+                or not mdef.key_size
+                and not is_global_data_section(mdef.section)
+            ):
                 continue
             bits = 8 * (mdef.key_size or 4)
             key, off = z3.Var(0, z3.BitVecSort(bits)), z3.Var(1, z3.BitVecSort(32))
@@ -405,12 +464,17 @@ class CrossCheck:
 
         def concrete(x):
             return z3.substitute_funs(x, *funcs) if funcs else x
+
         solver = z3.Solver()
         solver.add(*[concrete(c) for c in self.z3e.base_constraints()])
-        solver.add(PACKET_LEN == len(inp.packet), PACKET_FRAGS == inp.frags,
-                   ctx_field("ingress_ifindex") == inp.ifindex, ctx_field("rx_queue_index") == inp.rx_queue,
-                   ctx_field("egress_ifindex") == inp.egress,
-                   *[z3.Select(PACKET, i) == b for i, b in enumerate(inp.packet)])
+        solver.add(
+            PACKET_LEN == len(inp.packet),
+            PACKET_FRAGS == inp.frags,
+            ctx_field("ingress_ifindex") == inp.ifindex,
+            ctx_field("rx_queue_index") == inp.rx_queue,
+            ctx_field("egress_ifindex") == inp.egress,
+            *[z3.Select(PACKET, i) == b for i, b in enumerate(inp.packet)],
+        )
         allowed = []
         for path in self.z3e.paths:
             solver.push()
@@ -432,7 +496,7 @@ class CrossCheck:
                     return [expected], None
             solver.check()  # the model of this path alone (the check above was popped)
             model = solver.model()
-            ev = lambda x: model.eval(concrete(x), model_completion=True).as_long()  # noqa: E731
+            ev = lambda x: model.eval(concrete(x), model_completion=True).as_long()  # noqa: E731, B023 (used at once)
             retval, out = output_of(path, ev, inp.packet)
             allowed.append(Outcome(retval, out, tails))
             solver.pop()
@@ -455,8 +519,7 @@ class CrossCheck:
                 continue
             try:
                 self._set_maps(loaded, d.input)
-                result = loaded.run(self.program.name, d.input.packet,
-                                    ctx=kernel.XdpCtx(d.input.ifindex, 0))
+                result = loaded.run(self.program.name, d.input.packet, ctx=kernel.XdpCtx(d.input.ifindex, 0))
             except kernel.KernelRunError as err:
                 d.kernel_error = str(err).splitlines()[0]
                 continue
@@ -484,18 +547,20 @@ class CrossCheck:
                 loaded.map_update(mdef.name, kb, value)
         for mdef in self.obj.maps:
             if is_global_data_section(mdef.section) and not mdef.read_only and mdef.value_size:
-                loaded.map_update(loaded.map(mdef.section).name, bytes(mdef.key_size or 4),
-                                  mdef.initial or bytes(mdef.value_size))
+                loaded.map_update(
+                    loaded.map(mdef.section).name, bytes(mdef.key_size or 4), mdef.initial or bytes(mdef.value_size)
+                )
 
 
-def cross_check(obj: BpfObject, program: Program, options: Options | None = None,
-                test_run: bool = True) -> CrossCheck:
+def cross_check(obj: BpfObject, program: Program, options: Options | None = None, test_run: bool = True) -> CrossCheck:
     """Explore `program` with both engines and compare them (kernel confirmation is separate:
     `CrossCheck.confirm`). Without `test_run` (programs the kernel cannot test-run) inputs
     are not restricted to what BPF_PROG_TEST_RUN takes."""
     from .angr_engine import explore_angr  # angr is imported only when a cross-check is asked for
+
     options = options or Options()
-    check = CrossCheck(obj, program, options, explore(obj, program, options), explore_angr(obj, program, options),
-                       test_run)
+    check = CrossCheck(
+        obj, program, options, explore(obj, program, options), explore_angr(obj, program, options), test_run
+    )
     check.run()
     return check

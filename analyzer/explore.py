@@ -28,19 +28,57 @@ from dataclasses import dataclass, field
 import networkx as nx
 import z3
 
-from lifter.insn import (Alu, AluOp, Atomic, ByteOrder, Call, Cond, Endian, Exit, Goto, Imm, Jump,
-                         LegacyLoad, Load, LoadImm64, MovSx, Neg, Store, slots)
 from lifter.errors import LiftError
+from lifter.insn import (
+    Alu,
+    AluOp,
+    Atomic,
+    ByteOrder,
+    Call,
+    Cond,
+    Endian,
+    Exit,
+    ExternRef,
+    FuncRef,
+    Goto,
+    Imm,
+    Jump,
+    LegacyLoad,
+    Load,
+    LoadImm64,
+    MapRef,
+    MovSx,
+    Neg,
+    Store,
+    slots,
+)
 from lifter.maps import is_global_data_section
 from lifter.opcodes import AtomicOp
-from lifter.insn import ExternRef, FuncRef, MapRef
 from lifter.program import BpfObject, Function, Program
 
 from . import calls
 from .state import Effect, Frame, MapAccess, MapWrite, PtrByte, State, byte_after, found_after
-from .symbolic import (PACKET, PACKET_FRAGS, PACKET_LEN, XDP_MD_FIELDS, Fresh, Pointer, Region,
-                       RegionKind, Scalar, Source, Value, bv, const_value, ctx_field, map_found,
-                       map_val, scalar, source_of, symbols)
+from .symbolic import (
+    PACKET,
+    PACKET_FRAGS,
+    PACKET_LEN,
+    XDP_MD_FIELDS,
+    Fresh,
+    Pointer,
+    Region,
+    RegionKind,
+    Scalar,
+    Source,
+    Value,
+    bv,
+    const_value,
+    ctx_field,
+    map_found,
+    map_val,
+    scalar,
+    source_of,
+    symbols,
+)
 
 #: XDP return codes (enum xdp_action).
 VERDICTS = {0: "ABORTED", 1: "DROP", 2: "PASS", 3: "TX", 4: "REDIRECT"}
@@ -155,8 +193,7 @@ class Exploration:
     def environment(self) -> list[z3.BoolRef]:
         """What holds of every input before any branch (packet length bounds, fragments):
         the solver's assertions without the branch-literal definitions."""
-        return [a for a in self.solver.assertions()
-                if not any(n.startswith("b!") for n in symbols(a))]
+        return [a for a in self.solver.assertions() if not any(n.startswith("b!") for n in symbols(a))]
 
 
 class ExplorationError(Exception):
@@ -166,8 +203,7 @@ class ExplorationError(Exception):
 class Explorer:
     """One exploration; `calls.py` adds the helper and call semantics."""
 
-    def __init__(self, obj: BpfObject, program: Program, options: Options,
-                 progress=None):
+    def __init__(self, obj: BpfObject, program: Program, options: Options, progress=None):
         self.obj = obj
         self.program = program
         self.options = options
@@ -214,24 +250,37 @@ class Explorer:
             if key is not None and self._pending.get(key) is state:
                 del self._pending[key]
             if self.insns >= self.options.max_insns or len(self.paths) >= self.options.max_paths:
-                limit = (f"{self.options.max_insns} instructions" if self.insns >= self.options.max_insns
-                         else f"{self.options.max_paths} paths")
+                limit = (
+                    f"{self.options.max_insns} instructions"
+                    if self.insns >= self.options.max_insns
+                    else f"{self.options.max_paths} paths"
+                )
                 self._end(state, UNKNOWN, None, truncated=f"exploration budget of {limit} reached")
                 continue
             self._run_block(state)
             if self.progress is not None and time.perf_counter() - last_report > 0.5:
                 last_report = time.perf_counter()
                 self.progress(len(self.paths), len(self._heap), self.insns)
-        return Exploration(self.obj, self.program, self.options, self.paths, self.sites, self.solver,
-                           self.definitions, self.written_maps, self.read_maps, self.insns,
-                           time.perf_counter() - start, self.programs_seen)
+        return Exploration(
+            self.obj,
+            self.program,
+            self.options,
+            self.paths,
+            self.sites,
+            self.solver,
+            self.definitions,
+            self.written_maps,
+            self.read_maps,
+            self.insns,
+            time.perf_counter() - start,
+            self.programs_seen,
+        )
 
     def _initial(self, program: Program) -> State:
         regs: list[Value | None] = [None] * 11
         regs[1] = Pointer(Region(RegionKind.CTX), bv(0))
         regs[10] = Pointer(Region(RegionKind.STACK, frame=0), bv(0))
-        return State(program, [Frame(program.entry)], program.entry.start, regs, [{}], PACKET,
-                     bv(0), PACKET_LEN, bv(0))
+        return State(program, [Frame(program.entry)], program.entry.start, regs, [{}], PACKET, bv(0), PACKET_LEN, bv(0))
 
     def _priority(self, state: State) -> tuple:
         parts: list = [len(state.tail_calls)]
@@ -296,6 +345,7 @@ class Explorer:
             if isinstance(a, Scalar):
                 return Scalar(pick(a.bv, b.bv))
             return Pointer(a.region, pick(a.off, b.off), pick_null(a.null, b.null))
+
         into.regs = [pick_value(a, b) for a, b in zip(into.regs, other.regs)]
         spilled: dict[tuple[int, int], Pointer] = {}  # one merged pointer per spill slot pair
         for sa, sb in zip(into.stacks, other.stacks):
@@ -316,8 +366,7 @@ class Explorer:
         into.path = into.path[:common] + (lit,)
         into.sites = into.sites | other.sites
         seen = {(a.map, a.key.get_id()) for a in into.accesses}
-        into.accesses = into.accesses + tuple(a for a in other.accesses
-                                              if (a.map, a.key.get_id()) not in seen)
+        into.accesses = into.accesses + tuple(a for a in other.accesses if (a.map, a.key.get_id()) not in seen)
         other.dead = True
 
     def _define(self, cond: z3.BoolRef) -> z3.BoolRef:
@@ -354,8 +403,9 @@ class Explorer:
             table = {i.pc: i for i in func.insns}
             self._insn_at[func.key] = table
             self._leaders[func.key] = set(func.cfg.blocks)
-            self._exit_blocks[func.key] = {i.pc for b in func.cfg.blocks.values() if isinstance(b.last, Exit)
-                                           for i in b.insns}
+            self._exit_blocks[func.key] = {
+                i.pc for b in func.cfg.blocks.values() if isinstance(b.last, Exit) for i in b.insns
+            }
             self._back_edges[func.key] = {(func.cfg.blocks[b].last.pc, h) for b, h in func.cfg.back_edges}
         return table[pc]
 
@@ -405,8 +455,12 @@ class Explorer:
         elif isinstance(insn, LoadImm64):
             s.regs[insn.dst] = self._ld_imm64(s, insn)
         elif isinstance(insn, LegacyLoad):
-            self._end(s, UNKNOWN, None, truncated=f"legacy packet load (ld_abs/ld_ind) at {self.where(s)}, "
-                      "which XDP programs cannot use")
+            self._end(
+                s,
+                UNKNOWN,
+                None,
+                truncated=f"legacy packet load (ld_abs/ld_ind) at {self.where(s)}, which XDP programs cannot use",
+            )
             return []
         elif isinstance(insn, Jump):
             return self._jump(s, insn)
@@ -471,8 +525,10 @@ class Explorer:
         if self._term_size(expr) <= MAX_TERM:
             return expr
         if not any(n.startswith("values too large") for n in s.notes):
-            s.note(f"values too large to track exactly (over {MAX_TERM} operations), first at "
-                   f"{self.where(s, pc)}: treated as unknowns")
+            s.note(
+                f"values too large to track exactly (over {MAX_TERM} operations), first at "
+                f"{self.where(s, pc)}: treated as unknowns"
+            )
         v = self.fresh.unknown("large-term")
         self._literal_sources[v.decl().name()] = self.sources(expr)
         return v
@@ -510,8 +566,13 @@ class Explorer:
             return src.moved(dst.bv)
         if insn.wide and insn.op == AluOp.SUB and isinstance(dst, Pointer) and isinstance(src, Scalar):
             return dst.moved(-src.bv)
-        if insn.wide and insn.op == AluOp.SUB and isinstance(dst, Pointer) and isinstance(src, Pointer) \
-                and dst.region.same(src.region):
+        if (
+            insn.wide
+            and insn.op == AluOp.SUB
+            and isinstance(dst, Pointer)
+            and isinstance(src, Pointer)
+            and dst.region.same(src.region)
+        ):
             return scalar(z3.simplify(dst.off - src.off))
         return scalar(self._ptr_as_int(s, insn.pc))
 
@@ -519,8 +580,9 @@ class Explorer:
         v = self.scalar_of(s, insn.dst, insn.pc)
         low = z3.Extract(insn.bits - 1, 0, v)
         if insn.order != ByteOrder.LE:  # BE on a little-endian host, and bswap, swap bytes
-            low = z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, low) for i in range(insn.bits // 8)]) \
-                if insn.bits > 8 else low
+            low = (
+                z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, low) for i in range(insn.bits // 8)]) if insn.bits > 8 else low
+            )
         s.regs[insn.dst] = scalar(z3.simplify(z3.ZeroExt(64 - insn.bits, low) if insn.bits < 64 else low))
 
     def _ld_imm64(self, s: State, insn: LoadImm64) -> Value:
@@ -555,8 +617,13 @@ class Explorer:
             r0 = z3.Extract(bits - 1, 0, self.scalar_of(s, 0, insn.pc))
             new = z3.If(o == r0, v, o)
         else:
-            new = {AtomicOp.ADD: lambda: o + v, AtomicOp.OR: lambda: o | v, AtomicOp.AND: lambda: o & v,
-                   AtomicOp.XOR: lambda: o ^ v, AtomicOp.XCHG: lambda: v}[insn.op]()
+            new = {
+                AtomicOp.ADD: lambda: o + v,
+                AtomicOp.OR: lambda: o | v,
+                AtomicOp.AND: lambda: o & v,
+                AtomicOp.XOR: lambda: o ^ v,
+                AtomicOp.XCHG: lambda: v,
+            }[insn.op]()
         self.store(s, base, insn.off, insn.size, scalar(z3.simplify(z3.ZeroExt(64 - bits, new))), insn.pc)
         if insn.fetch:
             dst = 0 if insn.op == AtomicOp.CMPXCHG else insn.src
@@ -590,8 +657,7 @@ class Explorer:
             return out
         if kind == RegionKind.MAP_VALUE:
             self.read_maps.add(ptr.region.name)
-            return [self.map_byte(s, ptr.region.name, ptr.region.key, z3.Extract(31, 0, at + i))
-                    for i in range(size)]
+            return [self.map_byte(s, ptr.region.name, ptr.region.key, z3.Extract(31, 0, at + i)) for i in range(size)]
         s.note(f"read from {kind} memory at {s.func.section}:{pc} is not modelled")
         return None
 
@@ -759,8 +825,13 @@ class Explorer:
         count = s.loops.get(key, 0) + 1
         s.loops[key] = count
         if count > self.options.loop_bound:
-            self._end(s, UNKNOWN, None, truncated=f"loop at {self.where(s, target)} cut after "
-                      f"{self.options.loop_bound} iterations (--loop-bound)")
+            self._end(
+                s,
+                UNKNOWN,
+                None,
+                truncated=f"loop at {self.where(s, target)} cut after "
+                f"{self.options.loop_bound} iterations (--loop-bound)",
+            )
 
     def condition(self, s: State, insn: Jump) -> z3.BoolRef:
         dst = s.regs[insn.dst]
@@ -780,14 +851,35 @@ class Explorer:
 
     # --- path ends ------------------------------------------------------------------
 
-    def _end(self, s: State, verdict: str, retval: z3.BitVecRef | None, truncated: str | None = None,
-             pc: int | None = None) -> None:
-        self.paths.append(Path(len(self.paths), verdict, retval, s.path, s.steps, s.effects, s.redirect,
-                               s.pkt, s.head, s.end, s.writes, s.tail_calls, s.notes, truncated,
-                               (s.program.name,) if not s.tail_calls else
-                               tuple([self.program.name] + [t.target for t in s.tail_calls if t.target]),
-                               s.accesses, s.sites, s.pc if pc is None else pc, s.func.section,
-                               tuple(sorted(s.maps.items()))))
+    def _end(
+        self, s: State, verdict: str, retval: z3.BitVecRef | None, truncated: str | None = None, pc: int | None = None
+    ) -> None:
+        self.paths.append(
+            Path(
+                len(self.paths),
+                verdict,
+                retval,
+                s.path,
+                s.steps,
+                s.effects,
+                s.redirect,
+                s.pkt,
+                s.head,
+                s.end,
+                s.writes,
+                s.tail_calls,
+                s.notes,
+                truncated,
+                (s.program.name,)
+                if not s.tail_calls
+                else tuple([self.program.name] + [t.target for t in s.tail_calls if t.target]),
+                s.accesses,
+                s.sites,
+                s.pc if pc is None else pc,
+                s.func.section,
+                tuple(sorted(s.maps.items())),
+            )
+        )
         s.frames = []
 
 
@@ -843,8 +935,12 @@ def compare(cond: Cond, wide: bool, a: z3.BitVecRef, b: z3.BitVecRef, pointers: 
     if not wide:
         a, b = z3.Extract(31, 0, a), z3.Extract(31, 0, b)
     unsigned = {Cond.GT: z3.UGT, Cond.GE: z3.UGE, Cond.LT: z3.ULT, Cond.LE: z3.ULE}
-    signed = {Cond.SGT: lambda x, y: x > y, Cond.SGE: lambda x, y: x >= y,
-              Cond.SLT: lambda x, y: x < y, Cond.SLE: lambda x, y: x <= y}
+    signed = {
+        Cond.SGT: lambda x, y: x > y,
+        Cond.SGE: lambda x, y: x >= y,
+        Cond.SLT: lambda x, y: x < y,
+        Cond.SLE: lambda x, y: x <= y,
+    }
     if pointers and cond in unsigned:
         cond = Cond("s" + cond.value)
     if cond == Cond.EQ:
@@ -870,7 +966,10 @@ def explore(obj: BpfObject, program: Program, options: Options | None = None, pr
     """Explore every path of `program` (an XDP program of `obj`). A program of another type
     (a tc section's struct __sk_buff ctx) is refused with a LiftError naming it."""
     if not program.is_xdp:
-        raise LiftError(f"not an XDP program: section {program.section} names another program "
-                        "type; xdp2tc explores XDP programs only",
-                        file=obj.path, program=program.name)
+        raise LiftError(
+            f"not an XDP program: section {program.section} names another program "
+            "type; xdp2tc explores XDP programs only",
+            file=obj.path,
+            program=program.name,
+        )
     return Explorer(obj, program, options or Options(), progress).run()

@@ -31,12 +31,37 @@ from .symbolic import PACKET, PACKET_LEN
 HEADERS: dict[str, dict[str, tuple[int, int]]] = {
     "eth": {"dst": (0, 6), "src": (6, 6), "proto": (12, 2)},
     "vlan": {"tci": (0, 2), "proto": (2, 2)},
-    "ipv4": {"ver_ihl": (0, 1), "tos": (1, 1), "tot_len": (2, 2), "id": (4, 2), "frag": (6, 2),
-             "ttl": (8, 1), "proto": (9, 1), "check": (10, 2), "saddr": (12, 4), "daddr": (16, 4)},
-    "ipv6": {"vtc_flow": (0, 4), "payload_len": (4, 2), "nexthdr": (6, 1), "hop_limit": (7, 1),
-             "saddr": (8, 16), "daddr": (24, 16)},
-    "tcp": {"sport": (0, 2), "dport": (2, 2), "seq": (4, 4), "ack_seq": (8, 4), "doff": (12, 1),
-            "flags": (13, 1), "window": (14, 2), "check": (16, 2), "urg_ptr": (18, 2)},
+    "ipv4": {
+        "ver_ihl": (0, 1),
+        "tos": (1, 1),
+        "tot_len": (2, 2),
+        "id": (4, 2),
+        "frag": (6, 2),
+        "ttl": (8, 1),
+        "proto": (9, 1),
+        "check": (10, 2),
+        "saddr": (12, 4),
+        "daddr": (16, 4),
+    },
+    "ipv6": {
+        "vtc_flow": (0, 4),
+        "payload_len": (4, 2),
+        "nexthdr": (6, 1),
+        "hop_limit": (7, 1),
+        "saddr": (8, 16),
+        "daddr": (24, 16),
+    },
+    "tcp": {
+        "sport": (0, 2),
+        "dport": (2, 2),
+        "seq": (4, 4),
+        "ack_seq": (8, 4),
+        "doff": (12, 1),
+        "flags": (13, 1),
+        "window": (14, 2),
+        "check": (16, 2),
+        "urg_ptr": (18, 2),
+    },
     "udp": {"sport": (0, 2), "dport": (2, 2), "len": (4, 2), "check": (6, 2)},
     "icmp": {"type": (0, 1), "code": (1, 1), "check": (2, 2)},
 }
@@ -48,12 +73,10 @@ HEADERS["icmp6"] = HEADERS["icmp"]
 SUBFIELDS = {
     ("vlan", "tci"): [("pcp", 0xE000, 13), ("dei", 0x1000, 12), ("vid", 0x0FFF, 0)],
     ("ipv4", "ver_ihl"): [("version", 0xF0, 4), ("ihl", 0x0F, 0)],
-    ("ipv4", "frag"): [("df", 0x4000, 14), ("mf", 0x2000, 13), ("frag_off", 0x1FFF, 0),
-                       ("fragment", 0x3FFF, 0)],
+    ("ipv4", "frag"): [("df", 0x4000, 14), ("mf", 0x2000, 13), ("frag_off", 0x1FFF, 0), ("fragment", 0x3FFF, 0)],
     ("ipv6", "vtc_flow"): [("version", 0xF0000000, 28), ("flow_lbl", 0x000FFFFF, 0)],
     ("tcp", "doff"): [("doff", 0xF0, 4)],
-    ("tcp", "flags"): [(f, 1 << i, i) for i, f in enumerate(("fin", "syn", "rst", "psh", "ack", "urg",
-                                                              "ece", "cwr"))],
+    ("tcp", "flags"): [(f, 1 << i, i) for i, f in enumerate(("fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr"))],
 }
 SUBFIELDS[("vlan2", "tci")] = SUBFIELDS[("vlan", "tci")]
 
@@ -179,8 +202,7 @@ class Decoder:
             if proto is not None:
                 ihl = z3.ZeroExt(56, _byte(l3) & 0x0F) * 4
                 fixed = self._implied(cond, _byte(l3) & 0x0F == 5)
-                lay.bases[L4[proto]] = l3 + 20 if fixed else \
-                    z3.simplify(z3.BitVecVal(l3, 64) + ihl)
+                lay.bases[L4[proto]] = l3 + 20 if fixed else z3.simplify(z3.BitVecVal(l3, 64) + ihl)
                 if not fixed:
                     lay.fixed_l4 = (L4[proto], l3 + 20)
         elif ethertype == 0x86DD:
@@ -236,7 +258,7 @@ class Decoder:
                     return None
                 width = 8 * len(r.offs)
                 first = (width - 1 - r.hi) // 8
-                offs += r.offs[first:first + (r.hi - r.lo + 1) // 8]
+                offs += r.offs[first : first + (r.hi - r.lo + 1) // 8]
             return Read(tuple(offs), 8 * len(offs) - 1, 0) if offs else None
         return None
 
@@ -306,7 +328,7 @@ class Decoder:
         lay = lay or self.layout(cond)
         text = self._bool(cond, lay, cond)
         if len(text) > MAX_TEXT:
-            text = text[:MAX_TEXT - 1] + "…"
+            text = text[: MAX_TEXT - 1] + "…"
         return text + (FIXED_NOTE if self.fixed_used else "")
 
     def _bool(self, t: z3.BoolRef, lay: Layout, cond) -> str:
@@ -353,9 +375,16 @@ class Decoder:
             return self._compare("==", t.arg(0), t.arg(1), lay, cond)
         if z3.is_distinct(t) and t.num_args() == 2 and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
             return self._compare("!=", t.arg(0), t.arg(1), lay, cond)
-        for op, sym in ((z3.Z3_OP_ULEQ, "<="), (z3.Z3_OP_SLEQ, "<=s"), (z3.Z3_OP_UGEQ, ">="),
-                        (z3.Z3_OP_ULT, "<"), (z3.Z3_OP_UGT, ">"), (z3.Z3_OP_SGEQ, ">=s"),
-                        (z3.Z3_OP_SLT, "<s"), (z3.Z3_OP_SGT, ">s")):
+        for op, sym in (
+            (z3.Z3_OP_ULEQ, "<="),
+            (z3.Z3_OP_SLEQ, "<=s"),
+            (z3.Z3_OP_UGEQ, ">="),
+            (z3.Z3_OP_ULT, "<"),
+            (z3.Z3_OP_UGT, ">"),
+            (z3.Z3_OP_SGEQ, ">=s"),
+            (z3.Z3_OP_SLT, "<s"),
+            (z3.Z3_OP_SGT, ">s"),
+        ):
             if z3.is_app_of(t, op):
                 return self._compare(sym, t.arg(0), t.arg(1), lay, cond)
         if z3.is_app(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED and t.num_args():
@@ -363,8 +392,10 @@ class Decoder:
             if name.startswith("map.") and name.endswith(".found"):
                 return f"{name[4:-6]}[{self._key(t.arg(0), lay, cond)}] exists"
         if z3.is_app_of(t, z3.Z3_OP_ITE):
-            return (f"({self._bool(t.arg(0), lay, cond)} ? {self._bool(t.arg(1), lay, cond)} : "
-                    f"{self._bool(t.arg(2), lay, cond)})")
+            return (
+                f"({self._bool(t.arg(0), lay, cond)} ? {self._bool(t.arg(1), lay, cond)} : "
+                f"{self._bool(t.arg(2), lay, cond)})"
+            )
         return self._term(t, lay, cond)
 
     def _byte_eqs(self, atoms, lay, cond) -> tuple[list[tuple[int, str]], set[int]]:
@@ -381,7 +412,7 @@ class Decoder:
                     mask = ((1 << (r.hi - r.lo + 1)) - 1) << r.lo
                     bytes_at.setdefault(self.absolute(lay, r.offs[0]), []).append((i, mask, c.as_long() << r.lo))
         out, used = [], set()
-        for (header, off) in sorted(bytes_at, key=lambda k: bytes_at[k][0][0]):
+        for header, off in sorted(bytes_at, key=lambda k: bytes_at[k][0][0]):
             h = header.rstrip("@")
             if h not in HEADERS or any(i in used for i, _, _ in bytes_at[(header, off)]):
                 continue
@@ -467,7 +498,7 @@ class Decoder:
                 named = self._subfield(name, mask, shift if full is not None else 0)
                 if named is not None:
                     sub, sub_mask, sub_shift = named
-                    v = (value << shift if full is not None else value)
+                    v = value << shift if full is not None else value
                     return f"{sub} {op} {fmt(sub, (v & sub_mask) >> sub_shift)}"
                 if full is not None and shift == 0 and mask == (1 << (8 * len(r.offs))) - 1:
                     return f"{name} {op} {fmt(name, value)}"
@@ -520,8 +551,16 @@ class Decoder:
                 return f"{name[4:-6]}[{self._key(t.arg(0), lay, cond)}] exists"
         if z3.is_select(t) and t.arg(0).eq(PACKET):
             return f"pkt[{self._term(t.arg(1), lay, cond)}]"
-        ops = {z3.Z3_OP_BADD: "+", z3.Z3_OP_BSUB: "-", z3.Z3_OP_BMUL: "*", z3.Z3_OP_BAND: "&",
-               z3.Z3_OP_BOR: "|", z3.Z3_OP_BXOR: "^", z3.Z3_OP_BSHL: "<<", z3.Z3_OP_BLSHR: ">>"}
+        ops = {
+            z3.Z3_OP_BADD: "+",
+            z3.Z3_OP_BSUB: "-",
+            z3.Z3_OP_BMUL: "*",
+            z3.Z3_OP_BAND: "&",
+            z3.Z3_OP_BOR: "|",
+            z3.Z3_OP_BXOR: "^",
+            z3.Z3_OP_BSHL: "<<",
+            z3.Z3_OP_BLSHR: ">>",
+        }
         if z3.is_app_of(t, z3.Z3_OP_BAND) and t.num_args() == 2 and z3.is_bv_value(t.arg(1)):
             r = self.read(t.arg(0), lay, cond)
             d = self.describe(r, lay) if r is not None else None
@@ -545,8 +584,10 @@ class Decoder:
                 return self._term(kids[0], lay, cond)
             return "concat(" + ", ".join(self._term(c, lay, cond) for c in t.children()) + ")"
         if z3.is_app_of(t, z3.Z3_OP_ITE):
-            return (f"({self._bool(t.arg(0), lay, cond)} ? {self._term(t.arg(1), lay, cond)} : "
-                    f"{self._term(t.arg(2), lay, cond)})")
+            return (
+                f"({self._bool(t.arg(0), lay, cond)} ? {self._term(t.arg(1), lay, cond)} : "
+                f"{self._term(t.arg(2), lay, cond)})"
+            )
         if z3.is_bool(t):
             return self._bool(t, lay, cond) if not z3.is_app(t) or t.num_args() == 0 else t.sexpr()
         return t.sexpr()
@@ -569,8 +610,26 @@ def fmt(name: str, value: int) -> str:
         return ETHERTYPES[value]
     if name in ("ipv4.proto", "ipv6.nexthdr") and value in IP_PROTOS:
         return IP_PROTOS[value]
-    if short in ("sport", "dport", "len", "tot_len", "payload_len", "ttl", "hop_limit", "ihl", "version",
-                 "type", "code", "vid", "pcp", "doff") or value < 10:
+    if (
+        short
+        in (
+            "sport",
+            "dport",
+            "len",
+            "tot_len",
+            "payload_len",
+            "ttl",
+            "hop_limit",
+            "ihl",
+            "version",
+            "type",
+            "code",
+            "vid",
+            "pcp",
+            "doff",
+        )
+        or value < 10
+    ):
         return str(value)
     return hex(value)
 

@@ -43,17 +43,14 @@ class Helper:
     model: str
 
 
-def _h(id: int, name: str, args: str, ret: str, effects: str, source: str, offloadable: bool,
-       model: str) -> Helper:
-    return Helper(id, name, tuple(args.split()), ret, tuple(effects.split()), source,
-                  offloadable, model)
+def _h(id: int, name: str, args: str, ret: str, effects: str, source: str, offloadable: bool, model: str) -> Helper:
+    return Helper(id, name, tuple(args.split()), ret, tuple(effects.split()), source, offloadable, model)
 
 
 #: The table. Order: by id.
 HELPERS: tuple[Helper, ...] = (
     _h(1, "map_lookup_elem", "map key", "map_value_or_null", "", "map", True, "map_lookup"),
-    _h(2, "map_update_elem", "map key value int", "int", "map_write", "helper", False,
-       "map_update"),
+    _h(2, "map_update_elem", "map key value int", "int", "map_write", "helper", False, "map_update"),
     _h(3, "map_delete_elem", "map key", "int", "map_delete", "helper", False, "map_delete"),
     _h(5, "ktime_get_ns", "", "int", "", "helper", False, "fresh64"),
     _h(6, "trace_printk", "mem size int int int", "int", "output", "helper", False, "output"),
@@ -61,16 +58,12 @@ HELPERS: tuple[Helper, ...] = (
     _h(8, "get_smp_processor_id", "", "int", "", "helper", False, "fresh32"),
     _h(12, "tail_call", "ctx map int", "int", "tail_call", "helper", False, "tail_call"),
     _h(23, "redirect", "int int", "verdict", "redirect", "stateless", True, "redirect"),
-    _h(25, "perf_event_output", "ctx map int mem size", "int", "output", "helper", False,
-       "output"),
+    _h(25, "perf_event_output", "ctx map int mem size", "int", "output", "helper", False, "output"),
     _h(28, "csum_diff", "mem size mem size int", "int", "", "stateless", False, "csum_diff"),
-    _h(44, "xdp_adjust_head", "ctx int", "int", "packet_resize", "stateless", False,
-       "adjust_head"),
+    _h(44, "xdp_adjust_head", "ctx int", "int", "packet_resize", "stateless", False, "adjust_head"),
     _h(51, "redirect_map", "map key int", "verdict", "redirect", "map", True, "redirect_map"),
-    _h(54, "xdp_adjust_meta", "ctx int", "int", "packet_resize", "stateless", False,
-       "adjust_meta"),
-    _h(65, "xdp_adjust_tail", "ctx int", "int", "packet_resize", "stateless", False,
-       "adjust_tail"),
+    _h(54, "xdp_adjust_meta", "ctx int", "int", "packet_resize", "stateless", False, "adjust_meta"),
+    _h(65, "xdp_adjust_tail", "ctx int", "int", "packet_resize", "stateless", False, "adjust_tail"),
     _h(69, "fib_lookup", "ctx ptr size int", "int", "", "helper", False, "havoc_mem"),
     _h(93, "spin_lock", "ptr", "none", "lock", "helper", False, "effect"),
     _h(94, "spin_unlock", "ptr", "none", "lock", "helper", False, "effect"),
@@ -78,15 +71,13 @@ HELPERS: tuple[Helper, ...] = (
     _h(121, "xdp_output", "ctx map int mem size", "int", "output", "helper", False, "output"),
     _h(125, "ktime_get_boot_ns", "", "int", "", "helper", False, "fresh64"),
     _h(130, "ringbuf_output", "map mem size int", "int", "output", "helper", False, "output"),
-    _h(131, "ringbuf_reserve", "map size int", "mem_or_null", "output", "helper", False,
-       "ringbuf_reserve"),
+    _h(131, "ringbuf_reserve", "map size int", "mem_or_null", "output", "helper", False, "ringbuf_reserve"),
     _h(132, "ringbuf_submit", "ptr int", "none", "output", "helper", False, "effect"),
     _h(133, "ringbuf_discard", "ptr int", "none", "output", "helper", False, "effect"),
     _h(181, "loop", "int func ptr int", "int", "callback", "stateless", True, "loop"),
     _h(188, "xdp_get_buff_len", "ctx", "int", "", "stateless", False, "buff_len"),
     _h(189, "xdp_load_bytes", "ctx int mem size", "int", "", "stateless", True, "load_bytes"),
-    _h(190, "xdp_store_bytes", "ctx int mem size", "int", "", "stateless", False,
-       "store_bytes"),
+    _h(190, "xdp_store_bytes", "ctx int mem size", "int", "", "stateless", False, "store_bytes"),
     _h(208, "ktime_get_tai_ns", "", "int", "", "helper", False, "fresh64"),
 )
 

@@ -139,22 +139,32 @@ class RunResult:
 class _TestRunOpts(ctypes.Structure):
     """struct bpf_test_run_opts from <bpf/bpf.h> (libbpf 1.1)."""
 
-    _fields_ = [("sz", ctypes.c_size_t),
-                ("data_in", ctypes.c_void_p), ("data_out", ctypes.c_void_p),
-                ("data_size_in", ctypes.c_uint32), ("data_size_out", ctypes.c_uint32),
-                ("ctx_in", ctypes.c_void_p), ("ctx_out", ctypes.c_void_p),
-                ("ctx_size_in", ctypes.c_uint32), ("ctx_size_out", ctypes.c_uint32),
-                ("retval", ctypes.c_uint32), ("repeat", ctypes.c_int),
-                ("duration", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("cpu", ctypes.c_uint32), ("batch_size", ctypes.c_uint32)]
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("data_in", ctypes.c_void_p),
+        ("data_out", ctypes.c_void_p),
+        ("data_size_in", ctypes.c_uint32),
+        ("data_size_out", ctypes.c_uint32),
+        ("ctx_in", ctypes.c_void_p),
+        ("ctx_out", ctypes.c_void_p),
+        ("ctx_size_in", ctypes.c_uint32),
+        ("ctx_size_out", ctypes.c_uint32),
+        ("retval", ctypes.c_uint32),
+        ("repeat", ctypes.c_int),
+        ("duration", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("cpu", ctypes.c_uint32),
+        ("batch_size", ctypes.c_uint32),
+    ]
 
 
 class _XdpMd(ctypes.Structure):
     """struct xdp_md (UAPI): the ctx_in of an XDP test run."""
 
-    _fields_ = [(name, ctypes.c_uint32) for name in
-                ("data", "data_end", "data_meta", "ingress_ifindex", "rx_queue_index",
-                 "egress_ifindex")]
+    _fields_ = [
+        (name, ctypes.c_uint32)
+        for name in ("data", "data_end", "data_meta", "ingress_ifindex", "rx_queue_index", "egress_ifindex")
+    ]
 
 
 _PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
@@ -276,31 +286,40 @@ def check_kernel() -> None:
     caps = _capabilities()
     if not caps & {CAP_BPF, CAP_SYS_ADMIN} or CAP_NET_ADMIN not in caps:
         if os.geteuid() != 0:
-            raise KernelUnavailable("not root: loading and test-running XDP programs needs CAP_BPF "
-                                    "(or CAP_SYS_ADMIN) and CAP_NET_ADMIN; run as root")
-        raise KernelUnavailable("root without CAP_BPF (or CAP_SYS_ADMIN) and CAP_NET_ADMIN (a "
-                                "container or a cleared capability bounding set?): cannot load "
-                                "XDP programs")
+            raise KernelUnavailable(
+                "not root: loading and test-running XDP programs needs CAP_BPF "
+                "(or CAP_SYS_ADMIN) and CAP_NET_ADMIN; run as root"
+            )
+        raise KernelUnavailable(
+            "root without CAP_BPF (or CAP_SYS_ADMIN) and CAP_NET_ADMIN (a "
+            "container or a cleared capability bounding set?): cannot load "
+            "XDP programs"
+        )
     if _probed:
         return
     # mov r0, XDP_PASS; exit -- then one test run on a minimal frame.
-    insns = bytes.fromhex("b700000002000000" "9500000000000000")
+    insns = bytes.fromhex("b7000000020000009500000000000000")
     buf = ctypes.create_string_buffer(insns, len(insns))
     fd = lib.bpf_prog_load(BPF_PROG_TYPE_XDP, b"xdp2tc_probe", b"GPL", buf, 2, None)
     if fd < 0:
         err = ctypes.get_errno() or -fd
-        hint = " (kernel.unprivileged_bpf_disabled, a seccomp filter or a container may block bpf())" \
-            if err == errno_mod.EPERM else ""
-        raise KernelUnavailable(f"bpf(BPF_PROG_LOAD) returned {errno_mod.errorcode.get(err, err)}: "
-                                f"{os.strerror(err)}{hint}")
+        hint = (
+            " (kernel.unprivileged_bpf_disabled, a seccomp filter or a container may block bpf())"
+            if err == errno_mod.EPERM
+            else ""
+        )
+        raise KernelUnavailable(
+            f"bpf(BPF_PROG_LOAD) returned {errno_mod.errorcode.get(err, err)}: {os.strerror(err)}{hint}"
+        )
     try:
         opts = _TestRunOpts(sz=ctypes.sizeof(_TestRunOpts))
         frame = ctypes.create_string_buffer(ETH_HLEN)
         opts.data_in, opts.data_size_in, opts.repeat = ctypes.addressof(frame), ETH_HLEN, 1
         if lib.bpf_prog_test_run_opts(fd, ctypes.byref(opts)) != 0 or opts.retval != XDP_PASS:
             err = ctypes.get_errno()
-            raise KernelUnavailable(f"BPF_PROG_TEST_RUN on an XDP program failed: "
-                                    f"{os.strerror(err) if err else f'retval {opts.retval}'}")
+            raise KernelUnavailable(
+                f"BPF_PROG_TEST_RUN on an XDP program failed: {os.strerror(err) if err else f'retval {opts.retval}'}"
+            )
     finally:
         os.close(fd)
     _probed = True
@@ -347,9 +366,16 @@ class LoadedObject:
     (`maps`; global data also under its section name, e.g. ".data"). A context manager:
     leaving it closes the libbpf object and every fd, so nothing outlives the test."""
 
-    def __init__(self, path: str, handle: int | None, programs: dict[str, int],
-                 maps: dict[str, MapInfo], own_fds: list[int],
-                 sections: dict[str, str] | None = None, types: dict[str, int] | None = None):
+    def __init__(
+        self,
+        path: str,
+        handle: int | None,
+        programs: dict[str, int],
+        maps: dict[str, MapInfo],
+        own_fds: list[int],
+        sections: dict[str, str] | None = None,
+        types: dict[str, int] | None = None,
+    ):
         self.path = path
         self.types = types or {}  # program -> BPF_PROG_TYPE_* (XDP when not given)
         self._handle = handle  # libbpf bpf_object *, or None for the raw loader
@@ -394,16 +420,20 @@ class LoadedObject:
     def _prog_fd(self, program: str) -> int:
         fd = self.programs.get(program)
         if fd is None:
-            raise KeyError(f"{self.path}: no loaded program {program!r}; loaded: "
-                           + (", ".join(sorted(self.programs)) or "none"))
+            raise KeyError(
+                f"{self.path}: no loaded program {program!r}; loaded: " + (", ".join(sorted(self.programs)) or "none")
+            )
         return fd
 
     def _xdp_fd(self, program: str) -> int:
         fd = self._prog_fd(program)
         if self.types.get(program, BPF_PROG_TYPE_XDP) != BPF_PROG_TYPE_XDP:
-            raise KernelRunError(f"{self.path}: program {program} (section "
-                                 f"{self.sections.get(program, '?')}) is loaded as a tc program, "
-                                 "not XDP: runs take XDP programs only", errno_mod.EINVAL)
+            raise KernelRunError(
+                f"{self.path}: program {program} (section "
+                f"{self.sections.get(program, '?')}) is loaded as a tc program, "
+                "not XDP: runs take XDP programs only",
+                errno_mod.EINVAL,
+            )
         return fd
 
     def _frags(self, program: str, allow_frags: bool | None) -> bool:
@@ -411,17 +441,24 @@ class LoadedObject:
             return self.sections.get(program, "").startswith("xdp.frags")
         return allow_frags
 
-    def run(self, program: str, packet: bytes, *, repeat: int = 1, ctx: XdpCtx | None = None,
-            allow_frags: bool | None = None) -> RunResult:
+    def run(
+        self,
+        program: str,
+        packet: bytes,
+        *,
+        repeat: int = 1,
+        ctx: XdpCtx | None = None,
+        allow_frags: bool | None = None,
+    ) -> RunResult:
         """Run `program` on `packet` once (or `repeat` times on the same buffer, for
         timing). Raises PacketError for packets the kernel would refuse or truncate, and
         KernelRunError (with errno) when the test run fails. `allow_frags` (default: only
         for `xdp.frags` programs) lets packets longer than MAX_LINEAR_PACKET through."""
-        return self._run(self._xdp_fd(program), packet, repeat, ctx,
-                         self._frags(program, allow_frags), program)
+        return self._run(self._xdp_fd(program), packet, repeat, ctx, self._frags(program, allow_frags), program)
 
-    def run_many(self, program: str, packets: Iterable[bytes], *, ctx: XdpCtx | None = None,
-                 allow_frags: bool | None = None) -> list[RunResult]:
+    def run_many(
+        self, program: str, packets: Iterable[bytes], *, ctx: XdpCtx | None = None, allow_frags: bool | None = None
+    ) -> list[RunResult]:
         """`run` for each packet in order, reusing the opts struct and both buffers: one
         syscall per packet, no allocation besides the output bytes."""
         fd = self._xdp_fd(program)
@@ -429,18 +466,25 @@ class LoadedObject:
         run = self._run
         return [run(fd, pkt, 1, ctx, frags, program) for pkt in packets]
 
-    def _run(self, fd: int, packet: bytes, repeat: int, ctx: XdpCtx | None,
-             allow_frags: bool, program: str) -> RunResult:
+    def _run(
+        self, fd: int, packet: bytes, repeat: int, ctx: XdpCtx | None, allow_frags: bool, program: str
+    ) -> RunResult:
         size = len(packet)
         if size < ETH_HLEN:
-            raise PacketError(f"packet of {size} bytes is shorter than ETH_HLEN ({ETH_HLEN}): "
-                              "BPF_PROG_TEST_RUN rejects it with EINVAL; compare only packets "
-                              f">= {ETH_HLEN} bytes", errno_mod.EINVAL)
+            raise PacketError(
+                f"packet of {size} bytes is shorter than ETH_HLEN ({ETH_HLEN}): "
+                "BPF_PROG_TEST_RUN rejects it with EINVAL; compare only packets "
+                f">= {ETH_HLEN} bytes",
+                errno_mod.EINVAL,
+            )
         if size > OUT_BUFFER_SIZE or (size > MAX_LINEAR_PACKET and not allow_frags):
-            raise PacketError(f"packet of {size} bytes exceeds the {MAX_LINEAR_PACKET} bytes the "
-                              "kernel keeps linear; the rest would become fragments the program "
-                              "does not see as packet data (pass allow_frags=True to run it "
-                              f"anyway, at most {OUT_BUFFER_SIZE})", errno_mod.E2BIG)
+            raise PacketError(
+                f"packet of {size} bytes exceeds the {MAX_LINEAR_PACKET} bytes the "
+                "kernel keeps linear; the rest would become fragments the program "
+                "does not see as packet data (pass allow_frags=True to run it "
+                f"anyway, at most {OUT_BUFFER_SIZE})",
+                errno_mod.E2BIG,
+            )
         opts = self._opts
         ctypes.memmove(self._in_addr, packet, size)
         opts.data_in = self._in_addr
@@ -463,20 +507,23 @@ class LoadedObject:
         if _lib.bpf_prog_test_run_opts(fd, ctypes.byref(opts)) != 0:
             err = ctypes.get_errno()
             raise KernelRunError(self._run_error(err, size, ctx, self.sections.get(program, "")), err)
-        return RunResult(opts.retval, ctypes.string_at(self._out_addr, opts.data_size_out),
-                         opts.duration)
+        return RunResult(opts.retval, ctypes.string_at(self._out_addr, opts.data_size_out), opts.duration)
 
     @staticmethod
     def _run_error(err: int, size: int, ctx: XdpCtx | None, section: str) -> str:
         name = errno_mod.errorcode.get(err, str(err))
         msg = f"BPF_PROG_TEST_RUN failed with {name} ({os.strerror(err)}) on a {size}-byte packet"
         if err == errno_mod.EINVAL and ("/devmap" in section or "/cpumap" in section):
-            msg += (f"; section {section}: devmap/cpumap egress programs cannot be test-run "
-                    "(the kernel refuses their attach types)")
+            msg += (
+                f"; section {section}: devmap/cpumap egress programs cannot be test-run "
+                "(the kernel refuses their attach types)"
+            )
         elif ctx is not None and err in (errno_mod.ENODEV, errno_mod.EINVAL):
-            msg += (f"; ctx ingress_ifindex={ctx.ingress_ifindex} rx_queue_index="
-                    f"{ctx.rx_queue_index}: the device must exist in this network namespace "
-                    "and the queue must be below its RX queue count")
+            msg += (
+                f"; ctx ingress_ifindex={ctx.ingress_ifindex} rx_queue_index="
+                f"{ctx.rx_queue_index}: the device must exist in this network namespace "
+                "and the queue must be below its RX queue count"
+            )
         elif err == errno_mod.ENOSPC:
             msg += f"; the output grew beyond {OUT_BUFFER_SIZE} bytes"
         return msg
@@ -493,16 +540,20 @@ class LoadedObject:
         # The kernel reads exactly `size` bytes from the pointer: a wrong length must never
         # reach it (it would read past the Python object).
         if len(data) != size:
-            extra = (f" ({possible_cpus()} possible CPUs x {(info.value_size + 7) // 8 * 8} bytes)"
-                     if info.percpu and what == "value" else "")
+            extra = (
+                f" ({possible_cpus()} possible CPUs x {(info.value_size + 7) // 8 * 8} bytes)"
+                if info.percpu and what == "value"
+                else ""
+            )
             raise ValueError(f"map {info.name}: {what} must be {size} bytes{extra}, got {len(data)}")
         return ctypes.create_string_buffer(bytes(data), max(size, 1))
 
     def _check(self, ret: int, op: str, info: MapInfo) -> None:
         if ret != 0:
             err = ctypes.get_errno() or -ret
-            raise KernelRunError(f"{op} on map {info.name} failed: {errno_mod.errorcode.get(err, err)} "
-                                 f"({os.strerror(err)})", err)
+            raise KernelRunError(
+                f"{op} on map {info.name} failed: {errno_mod.errorcode.get(err, err)} ({os.strerror(err)})", err
+            )
 
     def map_update(self, name: str, key: bytes, value: bytes, flags: int = 0) -> None:
         """bpf_map_update_elem. Per-CPU maps take `MapInfo.value_bytes` (all CPUs' slots)."""
@@ -521,7 +572,7 @@ class LoadedObject:
             if err == errno_mod.ENOENT:
                 return None
             self._check(-err or -1, "lookup", info)
-        return v.raw[:info.value_bytes]
+        return v.raw[: info.value_bytes]
 
     def map_delete(self, name: str, key: bytes) -> bool:
         """Delete `key`; False if it was not there. (Arrays cannot delete: EINVAL.)"""
@@ -543,7 +594,7 @@ class LoadedObject:
         keys = []
         prev = None
         while _lib.bpf_map_get_next_key(info.fd, prev, nxt) == 0:
-            keys.append(nxt.raw[:info.key_size])
+            keys.append(nxt.raw[: info.key_size])
             ctypes.memmove(cur, nxt, info.key_size)
             prev = cur
             if len(keys) > info.max_entries:  # a hash map changing under us; stop
@@ -578,6 +629,7 @@ def _lifted(path: str):
     """The lifter's view of the object (programs, PROG_ARRAY `.values`), or None when it
     cannot read it (libbpf then has the last word)."""
     from lifter.program import load_object
+
     try:
         return load_object(path)
     except Exception:
@@ -610,7 +662,7 @@ def _summary(lines: list[str]) -> str:
         if "-- BEGIN PROG LOAD LOG --" in line:
             prog = line.split("-- BEGIN")[0].replace("libbpf: ", "").strip()
             body = []
-            for nxt in lines[i + 1:]:
+            for nxt in lines[i + 1 :]:
                 if "-- END PROG LOAD LOG --" in nxt:
                     break
                 body.append(nxt)
@@ -631,8 +683,9 @@ def _load_error(path: str, what: str, err: int, captured: list[str], limit: int 
     return KernelLoadError("\n".join([head] + lines[-limit:]))
 
 
-def load(path: str | Path, *, programs: list[str] | None = None,
-         rodata: dict[str, bytes] | None = None) -> LoadedObject:
+def load(
+    path: str | Path, *, programs: list[str] | None = None, rodata: dict[str, bytes] | None = None
+) -> LoadedObject:
     """Load the object at `path` into the kernel and return it (use as a context manager).
 
     * programs: names to load (default: all); others are not loaded, except tail-call
@@ -666,8 +719,9 @@ def load(path: str | Path, *, programs: list[str] | None = None,
         if not handle:
             err = ctypes.get_errno()
             if _has_legacy_maps(path):
-                return _load_raw(path, programs, rodata, "legacy SEC(\"maps\") map definitions are not "
-                                 "supported by libbpf >= 1.0")
+                return _load_raw(
+                    path, programs, rodata, 'legacy SEC("maps") map definitions are not supported by libbpf >= 1.0'
+                )
             raise _load_error(path, "libbpf cannot open the object", err, captured)
         try:
             loaded_progs = _configure(lib, handle, path, programs, rodata)
@@ -693,11 +747,17 @@ def load(path: str | Path, *, programs: list[str] | None = None,
         m = lib.bpf_object__next_map(handle, None)
         while m:
             name = lib.bpf_map__name(m).decode()
-            info = MapInfo(name, lib.bpf_map__fd(m), lib.bpf_map__type(m), lib.bpf_map__key_size(m),
-                           lib.bpf_map__value_size(m), lib.bpf_map__max_entries(m))
+            info = MapInfo(
+                name,
+                lib.bpf_map__fd(m),
+                lib.bpf_map__type(m),
+                lib.bpf_map__key_size(m),
+                lib.bpf_map__value_size(m),
+                lib.bpf_map__max_entries(m),
+            )
             maps[name] = info
             if lib.bpf_map__is_internal(m) and "." in name:
-                maps.setdefault(name[name.index("."):], info)  # ".rodata" alias
+                maps.setdefault(name[name.index(".") :], info)  # ".rodata" alias
             m = lib.bpf_object__next_map(handle, m)
         obj = LoadedObject(path, handle, progs, maps, [], sections, types)
         handle = None  # owned by obj now
@@ -709,8 +769,7 @@ def load(path: str | Path, *, programs: list[str] | None = None,
         _captured = None
 
 
-def _configure(lib, handle: int, path: str, programs: list[str] | None,
-               rodata: dict[str, bytes] | None) -> set[str]:
+def _configure(lib, handle: int, path: str, programs: list[str] | None, rodata: dict[str, bytes] | None) -> set[str]:
     """Before load: program types, autoload, pin paths and global data overrides. Returns
     the names of the programs that will load."""
     obj = _lifted(path)
@@ -733,25 +792,29 @@ def _configure(lib, handle: int, path: str, programs: list[str] | None,
     unseen = [p for p in lifted if p not in names]  # sections without a FUNC symbol
     missing = sorted(set(programs or ()) - set(names))
     if set(missing) & set(unseen) or (programs is None and unseen):
-        raise _MissedByLibbpf(f"libbpf >= 1.0 finds programs only at FUNC symbols and sees none in "
-                              f"{', '.join(sorted(lifted[p] for p in unseen))}")
+        raise _MissedByLibbpf(
+            f"libbpf >= 1.0 finds programs only at FUNC symbols and sees none in "
+            f"{', '.join(sorted(lifted[p] for p in unseen))}"
+        )
     if missing:
-        raise KernelLoadError(f"{path}: no program {', '.join(missing)}; programs: "
-                              f"{', '.join(names) or ', '.join(lifted) or 'none'}")
+        raise KernelLoadError(
+            f"{path}: no program {', '.join(missing)}; programs: {', '.join(names) or ', '.join(lifted) or 'none'}"
+        )
     overrides = dict(rodata or {})
     m = lib.bpf_object__next_map(handle, None)
     while m:
         lib.bpf_map__set_pin_path(m, None)
         name = lib.bpf_map__name(m).decode()
-        section = name[name.index("."):] if lib.bpf_map__is_internal(m) and "." in name else None
+        section = name[name.index(".") :] if lib.bpf_map__is_internal(m) and "." in name else None
         key = name if name in overrides else section if section in overrides else None
         if key is not None:
             data = overrides.pop(key)
             size = ctypes.c_size_t(0)
             lib.bpf_map__initial_value(m, ctypes.byref(size))
             if len(data) != size.value:
-                raise KernelLoadError(f"{path}: initial value for {key} must be {size.value} bytes "
-                                      f"(the whole section), got {len(data)}")
+                raise KernelLoadError(
+                    f"{path}: initial value for {key} must be {size.value} bytes (the whole section), got {len(data)}"
+                )
             buf = ctypes.create_string_buffer(bytes(data), max(len(data), 1))
             if lib.bpf_map__set_initial_value(m, buf, len(data)) != 0:
                 raise KernelLoadError(f"{path}: cannot set the initial value of {key}")
@@ -773,6 +836,7 @@ def program_type(section: str) -> int:
 
 def _has_legacy_maps(path: str) -> bool:
     from lifter.elf import read_elf
+
     try:
         return read_elf(path).section("maps") is not None
     except Exception:
@@ -782,39 +846,58 @@ def _has_legacy_maps(path: str) -> bool:
 class _MapCreateOpts(ctypes.Structure):
     """struct bpf_map_create_opts (<bpf/bpf.h>, libbpf 1.1)."""
 
-    _fields_ = [("sz", ctypes.c_size_t), ("btf_fd", ctypes.c_uint32),
-                ("btf_key_type_id", ctypes.c_uint32), ("btf_value_type_id", ctypes.c_uint32),
-                ("btf_vmlinux_value_type_id", ctypes.c_uint32), ("inner_map_fd", ctypes.c_uint32),
-                ("map_flags", ctypes.c_uint32), ("map_extra", ctypes.c_uint64),
-                ("numa_node", ctypes.c_uint32), ("map_ifindex", ctypes.c_uint32)]
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("btf_fd", ctypes.c_uint32),
+        ("btf_key_type_id", ctypes.c_uint32),
+        ("btf_value_type_id", ctypes.c_uint32),
+        ("btf_vmlinux_value_type_id", ctypes.c_uint32),
+        ("inner_map_fd", ctypes.c_uint32),
+        ("map_flags", ctypes.c_uint32),
+        ("map_extra", ctypes.c_uint64),
+        ("numa_node", ctypes.c_uint32),
+        ("map_ifindex", ctypes.c_uint32),
+    ]
 
 
 class _ProgLoadOpts(ctypes.Structure):
     """struct bpf_prog_load_opts (<bpf/bpf.h>, libbpf 1.1)."""
 
-    _fields_ = [("sz", ctypes.c_size_t), ("attempts", ctypes.c_int),
-                ("expected_attach_type", ctypes.c_int), ("prog_btf_fd", ctypes.c_uint32),
-                ("prog_flags", ctypes.c_uint32), ("prog_ifindex", ctypes.c_uint32),
-                ("kern_version", ctypes.c_uint32), ("attach_btf_id", ctypes.c_uint32),
-                ("attach_prog_fd", ctypes.c_uint32), ("attach_btf_obj_fd", ctypes.c_uint32),
-                ("fd_array", ctypes.c_void_p), ("func_info", ctypes.c_void_p),
-                ("func_info_cnt", ctypes.c_uint32), ("func_info_rec_size", ctypes.c_uint32),
-                ("line_info", ctypes.c_void_p), ("line_info_cnt", ctypes.c_uint32),
-                ("line_info_rec_size", ctypes.c_uint32), ("log_level", ctypes.c_uint32),
-                ("log_size", ctypes.c_uint32), ("log_buf", ctypes.c_void_p)]
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("attempts", ctypes.c_int),
+        ("expected_attach_type", ctypes.c_int),
+        ("prog_btf_fd", ctypes.c_uint32),
+        ("prog_flags", ctypes.c_uint32),
+        ("prog_ifindex", ctypes.c_uint32),
+        ("kern_version", ctypes.c_uint32),
+        ("attach_btf_id", ctypes.c_uint32),
+        ("attach_prog_fd", ctypes.c_uint32),
+        ("attach_btf_obj_fd", ctypes.c_uint32),
+        ("fd_array", ctypes.c_void_p),
+        ("func_info", ctypes.c_void_p),
+        ("func_info_cnt", ctypes.c_uint32),
+        ("func_info_rec_size", ctypes.c_uint32),
+        ("line_info", ctypes.c_void_p),
+        ("line_info_cnt", ctypes.c_uint32),
+        ("line_info_rec_size", ctypes.c_uint32),
+        ("log_level", ctypes.c_uint32),
+        ("log_size", ctypes.c_uint32),
+        ("log_buf", ctypes.c_void_p),
+    ]
 
 
 BPF_PSEUDO_MAP_FD = 1
 LD_IMM64 = 0x18
 
 
-def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | None,
-              why: str) -> LoadedObject:
+def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | None, why: str) -> LoadedObject:
     """Load a pre-libbpf-1.0 object that libbpf cannot (`why`: legacy `SEC("maps")`
     records, or sections without FUNC symbols) with plain bpf() calls: create each map,
     patch its fd into the ld_imm64 instructions relocated against it, load each program
     (or only `programs`) one at a time, as XDP or, in `tc*` sections, as SCHED_CLS.
-    Deliberately narrow (what such objects contain): only legacy maps, no global data, no bpf-to-bpf calls, no relocations other than map references; anything else is
+    Deliberately narrow (what such objects contain): only legacy maps, no global data, no
+    bpf-to-bpf calls, no relocations other than map references; anything else is
     a one-line KernelLoadError naming what and why. The lifter's ELF, map and relocation
     parsing is reused, so the kernel sees the maps the analyzer reasons about."""
     from lifter.maps import relocation_map
@@ -844,8 +927,9 @@ def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | 
             if m.type is None or m.max_entries is None:
                 raise unsupported(f"map {m.name} has no usable definition")
             opts = _MapCreateOpts(sz=ctypes.sizeof(_MapCreateOpts), map_flags=m.flags)
-            fd = lib.bpf_map_create(m.type.id, m.name.encode()[:15], m.key_size, m.value_size,
-                                    m.max_entries, ctypes.byref(opts))
+            fd = lib.bpf_map_create(
+                m.type.id, m.name.encode()[:15], m.key_size, m.value_size, m.max_entries, ctypes.byref(opts)
+            )
             if fd < 0:
                 err = ctypes.get_errno() or -fd
                 raise KernelLoadError(f"{path}: creating map {m.name} failed: {os.strerror(err)}")
@@ -871,27 +955,29 @@ def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | 
                     raise unsupported(f"relocation against {rel.symbol.name!r} in {prog.name}")
                 at = rel.offset - lo
                 if insns[at] != LD_IMM64:
-                    raise unsupported(f"relocated instruction at {entry.section}+{rel.offset} "
-                                      "is not ld_imm64")
+                    raise unsupported(f"relocated instruction at {entry.section}+{rel.offset} is not ld_imm64")
                 insns[at + 1] = (insns[at + 1] & 0x0F) | (BPF_PSEUDO_MAP_FD << 4)
-                insns[at + 4:at + 8] = maps[target[0].name].fd.to_bytes(4, "little", signed=True)
+                insns[at + 4 : at + 8] = maps[target[0].name].fd.to_bytes(4, "little", signed=True)
             code = ctypes.create_string_buffer(bytes(insns), len(insns))
             log = ctypes.create_string_buffer(1 << 20)
-            opts = _ProgLoadOpts(sz=ctypes.sizeof(_ProgLoadOpts), log_level=1,
-                                 log_size=len(log), log_buf=ctypes.addressof(log))
+            opts = _ProgLoadOpts(
+                sz=ctypes.sizeof(_ProgLoadOpts), log_level=1, log_size=len(log), log_buf=ctypes.addressof(log)
+            )
             ptype = program_type(prog.section)
-            fd = lib.bpf_prog_load(ptype, prog.name.encode()[:15], license, code,
-                                   len(insns) // 8, ctypes.byref(opts))
+            fd = lib.bpf_prog_load(ptype, prog.name.encode()[:15], license, code, len(insns) // 8, ctypes.byref(opts))
             if fd < 0:
                 err = ctypes.get_errno() or -fd
                 text = log.value.decode(errors="replace").rstrip().splitlines()
-                raise KernelLoadError(f"{path}: program {prog.name} failed to load ({os.strerror(err)}): "
-                                      f"{text[-1] if text else ''}\n" + "\n".join(text[-40:]))
+                raise KernelLoadError(
+                    f"{path}: program {prog.name} failed to load ({os.strerror(err)}): "
+                    f"{text[-1] if text else ''}\n" + "\n".join(text[-40:])
+                )
             fds.append(fd)
             progs[prog.name] = fd
             types[prog.name] = ptype
-        loaded = LoadedObject(path, None, progs, maps, fds,
-                              {p.name: p.section for p in obj.programs if p.name in progs}, types)
+        loaded = LoadedObject(
+            path, None, progs, maps, fds, {p.name: p.section for p in obj.programs if p.name in progs}, types
+        )
         fds = []
         return loaded
     finally:

@@ -73,8 +73,7 @@ class _Prover:
             else:
                 preserved, why = self._preserved(name, terms)
                 fateless, why2 = (False, "") if preserved else self._fateless(name)
-                out[name] = MapUse(name, True, preserved, fateless, "" if preserved or fateless
-                                   else f"{why}; {why2}")
+                out[name] = MapUse(name, True, preserved, fateless, "" if preserved or fateless else f"{why}; {why2}")
         return out
 
     # --- what reads the map ---------------------------------------------------------
@@ -116,9 +115,14 @@ class _Prover:
             writes = dict(p.map_writes).get(name)
             if not writes:
                 continue
-            general = tuple(type(w)(w.kind, *[None if t is None else skeleton(self.e.expand(t))
-                                              for t in (w.key, w.off)],
-                                    tuple(skeleton(self.e.expand(d)) for d in w.data)) for w in writes)
+            general = tuple(
+                type(w)(
+                    w.kind,
+                    *[None if t is None else skeleton(self.e.expand(t)) for t in (w.key, w.off)],
+                    tuple(skeleton(self.e.expand(d)) for d in w.data),
+                )
+                for w in writes
+            )
             ids = tuple(t.get_id() for w in general for t in _terms(w))
             if ids in proved or _unsat(z3.Or(*[t != _after(t, name, general) for t in shapes])):
                 proved.add(ids)
@@ -155,6 +159,7 @@ class _Prover:
 
 
 # --- z3 plumbing ----------------------------------------------------------------------
+
 
 def _uninterpreted(expr: z3.ExprRef) -> dict[str, z3.FuncDeclRef]:
     """Free constants and uninterpreted functions of `expr`, by name."""
@@ -198,6 +203,7 @@ def _renamed(w, e: Exploration, rename):
     def r(x):
         x = e.expand(x)
         return z3.substitute(x, *rename) if rename else x
+
     return type(w)(w.kind, r(w.key), None if w.off is None else r(w.off), tuple(r(d) for d in w.data))
 
 
@@ -251,7 +257,6 @@ class _Skeleton:
             stack.pop()
         return self.memo[e.get_id()][0]
 
-
     def atoms(self, terms: list[z3.ExprRef]) -> list[z3.BoolRef] | None:
         """The map-reading yes/no questions `terms` are built from (a comparison with a
         map value, an entry's existence), when every read of the map in them is inside
@@ -304,6 +309,7 @@ def _after(expr: z3.ExprRef, name: str, writes) -> z3.ExprRef:
 
 def _other_copy(name: str):
     """A function giving `expr` over an independent copy of map `name`'s contents."""
+
     def copy(expr):
         pairs = []
         for d in _map_decls(expr, name):
@@ -311,6 +317,7 @@ def _other_copy(name: str):
             args = [z3.Var(i, d.domain(i)) for i in range(d.arity())]
             pairs.append((d, twin(*args)))
         return z3.substitute_funs(expr, *pairs) if pairs else expr
+
     return copy
 
 

@@ -31,9 +31,9 @@ from collections import Counter
 import z3
 
 from .classify import CLASSES, BranchClass, classify, classify_sites, map_classes
-from .mapuse import MapUse, map_uses
 from .explore import UNKNOWN, Exploration, Path
 from .fields import Decoder
+from .mapuse import MapUse, map_uses
 from .symbolic import const_value
 
 SCHEMA = "xdp2tc.analyze/1"
@@ -94,10 +94,14 @@ def path_json(e: Exploration, path: Path, condition: bool = True, decoder: Decod
         "retval": None if path.retval is None else const_value(z3.Extract(31, 0, path.retval)),
         "redirect": _redirect(path),
         "insns": {"min": lo, "max": hi},
-        "effects": [{"kind": x.kind, "target": x.target, "section": x.section, "pc": x.pc,
-                     "line": _line(e, x.section, x.pc)} for x in path.effects],
-        "tail_calls": [{"caller": t.caller, "map": t.map, "index": t.index, "target": t.target, "pc": t.pc}
-                       for t in path.tail_calls],
+        "effects": [
+            {"kind": x.kind, "target": x.target, "section": x.section, "pc": x.pc, "line": _line(e, x.section, x.pc)}
+            for x in path.effects
+        ],
+        "tail_calls": [
+            {"caller": t.caller, "map": t.map, "index": t.index, "target": t.target, "pc": t.pc}
+            for t in path.tail_calls
+        ],
         "rewrites": sorted({v for v in (const_value(w - path.head) for w in path.writes) if v is not None}),
         "notes": list(path.notes),
         "truncated": path.truncated,
@@ -121,8 +125,12 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
         "program": e.program.name,
         "section": e.program.section,
         "attach": e.program.attach,
-        "options": {"max_len": e.options.max_len, "loop_bound": e.options.loop_bound,
-                    "max_insns": e.options.max_insns, "max_paths": e.options.max_paths},
+        "options": {
+            "max_len": e.options.max_len,
+            "loop_bound": e.options.loop_bound,
+            "max_insns": e.options.max_insns,
+            "max_paths": e.options.max_paths,
+        },
         "summary": _summary(e, branches),
         "maps": [_map_json(e, m, maps[m.name], uses.get(m.name)) for m in e.obj.maps],
         "branches": [_branch_json(b) for b in branches],
@@ -149,18 +157,39 @@ def _summary(e, branches: list[BranchClass]) -> dict:
 def _map_json(e: Exploration, m, cls: str, use: MapUse | None) -> dict:
     why = None
     if use is not None and use.decided:
-        why = ("z3: the program's writes never change a decision on it" if use.preserved else
-               "z3: no verdict, output or redirect depends on it" if use.fateless else use.why)
-    return {"name": m.name, "type": m.type.name if m.type else None, "class": cls,
-            "read": m.name in e.read_maps, "written": m.name in e.written_maps, "why": why}
+        why = (
+            "z3: the program's writes never change a decision on it"
+            if use.preserved
+            else "z3: no verdict, output or redirect depends on it"
+            if use.fateless
+            else use.why
+        )
+    return {
+        "name": m.name,
+        "type": m.type.name if m.type else None,
+        "class": cls,
+        "read": m.name in e.read_maps,
+        "written": m.name in e.written_maps,
+        "why": why,
+    }
 
 
 def _branch_json(b: BranchClass) -> dict:
     s = b.site
-    return {"section": s.section, "pc": s.pc, "function": s.function, "program": s.program,
-            "file": b.file, "line": b.line, "kind": s.kind, "class": b.cls, "detail": b.detail,
-            "direction": None if b.direction is None else ("taken" if b.direction else "not-taken"),
-            "visits": s.visits, "both_ways": s.both}
+    return {
+        "section": s.section,
+        "pc": s.pc,
+        "function": s.function,
+        "program": s.program,
+        "file": b.file,
+        "line": b.line,
+        "kind": s.kind,
+        "class": b.cls,
+        "detail": b.detail,
+        "direction": None if b.direction is None else ("taken" if b.direction else "not-taken"),
+        "visits": s.visits,
+        "both_ways": s.both,
+    }
 
 
 def analysis_text(e: Exploration) -> str:
@@ -180,25 +209,45 @@ def angr_analysis_json(a, conditions: bool = True) -> dict:
     def path_doc(p) -> dict:
         redirect = None
         if p.redirect is not None and p.verdict == "REDIRECT":
-            redirect = {"ifindex": concrete(p.redirect[1])} if p.redirect[0] == "ifindex" else \
-                {"map": p.redirect[1], "key": concrete(p.redirect[2])}
-        doc = {"id": p.id, "verdict": p.verdict, "retval": None if p.retval is None else concrete(p.retval[31:0]),
-               "redirect": redirect, "insns": {"min": p.steps, "max": p.steps},
-               "effects": [{"kind": k, "target": t, "section": s, "pc": pc, "line": _line(a, s, pc)}
-                           for k, t, pc, s in p.effects],
-               "tail_calls": [{"caller": c, "map": m, "index": i, "target": t, "pc": pc}
-                              for c, m, i, t, pc in p.tail_calls],
-               "rewrites": sorted({v for v in (concrete(w) for w in p.writes) if v is not None}),
-               "notes": list(p.notes), "truncated": p.truncated, "programs": list(p.programs),
-               "lines": sorted({ln for ln in (_line(a, s, pc) for s, pc in p.sites) if ln})}
+            redirect = (
+                {"ifindex": concrete(p.redirect[1])}
+                if p.redirect[0] == "ifindex"
+                else {"map": p.redirect[1], "key": concrete(p.redirect[2])}
+            )
+        doc = {
+            "id": p.id,
+            "verdict": p.verdict,
+            "retval": None if p.retval is None else concrete(p.retval[31:0]),
+            "redirect": redirect,
+            "insns": {"min": p.steps, "max": p.steps},
+            "effects": [
+                {"kind": k, "target": t, "section": s, "pc": pc, "line": _line(a, s, pc)} for k, t, pc, s in p.effects
+            ],
+            "tail_calls": [
+                {"caller": c, "map": m, "index": i, "target": t, "pc": pc} for c, m, i, t, pc in p.tail_calls
+            ],
+            "rewrites": sorted({v for v in (concrete(w) for w in p.writes) if v is not None}),
+            "notes": list(p.notes),
+            "truncated": p.truncated,
+            "programs": list(p.programs),
+            "lines": sorted({ln for ln in (_line(a, s, pc) for s, pc in p.sites) if ln}),
+        }
         if conditions:
             doc["condition"] = " && ".join(str(c) for c in p.state.solver.constraints) or "true"
         return doc
+
     return {
-        "schema": SCHEMA, "file": a.obj.path, "program": a.program.name, "section": a.program.section,
+        "schema": SCHEMA,
+        "file": a.obj.path,
+        "program": a.program.name,
+        "section": a.program.section,
         "attach": a.program.attach,
-        "options": {"max_len": a.options.max_len, "loop_bound": a.options.loop_bound,
-                    "max_insns": a.options.max_insns, "max_paths": a.options.max_paths},
+        "options": {
+            "max_len": a.options.max_len,
+            "loop_bound": a.options.loop_bound,
+            "max_insns": a.options.max_insns,
+            "max_paths": a.options.max_paths,
+        },
         "summary": {"engine": "angr", **_summary(a, branches)},
         "maps": [_map_json(a, m, maps[m.name], None) for m in a.obj.maps],
         "branches": [_branch_json(b) for b in branches],
@@ -210,10 +259,12 @@ def render_text(doc: dict) -> str:
     """The text report of an analysis document (either engine)."""
     s = doc["summary"]
     engine = f" [engine {s['engine']}]" if "engine" in s else ""
-    out = [f"{doc['file']}: program {doc['program']} ({doc['section']}, {doc['attach']}){engine}",
-           f"  {s['paths']} paths ({', '.join(f'{k} {v}' for k, v in s['verdicts'].items())}), "
-           f"{s['branches']} decisions, {s['insns_executed']} instructions explored in {s['seconds']} s"
-           + (f", {s['truncated']} truncated" if s["truncated"] else "")]
+    out = [
+        f"{doc['file']}: program {doc['program']} ({doc['section']}, {doc['attach']}){engine}",
+        f"  {s['paths']} paths ({', '.join(f'{k} {v}' for k, v in s['verdicts'].items())}), "
+        f"{s['branches']} decisions, {s['insns_executed']} instructions explored in {s['seconds']} s"
+        + (f", {s['truncated']} truncated" if s["truncated"] else ""),
+    ]
     if len(s["programs"]) > 1:
         out.append(f"  tail calls reach: {', '.join(s['programs'][1:])}")
     if doc["maps"]:

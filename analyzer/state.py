@@ -54,8 +54,13 @@ class Frame:
 
     def fingerprint(self) -> tuple:
         saved = tuple(None if v is None else v.fingerprint() for v in self.saved)
-        return (self.func.key, self.ret_pc, saved, self.loop and (self.loop.callback, self.loop.index,
-                self.loop.count, self.loop.ctx and self.loop.ctx.fingerprint()))
+        return (
+            self.func.key,
+            self.ret_pc,
+            saved,
+            self.loop
+            and (self.loop.callback, self.loop.index, self.loop.count, self.loop.ctx and self.loop.ctx.fingerprint()),
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,8 +74,12 @@ class MapWrite:
     data: tuple = ()  # BV8 values: the whole value for "put", one byte for "byte"
 
     def fingerprint(self) -> tuple:
-        return (self.kind, self.key.get_id(), None if self.off is None else self.off.get_id(),
-                tuple(d.get_id() for d in self.data))
+        return (
+            self.kind,
+            self.key.get_id(),
+            None if self.off is None else self.off.get_id(),
+            tuple(d.get_id() for d in self.data),
+        )
 
 
 def found_after(writes: tuple[MapWrite, ...], key: z3.BitVecRef, found: z3.BoolRef) -> z3.BoolRef:
@@ -81,8 +90,7 @@ def found_after(writes: tuple[MapWrite, ...], key: z3.BitVecRef, found: z3.BoolR
     return found
 
 
-def byte_after(writes: tuple[MapWrite, ...], key: z3.BitVecRef, off: z3.BitVecRef,
-               value: z3.BitVecRef) -> z3.BitVecRef:
+def byte_after(writes: tuple[MapWrite, ...], key: z3.BitVecRef, off: z3.BitVecRef, value: z3.BitVecRef) -> z3.BitVecRef:
     """Byte `off` (BV32) of entry `key` after `writes`, given it was `value` before them."""
     for w in writes:
         if w.kind == "put":
@@ -163,11 +171,28 @@ class State:
         return len(self.frames) - 1
 
     def fork(self) -> State:
-        s = State(self.program, list(self.frames), self.pc, list(self.regs),
-                  [dict(st) for st in self.stacks], self.pkt, self.head, self.end, self.meta,
-                  dict(self.maps), self.path, self.steps, self.effects, self.redirect,
-                  self.tail_calls, dict(self.loops), self.notes, self.accesses, self.writes,
-                  self.sites)
+        s = State(
+            self.program,
+            list(self.frames),
+            self.pc,
+            list(self.regs),
+            [dict(st) for st in self.stacks],
+            self.pkt,
+            self.head,
+            self.end,
+            self.meta,
+            dict(self.maps),
+            self.path,
+            self.steps,
+            self.effects,
+            self.redirect,
+            self.tail_calls,
+            dict(self.loops),
+            self.notes,
+            self.accesses,
+            self.writes,
+            self.sites,
+        )
         return s
 
     def note(self, why: str) -> None:
@@ -181,28 +206,48 @@ class State:
         """The fingerprint with numbers abstracted: states of equal shape at one place can
         be merged by choosing each differing number with an if-then-else on the path
         condition. `exact_r0` keeps r0 exact (at a program exit, so verdicts stay apart)."""
+
         def value_shape(v):
             if v is None:
                 return None
             if isinstance(v, Pointer):
                 return ("p", v.region.fingerprint(), v.null is None)
             return "s"
+
         regs = tuple(value_shape(r) for r in self.regs)
         if exact_r0 and self.regs[0] is not None:
             regs = (self.regs[0].fingerprint(),) + regs[1:]
-        stacks = tuple(tuple(sorted((o, b.fingerprint() if isinstance(b, PtrByte) else "s")
-                                    for o, b in st.items())) for st in self.stacks)
+        stacks = tuple(
+            tuple(sorted((o, b.fingerprint() if isinstance(b, PtrByte) else "s") for o, b in st.items()))
+            for st in self.stacks
+        )
         return (regs, stacks) + self.fingerprint()[6:]
 
     def fingerprint(self) -> tuple:
         """Everything that decides the future of the state (not how it got here)."""
         regs = tuple(None if r is None else r.fingerprint() for r in self.regs)
-        stacks = tuple(tuple(sorted((o, b.fingerprint() if isinstance(b, PtrByte) else b.get_id())
-                                    for o, b in st.items())) for st in self.stacks)
+        stacks = tuple(
+            tuple(sorted((o, b.fingerprint() if isinstance(b, PtrByte) else b.get_id()) for o, b in st.items()))
+            for st in self.stacks
+        )
         maps = tuple(sorted((n, tuple(w.fingerprint() for w in ws)) for n, ws in self.maps.items()))
-        redirect = None if self.redirect is None else tuple(
-            x.get_id() if isinstance(x, z3.ExprRef) else x for x in self.redirect)
-        return (regs, stacks, self.pkt.get_id(), self.head.get_id(), self.end.get_id(),
-                self.meta.get_id(), maps, tuple(e.fingerprint() for e in self.effects), redirect,
-                self.tail_calls, tuple(sorted(self.loops.items())), self.notes,
-                tuple(w.get_id() for w in self.writes))
+        redirect = (
+            None
+            if self.redirect is None
+            else tuple(x.get_id() if isinstance(x, z3.ExprRef) else x for x in self.redirect)
+        )
+        return (
+            regs,
+            stacks,
+            self.pkt.get_id(),
+            self.head.get_id(),
+            self.end.get_id(),
+            self.meta.get_id(),
+            maps,
+            tuple(e.fingerprint() for e in self.effects),
+            redirect,
+            self.tail_calls,
+            tuple(sorted(self.loops.items())),
+            self.notes,
+            tuple(w.get_id() for w in self.writes),
+        )

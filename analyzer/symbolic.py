@@ -91,8 +91,7 @@ class Pointer:
     null: z3.BoolRef | None = None
 
     def fingerprint(self) -> tuple:
-        return ("p", self.region.fingerprint(), self.off.get_id(),
-                None if self.null is None else self.null.get_id())
+        return ("p", self.region.fingerprint(), self.off.get_id(), None if self.null is None else self.null.get_id())
 
     def moved(self, delta: z3.BitVecRef) -> Pointer:
         return Pointer(self.region, z3.simplify(self.off + delta), self.null)
@@ -113,8 +112,14 @@ PACKET_FRAGS = z3.BitVec("pkt.frags", 64)
 
 #: struct xdp_md (include/uapi/linux/bpf.h): byte offset -> field. data/data_end/data_meta
 #: are rewritten by the verifier into pointers; the others are u32 inputs.
-XDP_MD_FIELDS = {0: "data", 4: "data_end", 8: "data_meta", 12: "ingress_ifindex",
-                 16: "rx_queue_index", 20: "egress_ifindex"}
+XDP_MD_FIELDS = {
+    0: "data",
+    4: "data_end",
+    8: "data_meta",
+    12: "ingress_ifindex",
+    16: "rx_queue_index",
+    20: "egress_ifindex",
+}
 
 
 def ctx_field(name: str) -> z3.BitVecRef:
@@ -154,6 +159,7 @@ class Fresh:
 
 
 # --- what a symbol is -------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Source:

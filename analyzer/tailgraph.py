@@ -71,7 +71,7 @@ class ProgramCost:
         maps = {m for m, _ in keys}
         indexes = {i for _, i in keys}
         if self.counted.site_kind(site) == "constant":
-            (m, i), = keys
+            ((m, i),) = keys
             return f"always {m}[{i}]: the verifier patches it into a direct jump"
         if None in indexes:
             return "the index is not a constant"
@@ -79,8 +79,10 @@ class ProgramCost:
             return f"{len(maps)} different maps reach it"
         if not keys:
             return "never reached"
-        return (f"{len(indexes)} different constant indices reach it "
-                f"({', '.join(str(i) for i in sorted(indexes))}): the verifier cannot patch it")
+        return (
+            f"{len(indexes)} different constant indices reach it "
+            f"({', '.join(str(i) for i in sorted(indexes))}): the verifier cannot patch it"
+        )
 
 
 @dataclass
@@ -124,7 +126,11 @@ class TailGraph:
     def mapped(self, caller: ProgramCost, map_name: str, index: int | None) -> list[Node]:
         out = []
         for m in self.mappings:
-            if m.map == map_name and (index is None or m.index == index) and caller.counted.exploration.obj.map(map_name):
+            if (
+                m.map == map_name
+                and (index is None or m.index == index)
+                and caller.counted.exploration.obj.map(map_name)
+            ):
                 node = self.node_for(m)
                 if node is not None:
                     out.append(node)
@@ -147,15 +153,15 @@ class TailGraph:
                     targets, source = self.mapped(p, t.map, t.index), "prog-array"
                 src = Node(p.node.file, t.caller) if t.caller != p.node.program else p.node
                 for dst in targets:
-                    self._add(src, dst, t.map, t.index if source == "static" else _slot_of(self, dst, t),
-                              kind, source, site)
+                    self._add(
+                        src, dst, t.map, t.index if source == "static" else _slot_of(self, dst, t), kind, source, site
+                    )
 
     def _add(self, src: Node, dst: Node, map_name: str, index, kind: str, source: str, site: Site) -> None:
         key = (src, dst, map_name, index, source)
         edge = self.edges.get(key)
         if edge is None:
-            edge = self.edges[key] = Edge(src, dst, map_name, index, kind, source,
-                                          self.profile.tail_call[kind])
+            edge = self.edges[key] = Edge(src, dst, map_name, index, kind, source, self.profile.tail_call[kind])
             self.graph.add_edge(src, dst)
         edge.paths += 1
         edge.sites.add(site)
@@ -171,17 +177,21 @@ class TailGraph:
                 break
         for cycle in cycles[:5]:
             chain = " -> ".join(str(n) for n in cycle + [cycle[0]])
-            errors.append(f"tail-call cycle {chain}: the chain is bounded only by the kernel's limit of "
-                          f"{MAX_TAIL_CALLS} tail calls")
+            errors.append(
+                f"tail-call cycle {chain}: the chain is bounded only by the kernel's limit of "
+                f"{MAX_TAIL_CALLS} tail calls"
+            )
         if len(cycles) > 5:
             errors.append("more tail-call cycles not listed")
         if not cycles:
             for root in self.graph.nodes:
                 depth, chain = _longest(self.graph, root)
                 if depth > MAX_TAIL_CALLS:
-                    errors.append(f"tail-call chain of {depth} calls from {root} ({' -> '.join(map(str, chain[:4]))}"
-                                  f" -> ...) is deeper than the kernel's limit of {MAX_TAIL_CALLS}: "
-                                  "the calls past it fall through")
+                    errors.append(
+                        f"tail-call chain of {depth} calls from {root} ({' -> '.join(map(str, chain[:4]))}"
+                        f" -> ...) is deeper than the kernel's limit of {MAX_TAIL_CALLS}: "
+                        "the calls past it fall through"
+                    )
                     break
         return errors
 
@@ -218,8 +228,11 @@ class TailGraph:
             if ns is None:
                 continue
             last = pc.path.tail_calls[-1] if pc.path.tail_calls else None
-            targets = self.mapped(p, last.map, last.index) \
-                if pc.path.verdict == UNKNOWN and last is not None and last.target is None else []
+            targets = (
+                self.mapped(p, last.map, last.index)
+                if pc.path.verdict == UNKNOWN and last is not None and last.target is None
+                else []
+            )
             if targets:
                 spans = [self.span(n, stack + (node,)) for n in targets]
                 if any(s is None for s in spans):
@@ -241,12 +254,29 @@ class TailGraph:
 
     def to_json(self) -> dict:
         return {
-            "nodes": [{"id": str(n), "file": n.file, "program": n.program,
-                       "root": self.programs[n].root if n in self.programs else False}
-                      for n in self.graph.nodes],
-            "edges": [{"from": str(e.src), "to": str(e.dst), "map": e.map, "index": e.index, "kind": e.kind,
-                       "source": e.source, "ns": round(e.ns, 3), "paths": e.paths,
-                       "sites": sorted(str(s) for s in e.sites)} for e in self.edges.values()],
+            "nodes": [
+                {
+                    "id": str(n),
+                    "file": n.file,
+                    "program": n.program,
+                    "root": self.programs[n].root if n in self.programs else False,
+                }
+                for n in self.graph.nodes
+            ],
+            "edges": [
+                {
+                    "from": str(e.src),
+                    "to": str(e.dst),
+                    "map": e.map,
+                    "index": e.index,
+                    "kind": e.kind,
+                    "source": e.source,
+                    "ns": round(e.ns, 3),
+                    "paths": e.paths,
+                    "sites": sorted(str(s) for s in e.sites),
+                }
+                for e in self.edges.values()
+            ],
         }
 
     def dot(self) -> str:
@@ -257,16 +287,21 @@ class TailGraph:
             span = self.span(n) if p else None
             label = f"{n.program}\\n{n.file}"
             if span:
-                label += f"\\n{_ns(span[0])}-{_ns(span[1])} ns end to end" if span[0] != span[1] else \
-                    f"\\n{_ns(span[0])} ns end to end"
+                label += (
+                    f"\\n{_ns(span[0])}-{_ns(span[1])} ns end to end"
+                    if span[0] != span[1]
+                    else f"\\n{_ns(span[0])} ns end to end"
+                )
             style = " color=red" if n in cyclic else ""
             lines.append(f'  "{n}" [label="{label}"{style}];')
         for e in self.edges.values():
             idx = "?" if e.index is None else str(e.index)
             style = "solid" if e.source == "static" else "dashed"
             color = "darkgreen" if e.kind == "constant" else "darkorange"
-            lines.append(f'  "{e.src}" -> "{e.dst}" [label="{e.map}[{idx}] {e.kind}\\n{_ns(e.ns)} ns" '
-                         f'style={style} color={color}];')
+            lines.append(
+                f'  "{e.src}" -> "{e.dst}" [label="{e.map}[{idx}] {e.kind}\\n{_ns(e.ns)} ns" '
+                f"style={style} color={color}];"
+            )
         lines.append("}")
         return "\n".join(lines) + "\n"
 

@@ -32,8 +32,14 @@ from .explore import INVALID, UNKNOWN, VERDICTS, Exploration, Path
 from .symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val, symbols
 
 #: Map kinds whose entries a witness cannot create (they need sockets, CPUs...).
-UNFILLABLE = {"xskmap": "an AF_XDP socket", "cpumap": "a CPU map entry", "sockmap": "a socket",
-              "sockhash": "a socket", "array_of_maps": "an inner map", "hash_of_maps": "an inner map"}
+UNFILLABLE = {
+    "xskmap": "an AF_XDP socket",
+    "cpumap": "a CPU map entry",
+    "sockmap": "a socket",
+    "sockhash": "a socket",
+    "array_of_maps": "an inner map",
+    "hash_of_maps": "an inner map",
+}
 #: Length limits the kernel's test run imposes.
 MIN_TEST_LEN, MAX_TEST_LEN = kernel.ETH_HLEN, kernel.MAX_LINEAR_PACKET
 
@@ -95,9 +101,14 @@ class Verifier:
     def _environment(self) -> list[z3.BoolRef]:
         max_len = min(self.e.options.max_len, MAX_TEST_LEN)
         ifindex = ctx_field("ingress_ifindex")
-        env = [z3.UGE(PACKET_LEN, MIN_TEST_LEN), z3.ULE(PACKET_LEN, max_len), PACKET_FRAGS == 0,
-               z3.Or(*[ifindex == i for i in self.ifindexes]), ctx_field("rx_queue_index") == 0,
-               ctx_field("egress_ifindex") == 0]
+        env = [
+            z3.UGE(PACKET_LEN, MIN_TEST_LEN),
+            z3.ULE(PACKET_LEN, max_len),
+            PACKET_FRAGS == 0,
+            z3.Or(*[ifindex == i for i in self.ifindexes]),
+            ctx_field("rx_queue_index") == 0,
+            ctx_field("egress_ifindex") == 0,
+        ]
         # .rodata is frozen at load: witnesses use the values it was loaded with.
         for mdef in self.obj.maps:
             if is_global_data_section(mdef.section) and mdef.read_only and mdef.name in self.e.read_maps:
@@ -124,8 +135,13 @@ class Verifier:
                 continue
             model = self._model(cond)
             if model is None:
-                self.report.unwitnessable.append((path.id, "not feasible under test-run conditions "
-                                                  "(packet 14..3520 bytes, ingress on an existing device, queue 0)"))
+                self.report.unwitnessable.append(
+                    (
+                        path.id,
+                        "not feasible under test-run conditions "
+                        "(packet 14..3520 bytes, ingress on an existing device, queue 0)",
+                    )
+                )
                 continue
             self._check_witness(path, model)
 
@@ -210,14 +226,18 @@ class Verifier:
             bits = 8 * mdef.key_size
             if kind.holds == "program":
                 continue  # prog arrays: only the slots the object fills; others stay empty
-            found = True if kind.name in ("array", "percpu_array") else \
-                z3.is_true(ev(map_found(mdef.name, bits)(access.key)))
+            found = (
+                True
+                if kind.name in ("array", "percpu_array")
+                else z3.is_true(ev(map_found(mdef.name, bits)(access.key)))
+            )
             if not found:
                 if kind.keyed not in ("hash", "lpm"):
                     self._reset_entry(mdef.name, key)
                 continue
-            value = bytes(ev(map_val(mdef.name, bits)(access.key, z3.BitVecVal(i, 32))).as_long()
-                          for i in range(mdef.value_size))
+            value = bytes(
+                ev(map_val(mdef.name, bits)(access.key, z3.BitVecVal(i, 32))).as_long() for i in range(mdef.value_size)
+            )
             if kind.holds == "device":
                 value = (1).to_bytes(4, "little") + bytes(max(mdef.value_size - 4, 0))
             self.loaded.map_update(mdef.name, key, self._per_cpu(mdef, value))
@@ -225,9 +245,14 @@ class Verifier:
         for mdef in self.obj.maps:
             if is_global_data_section(mdef.section) and mdef.name in self.e.read_maps and not mdef.read_only:
                 key = bytes(mdef.key_size or 4)
-                value = bytes(ev(map_val(mdef.name, 8 * (mdef.key_size or 4))(z3.BitVecVal(0, 8 * (mdef.key_size or 4)),
-                                                                                z3.BitVecVal(i, 32))).as_long()
-                              for i in range(mdef.value_size))
+                value = bytes(
+                    ev(
+                        map_val(mdef.name, 8 * (mdef.key_size or 4))(
+                            z3.BitVecVal(0, 8 * (mdef.key_size or 4)), z3.BitVecVal(i, 32)
+                        )
+                    ).as_long()
+                    for i in range(mdef.value_size)
+                )
                 self.loaded.map_update(self.loaded.map(mdef.section).name, key, value)
 
     def _per_cpu(self, mdef, value: bytes) -> bytes:
@@ -252,8 +277,12 @@ class Verifier:
         return False
 
     def _concrete_input(self, packet: bytes, ctx: kernel.XdpCtx) -> list[z3.BoolRef]:
-        out = [PACKET_LEN == len(packet), PACKET_FRAGS == 0,
-               ctx_field("ingress_ifindex") == (ctx.ingress_ifindex or 1), ctx_field("rx_queue_index") == 0]
+        out = [
+            PACKET_LEN == len(packet),
+            PACKET_FRAGS == 0,
+            ctx_field("ingress_ifindex") == (ctx.ingress_ifindex or 1),
+            ctx_field("rx_queue_index") == 0,
+        ]
         out += [z3.Select(PACKET, i) == b for i, b in enumerate(packet)]
         return out
 
@@ -309,18 +338,26 @@ class Verifier:
             elif not matches and not open_:
                 self.report.mismatches.append(Mismatch(None, "random", packet, "some path (none matched)", _show(got)))
             elif len(matches) > 1:
-                self.report.mismatches.append(Mismatch(None, "random", packet,
-                                                       f"one path (paths {[p.id for p in matches]} all matched)",
-                                                       _show(got)))
+                self.report.mismatches.append(
+                    Mismatch(
+                        None, "random", packet, f"one path (paths {[p.id for p in matches]} all matched)", _show(got)
+                    )
+                )
             else:  # the outcome depends on helper results or unmodelled values
                 candidates = matches + open_
-                if any(p.verdict == UNKNOWN or self.nondeterministic[p.id] or loose[p.id] or
-                       (pred := self._evaluate_prediction(p, subst, empty, packet)) is None or pred[0] == got[0]
-                       for p in candidates):
+                if any(
+                    p.verdict == UNKNOWN
+                    or self.nondeterministic[p.id]
+                    or loose[p.id]
+                    or (pred := self._evaluate_prediction(p, subst, empty, packet)) is None
+                    or pred[0] == got[0]
+                    for p in candidates
+                ):
                     self.report.consistent += 1
                 else:
-                    self.report.mismatches.append(Mismatch(None, "random", packet,
-                                                           f"one of paths {[p.id for p in candidates]}", _show(got)))
+                    self.report.mismatches.append(
+                        Mismatch(None, "random", packet, f"one of paths {[p.id for p in candidates]}", _show(got))
+                    )
 
     def _reset_entry(self, name: str, key: bytes) -> None:
         mdef = self.maps[name]
@@ -332,8 +369,11 @@ class Verifier:
     def _empty(self, mdef) -> None:
         if is_global_data_section(mdef.section):
             if not mdef.read_only:
-                self.loaded.map_update(self.loaded.map(mdef.section).name, bytes(mdef.key_size or 4),
-                                       mdef.initial or bytes(mdef.value_size))
+                self.loaded.map_update(
+                    self.loaded.map(mdef.section).name,
+                    bytes(mdef.key_size or 4),
+                    mdef.initial or bytes(mdef.value_size),
+                )
         elif mdef.type and mdef.type.name in ("array", "percpu_array"):
             for i in range(mdef.max_entries or 0):
                 self._reset_entry(mdef.name, i.to_bytes(mdef.key_size, "little"))
@@ -370,13 +410,19 @@ class Verifier:
         array = z3.K(z3.BitVecSort(64), z3.BitVecVal(0, 8))
         for i, b in enumerate(packet):
             array = z3.Store(array, z3.BitVecVal(i, 64), z3.BitVecVal(b, 8))
-        return [(PACKET, array), (PACKET_LEN, z3.BitVecVal(len(packet), 64)), (PACKET_FRAGS, z3.BitVecVal(0, 64)),
-                (ctx_field("ingress_ifindex"), z3.BitVecVal(1, 32)), (ctx_field("rx_queue_index"), z3.BitVecVal(0, 32)),
-                (ctx_field("egress_ifindex"), z3.BitVecVal(0, 32))]
+        return [
+            (PACKET, array),
+            (PACKET_LEN, z3.BitVecVal(len(packet), 64)),
+            (PACKET_FRAGS, z3.BitVecVal(0, 64)),
+            (ctx_field("ingress_ifindex"), z3.BitVecVal(1, 32)),
+            (ctx_field("rx_queue_index"), z3.BitVecVal(0, 32)),
+            (ctx_field("egress_ifindex"), z3.BitVecVal(0, 32)),
+        ]
 
     def _evaluator(self, subst, empty):
         """A term's value on the concrete input (`subst`, maps `empty`); _Open when it still
         depends on something the input does not fix (helper results, unmodelled values)."""
+
         def ev(x):
             key = x.get_id()
             if key not in self._expanded:  # merged values mention branch literals
@@ -386,6 +432,7 @@ class Verifier:
             if not z3.is_bv_value(v):
                 raise _Open
             return v.as_long()
+
         return ev
 
     def _evaluate_prediction(self, path: Path, subst, empty, packet: bytes) -> tuple[int, bytes]:
@@ -424,7 +471,7 @@ class Verifier:
                 if p:
                     p[self.rng.randrange(len(p))] = self.rng.randrange(256)
             if self.rng.random() < 0.2:
-                p = p[:self.rng.randint(MIN_TEST_LEN, max(len(p), MIN_TEST_LEN))]
+                p = p[: self.rng.randint(MIN_TEST_LEN, max(len(p), MIN_TEST_LEN))]
         else:
             p = bytearray(self.rng.randrange(256) for _ in range(self.rng.randint(MIN_TEST_LEN, max_len)))
         while len(p) < MIN_TEST_LEN:

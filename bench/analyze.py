@@ -44,8 +44,7 @@ TARGETS = {"median_s": 0.5, "max_s": 10.0, "rss_mib": 1024.0}
 
 def run_one(path: Path, repeat: int) -> dict:
     """Child side (`--one`): measure one object, return the row printed as JSON."""
-    row = {"object": os.path.relpath(path, ROOT),
-           "rss_base_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+    row = {"object": os.path.relpath(path, ROOT), "rss_base_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
     try:
         row["bytes"] = path.stat().st_size
         times = []
@@ -54,10 +53,17 @@ def run_one(path: Path, repeat: int) -> dict:
             obj = load_object(path)
             progs = [(p, explore(obj, p, Options())) for p in obj.programs if p.is_xdp]
             times.append(time.perf_counter() - start)
-        row["programs"] = [{"name": p.name, "section": p.section, "paths": len(e.paths),
-                            "truncated": sum(1 for q in e.paths if q.truncated),
-                            "sites": len(e.sites), "insns_executed": e.insns_executed}
-                           for p, e in progs]
+        row["programs"] = [
+            {
+                "name": p.name,
+                "section": p.section,
+                "paths": len(e.paths),
+                "truncated": sum(1 for q in e.paths if q.truncated),
+                "sites": len(e.sites),
+                "insns_executed": e.insns_executed,
+            }
+            for p, e in progs
+        ]
         row["skipped"] = [f"{p.name} ({p.section})" for p in obj.programs if not p.is_xdp]
         for key in ("paths", "truncated", "sites", "insns_executed"):
             row[key] = sum(p[key] for p in row["programs"])
@@ -73,16 +79,14 @@ def measure(path: Path, repeat: int, timeout: float) -> dict:
     """Parent side: run `--one` in a fresh interpreter, parse its JSON line."""
     rel = os.path.relpath(path, ROOT)
     cmd = [sys.executable, __file__, "--one", str(path), "--repeat", str(repeat)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()  # reaped by wait4 for its rusage: the peak RSS reached so far
         _, proc.returncode, usage = os.wait4(proc.pid, 0)
         proc.communicate()
-        return {"object": rel, "error": f"timeout after {timeout:g} s", "timeout": True,
-                "rss_kib": usage.ru_maxrss}
+        return {"object": rel, "error": f"timeout after {timeout:g} s", "timeout": True, "rss_kib": usage.ru_maxrss}
     try:
         return json.loads(out.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
@@ -102,15 +106,21 @@ def summarize(rows: list[dict], repeat: int) -> dict:
     with_rss = [r for r in rows if "rss_kib" in r]
     top_rss = max(with_rss, key=lambda r: r["rss_kib"], default=None)
     top_paths = max(ok, key=lambda r: r["paths"], default=None)
-    s = {"objects": len(rows), "errors": len(rows) - len(ok), "timeouts": timeouts,
-         "repeat": repeat, "median_s": statistics.median(times) if times else None,
-         "p90_s": times[math.ceil(0.9 * len(times)) - 1] if times else None,
-         "max_s": times[-1] if times else None, "max_object": ok[-1]["object"] if ok else None,
-         "max_paths": top_paths and top_paths["paths"],
-         "max_paths_object": top_paths and top_paths["object"],
-         "max_rss_mib": top_rss and top_rss["rss_kib"] / 1024,
-         "max_rss_object": top_rss and top_rss["object"],
-         "python": sys.version.split()[0]}
+    s = {
+        "objects": len(rows),
+        "errors": len(rows) - len(ok),
+        "timeouts": timeouts,
+        "repeat": repeat,
+        "median_s": statistics.median(times) if times else None,
+        "p90_s": times[math.ceil(0.9 * len(times)) - 1] if times else None,
+        "max_s": times[-1] if times else None,
+        "max_object": ok[-1]["object"] if ok else None,
+        "max_paths": top_paths and top_paths["paths"],
+        "max_paths_object": top_paths and top_paths["object"],
+        "max_rss_mib": top_rss and top_rss["rss_kib"] / 1024,
+        "max_rss_object": top_rss and top_rss["object"],
+        "python": sys.version.split()[0],
+    }
     s["targets"] = {
         "median < 0.5 s": None if not times else s["median_s"] < TARGETS["median_s"],
         "max < 10 s": s["max_s"] is not None and s["max_s"] < TARGETS["max_s"] and not timeouts,
@@ -123,11 +133,12 @@ def summarize(rows: list[dict], repeat: int) -> dict:
 
 def report(rows: list[dict], summary: dict) -> None:
     ok = sorted((r for r in rows if "error" not in r), key=lambda r: -r["median_s"])
-    print(f"{'time s':>8} {'paths':>6} {'trunc':>5} {'sites':>5} {'insns':>9} {'RSS MiB':>7}"
-          "  object")
+    print(f"{'time s':>8} {'paths':>6} {'trunc':>5} {'sites':>5} {'insns':>9} {'RSS MiB':>7}  object")
     for r in ok[:15]:
-        print(f"{r['median_s']:8.3f} {r['paths']:6d} {r['truncated']:5d} {r['sites']:5d} "
-              f"{r['insns_executed']:9d} {r['rss_kib'] / 1024:7.1f}  {r['object']}")
+        print(
+            f"{r['median_s']:8.3f} {r['paths']:6d} {r['truncated']:5d} {r['sites']:5d} "
+            f"{r['insns_executed']:9d} {r['rss_kib'] / 1024:7.1f}  {r['object']}"
+        )
     for r in rows:
         if r.get("skipped"):
             print(f"skipped in {r['object']}: {', '.join(r['skipped'])}")
@@ -145,8 +156,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--filter", metavar="SUBSTRING", help="only objects whose path contains it")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per object subprocess")
-    ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results"
-                    / f"analyze-{time.strftime('%Y-%m-%d')}.json")
+    ap.add_argument(
+        "--json", type=Path, default=ROOT / "bench" / "results" / f"analyze-{time.strftime('%Y-%m-%d')}.json"
+    )
     ap.add_argument("--one", type=Path, metavar="PATH", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:

@@ -45,8 +45,8 @@ from analyzer import kernel  # noqa: E402
 from analyzer.cost import count, load_profile, price, taken_tail_calls  # noqa: E402
 from analyzer.explore import UNKNOWN  # noqa: E402
 from analyzer.symbolic import PACKET, symbols  # noqa: E402
-from lifter.insn import Call  # noqa: E402
 from analyzer.verify import Verifier  # noqa: E402
+from lifter.insn import Call  # noqa: E402
 from lifter.program import load_object  # noqa: E402
 
 #: Sections the kernel cannot test-run.
@@ -102,16 +102,21 @@ def bench_path(counted, v: Verifier, loaded, prog: str, path, cond, profile, rep
         return row | {"skip": "no witness under test-run conditions"}
     counts = counted.counts_at(path, model)
     pr = price(counts, taken_tail_calls(path), counted, profile)
-    row.update(insns=counts.get("insns", 0), predicted_ns=round(pr.ns + profile.overhead_ns, 3),
-               predicted_net_ns=round(pr.ns, 3), uncalibrated=sorted(pr.uncalibrated),
-               tail_calls=len(path.tail_calls),
-               parts={k: round(x, 3) for k, x in pr.parts.items() if x})
+    row.update(
+        insns=counts.get("insns", 0),
+        predicted_ns=round(pr.ns + profile.overhead_ns, 3),
+        predicted_net_ns=round(pr.ns, 3),
+        uncalibrated=sorted(pr.uncalibrated),
+        tail_calls=len(path.tail_calls),
+        parts={k: round(x, 3) for k, x in pr.parts.items() if x},
+    )
     ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
     packet = v._packet(ev)
     ctx = kernel.XdpCtx(ev(z3.BitVec("ctx.ingress_ifindex", 32)).as_long(), 0)
 
     def reset():
         v._set_maps(path, ev)
+
     try:
         reset()
     except kernel.KernelRunError as err:
@@ -119,16 +124,18 @@ def bench_path(counted, v: Verifier, loaded, prog: str, path, cond, profile, rep
     expected = v._prediction(path, ev)
     first = loaded.run(prog, packet, ctx=ctx)
     if (first.retval, first.packet_out) != expected:
-        return row | {"skip": "helper-dependent path: the kernel took another one" if v.nondeterministic[path.id]
-                      else "kernel result differs from the prediction (see xdp2tc verify)"}
+        return row | {
+            "skip": "helper-dependent path: the kernel took another one"
+            if v.nondeterministic[path.id]
+            else "kernel result differs from the prediction (see xdp2tc verify)"
+        }
     if v.nondeterministic[path.id]:
         return row | {"skip": "depends on helper results (time, random): repetitions take other paths"}
     if self_moving(counted.exploration.obj, path, cond):
         return row | {"skip": "writes map state its own condition reads: repetitions take other paths"}
     if path.writes and first.packet_out != packet:
         again = loaded.run(prog, first.packet_out, ctx=ctx)
-        holds = z3.is_true(model.eval(z3.substitute(cond, (PACKET, _array(first.packet_out))),
-                                      model_completion=True))
+        holds = z3.is_true(model.eval(z3.substitute(cond, (PACKET, _array(first.packet_out))), model_completion=True))
         if not holds or again.retval != first.retval:
             return row | {"skip": "rewrites the packet into one that takes another path on repetition"}
     runs = time_run(loaded, prog, packet, ctx, repeat, rounds, reset)
@@ -136,9 +143,13 @@ def bench_path(counted, v: Verifier, loaded, prog: str, path, cond, profile, rep
     if last.retval != expected[0]:
         return row | {"skip": "map state written by the program moves the path under repetition"}
     measured = statistics.median(runs)
-    row.update(measured_ns=measured, runs=runs, error=round((row["predicted_ns"] - measured) / measured, 4),
-               error_resolution=resolution_error(row["predicted_ns"], measured),
-               net_measured_ns=round(measured - profile.overhead_ns, 3))
+    row.update(
+        measured_ns=measured,
+        runs=runs,
+        error=round((row["predicted_ns"] - measured) / measured, 4),
+        error_resolution=resolution_error(row["predicted_ns"], measured),
+        net_measured_ns=round(measured - profile.overhead_ns, 3),
+    )
     return row
 
 
@@ -196,8 +207,9 @@ MAC = bytes.fromhex("020000000001020000000002")
 
 
 def ip4(proto: int, payload: bytes) -> bytes:
-    hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 0, 0, 64, proto, 0,
-                      bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+    hdr = struct.pack(
+        "!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 0, 0, 64, proto, 0, bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+    )
     return MAC + b"\x08\x00" + hdr + payload
 
 
@@ -214,9 +226,25 @@ PACKETS = {
 def compile_variant(src: Path, out_dir: Path) -> Path:
     out = out_dir / (src.stem + ".o")
     clang = os.environ.get("CLANG", "clang-19")
-    subprocess.run([clang, "-O2", "-g", "-target", "bpf", "-Wall", "-I/usr/include/x86_64-linux-gnu",
-                    f"-I{corpus.INCLUDE_DIR}", "-c", str(src), "-o", str(out)], check=True,
-                   capture_output=True, text=True)
+    subprocess.run(
+        [
+            clang,
+            "-O2",
+            "-g",
+            "-target",
+            "bpf",
+            "-Wall",
+            "-I/usr/include/x86_64-linux-gnu",
+            f"-I{corpus.INCLUDE_DIR}",
+            "-c",
+            str(src),
+            "-o",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return out
 
 
@@ -236,15 +264,21 @@ def predicted(path: Path, prog_name: str, packets: dict, profile, mappings=()) -
     """Per packet: the price of the path the packet takes (its counters evaluated on the
     concrete packet), with the savings the model estimates."""
     from analyzer.symbolic import PACKET_FRAGS, PACKET_LEN, ctx_field
+
     obj = load_object(path)
     counted = count(obj, obj.program(prog_name))
     e = counted.exploration
     out = {}
     for name, pkt in packets.items():
         s = z3.Solver()
-        s.add(*e.base_constraints(), PACKET_LEN == len(pkt), PACKET_FRAGS == 0,
-              ctx_field("ingress_ifindex") == 1, ctx_field("rx_queue_index") == 0,
-              *[z3.Select(PACKET, i) == b for i, b in enumerate(pkt)])
+        s.add(
+            *e.base_constraints(),
+            PACKET_LEN == len(pkt),
+            PACKET_FRAGS == 0,
+            ctx_field("ingress_ifindex") == 1,
+            ctx_field("rx_queue_index") == 0,
+            *[z3.Select(PACKET, i) == b for i, b in enumerate(pkt)],
+        )
         for p in e.paths:
             s.push()
             s.add(e.condition(p))
@@ -252,11 +286,16 @@ def predicted(path: Path, prog_name: str, packets: dict, profile, mappings=()) -
                 m = s.model()
                 counts = counted.counts_at(p, m)
                 pr = price(counts, taken_tail_calls(p), counted, profile)
-                out[name] = {"path": p.id, "verdict": p.verdict, "insns": counts.get("insns", 0),
-                             "ns": round(pr.ns + profile.overhead_ns, 3), "net_ns": round(pr.ns, 3),
-                             "tail_ns": round(pr.parts["tail_calls"], 3),
-                             "saving_merge_ns": round(pr.saving_merge, 3),
-                             "saving_const_ns": round(pr.saving_const, 3)}
+                out[name] = {
+                    "path": p.id,
+                    "verdict": p.verdict,
+                    "insns": counts.get("insns", 0),
+                    "ns": round(pr.ns + profile.overhead_ns, 3),
+                    "net_ns": round(pr.ns, 3),
+                    "tail_ns": round(pr.parts["tail_calls"], 3),
+                    "saving_merge_ns": round(pr.saving_merge, 3),
+                    "saving_const_ns": round(pr.saving_const, 3),
+                }
                 s.pop()
                 break
             s.pop()
@@ -278,42 +317,69 @@ def tail_calls(profile, repeat: int, rounds: int) -> dict:
         p_merged = predicted(merged, "xdp_dispatch", PACKETS, profile)
     rows = {}
     for name in PACKETS:
-        r = {"measured_ns": {"variable": m_var[name]["ns"], "static": m_static[name]["ns"],
-                             "merged": m_merged[name]["ns"]},
-             "predicted_ns": {"variable": p_var[name]["ns"], "static": p_static[name]["ns"],
-                              "merged": p_merged[name]["ns"]},
-             "retval": [m_var[name]["retval"], m_static[name]["retval"], m_merged[name]["retval"]]}
+        r = {
+            "measured_ns": {
+                "variable": m_var[name]["ns"],
+                "static": m_static[name]["ns"],
+                "merged": m_merged[name]["ns"],
+            },
+            "predicted_ns": {
+                "variable": p_var[name]["ns"],
+                "static": p_static[name]["ns"],
+                "merged": p_merged[name]["ns"],
+            },
+            "retval": [m_var[name]["retval"], m_static[name]["retval"], m_merged[name]["retval"]],
+        }
         mv, ms, mm = (r["measured_ns"][k] for k in ("variable", "static", "merged"))
-        r["measured_saving_ns"] = {"variable_to_constant": mv - ms, "merge": mv - mm,
-                                   "merge_from_constant": ms - mm}
-        r["estimated_saving_ns"] = {"variable_to_constant": p_var[name]["saving_const_ns"],
-                                    "merge": p_var[name]["saving_merge_ns"],
-                                    "merge_from_constant": p_static[name]["saving_merge_ns"]}
-        r["tail_share_predicted"] = round(p_var[name]["tail_ns"] / p_var[name]["net_ns"], 3) \
-            if p_var[name]["net_ns"] else 0.0
+        r["measured_saving_ns"] = {"variable_to_constant": mv - ms, "merge": mv - mm, "merge_from_constant": ms - mm}
+        r["estimated_saving_ns"] = {
+            "variable_to_constant": p_var[name]["saving_const_ns"],
+            "merge": p_var[name]["saving_merge_ns"],
+            "merge_from_constant": p_static[name]["saving_merge_ns"],
+        }
+        r["tail_share_predicted"] = (
+            round(p_var[name]["tail_ns"] / p_var[name]["net_ns"], 3) if p_var[name]["net_ns"] else 0.0
+        )
         rows[name] = r
     # tailcall_variable: DSCP 0 -> slot 0, filled at run time with the TCP handler.
     handler_obj = build / "tailcall_dispatch.o"
     var_obj = build / "tailcall_variable.o"
-    pkt = {"tcp dport 23, dscp 0 -> slot 0 (drop)": PACKETS["tcp dport 23 (drop)"],
-           "udp dport 53, dscp 0 -> slot 0 (pass)": PACKETS["udp dport 53 (pass)"]}
+    pkt = {
+        "tcp dport 23, dscp 0 -> slot 0 (drop)": PACKETS["tcp dport 23 (drop)"],
+        "udp dport 53, dscp 0 -> slot 0 (pass)": PACKETS["udp dport 53 (pass)"],
+    }
     with kernel.load(handler_obj, programs=["xdp_handle_tcp"]) as handlers:
         fd = handlers.programs["xdp_handle_tcp"]
 
         def fill(loaded):
             loaded.map_update("dscp_progs", (0).to_bytes(4, "little"), fd.to_bytes(4, "little"))
+
         m_dscp = timed(var_obj, "xdp_tailcall_variable", pkt, repeat, rounds, fill)
         m_handler = timed(handler_obj, "xdp_handle_tcp", pkt, repeat, rounds)
-    cmd = [sys.executable, "-m", "offload.cli", "cost", "--json", str(var_obj), "--prog-array",
-           f"dscp_progs=0:{handler_obj}:xdp_handle_tcp"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "offload.cli",
+        "cost",
+        "--json",
+        str(var_obj),
+        "--prog-array",
+        f"dscp_progs=0:{handler_obj}:xdp_handle_tcp",
+    ]
     doc = json.loads(subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT).stdout)
-    variable = {"measured": {k: {"chain_ns": m_dscp[k]["ns"], "handler_alone_ns": m_handler[k]["ns"],
-                                 "retval": m_dscp[k]["retval"]} for k in pkt},
-                "cost_report": [{"path": p["id"], "ns": p["ns"], "continues": p["continues"]}
-                                for prog in doc["programs"] if prog["program"] == "xdp_tailcall_variable"
-                                for p in prog["paths"]]}
-    return {"dispatch": rows, "variable": variable,
-            "profile_tail_call": profile.tail_call}
+    variable = {
+        "measured": {
+            k: {"chain_ns": m_dscp[k]["ns"], "handler_alone_ns": m_handler[k]["ns"], "retval": m_dscp[k]["retval"]}
+            for k in pkt
+        },
+        "cost_report": [
+            {"path": p["id"], "ns": p["ns"], "continues": p["continues"]}
+            for prog in doc["programs"]
+            if prog["program"] == "xdp_tailcall_variable"
+            for p in prog["paths"]
+        ],
+    }
+    return {"dispatch": rows, "variable": variable, "profile_tail_call": profile.tail_call}
 
 
 # --------------------------------------------------------------------------- main
@@ -343,12 +409,16 @@ def main() -> int:
             got = [{"object": os.path.relpath(path, ROOT), "failure": f"{type(exc).__name__}: {exc}"}]
         rows += got
         done = [r for r in got if "measured_ns" in r]
-        print(f"[{i}/{len(objects)}] {os.path.relpath(path, ROOT)}: {len(done)} paths timed", file=sys.stderr,
-              flush=True)
+        print(
+            f"[{i}/{len(objects)}] {os.path.relpath(path, ROOT)}: {len(done)} paths timed", file=sys.stderr, flush=True
+        )
     timed_rows = [r for r in rows if "measured_ns" in r]
     for r in timed_rows:
-        r["net_error"] = round((r["predicted_net_ns"] - r["net_measured_ns"]) / r["net_measured_ns"], 4) \
-            if r["net_measured_ns"] > 0 else None
+        r["net_error"] = (
+            round((r["predicted_net_ns"] - r["net_measured_ns"]) / r["net_measured_ns"], 4)
+            if r["net_measured_ns"] > 0
+            else None
+        )
     by_toolchain = {}
     for tc in corpus.TOOLCHAINS:
         by_toolchain[tc] = distribution([r for r in timed_rows if f"/build/{tc}/" in f"/{r['object']}"])
@@ -358,30 +428,40 @@ def main() -> int:
             reason = r["skip"].split(" (")[0] if r["skip"].startswith("outcome unknown") else r["skip"]
             skipped[reason] = skipped.get(reason, 0) + 1
     summary = {
-        "profile": {"source": profile.source, "kernel": profile.kernel, "cpu": profile.cpu,
-                    "overhead_ns": profile.overhead_ns},
-        "repeat": args.repeat, "rounds": args.rounds,
-        "paths": len([r for r in rows if "path" in r]), "timed": len(timed_rows),
+        "profile": {
+            "source": profile.source,
+            "kernel": profile.kernel,
+            "cpu": profile.cpu,
+            "overhead_ns": profile.overhead_ns,
+        },
+        "repeat": args.repeat,
+        "rounds": args.rounds,
+        "paths": len([r for r in rows if "path" in r]),
+        "timed": len(timed_rows),
         "total": distribution(timed_rows),
         "total_resolution_aware": distribution(timed_rows, "error_resolution"),
         "net": distribution([r for r in timed_rows if r.get("net_error") is not None], "net_error"),
-        "by_toolchain": by_toolchain, "skipped": skipped,
+        "by_toolchain": by_toolchain,
+        "skipped": skipped,
         "failures": [r for r in rows if "failure" in r],
         "target_total_within_20pct_for_90pct": None,
     }
     tot = summary["total"]
     summary["target_total_within_20pct_for_90pct"] = tot.get("within_20pct", 0) >= 0.9 if tot["paths"] else None
     res = summary["total_resolution_aware"]
-    summary["target_resolution_aware_within_20pct_for_90pct"] = \
+    summary["target_resolution_aware_within_20pct_for_90pct"] = (
         res.get("within_20pct", 0) >= 0.9 if res["paths"] else None
+    )
     worst = sorted(timed_rows, key=lambda r: -abs(r["error"]))[:20]
     result = {"summary": summary, "worst": worst, "paths": rows}
     if not args.no_tailcalls and not args.filter:
         result["tail_calls"] = tail_calls(profile, args.repeat, args.rounds)
     print(json.dumps(summary, indent=2))
     for r in worst[:10]:
-        print(f"  {r['error']:+.0%} predicted {r['predicted_ns']:.1f} measured {r['measured_ns']} ns "
-              f"{r['object']} {r['program']} #{r['path']} ({r['insns']} insns, {r['parts']})")
+        print(
+            f"  {r['error']:+.0%} predicted {r['predicted_ns']:.1f} measured {r['measured_ns']} ns "
+            f"{r['object']} {r['program']} #{r['path']} ({r['insns']} insns, {r['parts']})"
+        )
     if "tail_calls" in result:
         print(json.dumps(result["tail_calls"]["dispatch"], indent=1))
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ from lifter.program import load_object  # noqa: E402
 def run_one(path: str, program: str, repeat: int, cross: bool) -> dict:
     from analyzer.angr_engine import explore_angr
     from analyzer.crosscheck import cross_check
+
     obj = load_object(path)
     prog = obj.program(program)
     explore(obj, prog, Options())
@@ -50,8 +51,12 @@ def run_one(path: str, program: str, repeat: int, cross: bool) -> dict:
     if cross:
         start = time.perf_counter()
         r = cross_check(obj, prog, Options()).report
-        row["cross_check"] = {"s": time.perf_counter() - start, "disagreements": len(r.disagreements),
-                              "compared": r.z3_compared + r.angr_compared, "skipped": len(r.skipped)}
+        row["cross_check"] = {
+            "s": time.perf_counter() - start,
+            "disagreements": len(r.disagreements),
+            "compared": r.z3_compared + r.angr_compared,
+            "skipped": len(r.skipped),
+        }
     return row
 
 
@@ -84,23 +89,34 @@ def main() -> int:
                 cmd.append("--no-cross-check")
             try:
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
-                row = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else \
-                    {"object": str(path.relative_to(ROOT)), "program": prog.name, "error": out.stderr[-300:]}
+                row = (
+                    json.loads(out.stdout.strip().splitlines()[-1])
+                    if out.returncode == 0
+                    else {"object": str(path.relative_to(ROOT)), "program": prog.name, "error": out.stderr[-300:]}
+                )
             except subprocess.TimeoutExpired:
-                row = {"object": str(path.relative_to(ROOT)), "program": prog.name,
-                       "error": f"over {args.timeout:.0f} s"}
+                row = {
+                    "object": str(path.relative_to(ROOT)),
+                    "program": prog.name,
+                    "error": f"over {args.timeout:.0f} s",
+                }
             rows.append(row)
             if "error" in row:
                 print(f"{row['object']:<44} {prog.name:<22} {row['error'].splitlines()[-1][:60]}")
                 continue
             cc = f"{row['cross_check']['s']:8.2f}" if "cross_check" in row else ""
-            print(f"{row['object']:<44} {prog.name:<22} {row['z3']['median_s']:7.3f} {row['z3']['paths']:5} "
-                  f"{row['angr']['median_s']:7.3f} {row['angr']['paths']:5} {cc}", flush=True)
+            print(
+                f"{row['object']:<44} {prog.name:<22} {row['z3']['median_s']:7.3f} {row['z3']['paths']:5} "
+                f"{row['angr']['median_s']:7.3f} {row['angr']['paths']:5} {cc}",
+                flush=True,
+            )
     ok = [r for r in rows if "error" not in r]
     if ok:
-        print(f"median per program: z3 {statistics.median(r['z3']['median_s'] for r in ok):.3f} s, "
-              f"angr {statistics.median(r['angr']['median_s'] for r in ok):.3f} s over {len(ok)} programs; "
-              f"{len(rows) - len(ok)} failed or timed out")
+        print(
+            f"median per program: z3 {statistics.median(r['z3']['median_s'] for r in ok):.3f} s, "
+            f"angr {statistics.median(r['angr']['median_s'] for r in ok):.3f} s over {len(ok)} programs; "
+            f"{len(rows) - len(ok)} failed or timed out"
+        )
     out_dir = ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"angr-{datetime.date.today().isoformat()}.json"

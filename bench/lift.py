@@ -31,8 +31,13 @@ def measure(path: Path, repeat: int) -> dict:
         obj = load_object(path)
         times.append(time.perf_counter() - start)
     insns = sum(f.size for f in obj.functions.values())
-    return {"object": str(path.relative_to(ROOT)), "insns": insns, "bytes": path.stat().st_size,
-            "median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3}
+    return {
+        "object": str(path.relative_to(ROOT)),
+        "insns": insns,
+        "bytes": path.stat().st_size,
+        "median_ms": statistics.median(times) * 1e3,
+        "min_ms": min(times) * 1e3,
+    }
 
 
 def main() -> int:
@@ -51,11 +56,15 @@ def main() -> int:
     medians = [r["median_ms"] for r in rows]
     per_insn = [r["median_ms"] * 1e3 / max(r["insns"], 1) for r in rows]
     summary = {
-        "objects": len(rows), "repeat": args.repeat,
+        "objects": len(rows),
+        "repeat": args.repeat,
         "median_of_medians_ms": statistics.median(medians),
-        "p90_ms": medians[int(0.9 * (len(medians) - 1))], "max_ms": max(medians),
-        "max_object": rows[-1]["object"], "median_us_per_insn": statistics.median(per_insn),
-        "target_ms": 50, "python": sys.version.split()[0],
+        "p90_ms": medians[int(0.9 * (len(medians) - 1))],
+        "max_ms": max(medians),
+        "max_object": rows[-1]["object"],
+        "median_us_per_insn": statistics.median(per_insn),
+        "target_ms": 50,
+        "python": sys.version.split()[0],
     }
     print(json.dumps(summary, indent=2))
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -50,8 +50,15 @@ def btf_parse(repeat: int) -> list[dict]:
             times.append(time.perf_counter() - start)
         target = BTF_TARGET_MS.get(path.parent.name, BTF_DEFAULT_TARGET_MS)
         best = min(times) * 1e3
-        out.append({"object": str(path.relative_to(ROOT)), "best_ms": best,
-                    "median_ms": statistics.median(times) * 1e3, "target_ms": target, "ok": best < target})
+        out.append(
+            {
+                "object": str(path.relative_to(ROOT)),
+                "best_ms": best,
+                "median_ms": statistics.median(times) * 1e3,
+                "target_ms": target,
+                "ok": best < target,
+            }
+        )
     return out
 
 
@@ -77,8 +84,10 @@ def main() -> int:
     args = ap.parse_args()
     btf = btf_parse(args.repeat)
     slow = [r for r in btf if not r["ok"]]
-    print(f"btf: {len(btf)} objects, worst {max((r['best_ms'] for r in btf), default=0):.2f} ms, "
-          f"{len(slow)} over target" + "".join(f"\n  {r['object']}: {r['best_ms']:.2f} ms" for r in slow))
+    print(
+        f"btf: {len(btf)} objects, worst {max((r['best_ms'] for r in btf), default=0):.2f} ms, "
+        f"{len(slow)} over target" + "".join(f"\n  {r['object']}: {r['best_ms']:.2f} ms" for r in slow)
+    )
     ev = evaluate_rate(max(3, args.repeat // 5))
     print(f"evaluate: {ev['evaluations_per_s']:.0f} evaluations/s (target > {EVALUATE_TARGET:.0f})")
     if args.json:

@@ -43,10 +43,16 @@ def measure(path: Path, repeat: int) -> dict:
         t = time.perf_counter()
         rs = build(explore(obj, prog), ASSUME)
         times.append(time.perf_counter() - t)
-    return {"object": path.name, "seconds": round(statistics.median(times), 3),
-            "runs": [round(x, 3) for x in times], "rules": len(rs.rules), "proven": rs.proved,
-            "unproven": rs.unproved, "chains": len({r.chain for r in rs.rules}),
-            "software_paths": sorted({p for ps, _ in rs.software for p in ps})}
+    return {
+        "object": path.name,
+        "seconds": round(statistics.median(times), 3),
+        "runs": [round(x, 3) for x in times],
+        "rules": len(rs.rules),
+        "proven": rs.proved,
+        "unproven": rs.unproved,
+        "chains": len({r.chain for r in rs.rules}),
+        "software_paths": sorted({p for ps, _ in rs.software for p in ps}),
+    }
 
 
 def main() -> int:
@@ -65,13 +71,19 @@ def main() -> int:
             return 2
         row = measure(path, args.repeat)
         rows.append(row)
-        print(f"{row['object']:<22} {row['rules']:>4} filters ({row['proven']} proven, {row['chains']} chains)"
-              f"  {row['seconds']:.3f} s  software paths {row['software_paths']}")
+        print(
+            f"{row['object']:<22} {row['rules']:>4} filters ({row['proven']} proven, {row['chains']} chains)"
+            f"  {row['seconds']:.3f} s  software paths {row['software_paths']}"
+        )
     k48 = next(r for r in rows if r["object"] == "or_stress_k48.o")
-    print(f"target K=48: <= 200 filters in < 2 s: {k48['rules']} filters in {k48['seconds']} s -> "
-          f"{'met' if k48['rules'] <= 200 and k48['seconds'] < 2 else 'MISSED'}")
+    print(
+        f"target K=48: <= 200 filters in < 2 s: {k48['rules']} filters in {k48['seconds']} s -> "
+        f"{'met' if k48['rules'] <= 200 and k48['seconds'] < 2 else 'MISSED'}"
+    )
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"toolchain": args.toolchain, "assume": ASSUME, "rows": rows}, indent=2) + "\n")
+    Path(args.json).write_text(
+        json.dumps({"toolchain": args.toolchain, "assume": ASSUME, "rows": rows}, indent=2) + "\n"
+    )
     return 0
 
 

@@ -29,17 +29,34 @@ Main API: :data:`CORPUS_DIR`, :data:`BUILD_DIR`, :data:`EXTERNAL_DIR`,
 :func:`sources`, :func:`built_objects`, :func:`external_objects`,
 :func:`header`, :func:`line_expectations`, :func:`map_expectations`.
 """
+
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
 __all__ = [
-    "CORPUS_DIR", "BUILD_DIR", "EXTERNAL_DIR", "INCLUDE_DIR", "TOOLCHAINS",
-    "EXPECT_CLASSES", "MAP_CLASSES", "VERDICTS",
-    "sources", "stems", "source_of", "directives", "variants", "toolchains_for",
-    "expected_objects", "built_objects", "external_objects",
-    "header", "line_expectations", "line_expectation_details", "map_expectations",
+    "CORPUS_DIR",
+    "BUILD_DIR",
+    "EXTERNAL_DIR",
+    "INCLUDE_DIR",
+    "TOOLCHAINS",
+    "EXPECT_CLASSES",
+    "MAP_CLASSES",
+    "VERDICTS",
+    "sources",
+    "stems",
+    "source_of",
+    "directives",
+    "variants",
+    "toolchains_for",
+    "expected_objects",
+    "built_objects",
+    "external_objects",
+    "header",
+    "line_expectations",
+    "line_expectation_details",
+    "map_expectations",
     "expected_load_failures",
 ]
 
@@ -52,10 +69,18 @@ INCLUDE_DIR = CORPUS_DIR / "include"
 TOOLCHAINS = ("clang", "clang-v4", "gcc", "nobtf")
 
 #: Allowed ``// expect:`` classes (see README.md for their meaning).
-EXPECT_CLASSES = frozenset({
-    "stateless", "constant", "stats-only", "control-plane-map", "data-plane-state",
-    "ctx", "helper", "unsupported",
-})
+EXPECT_CLASSES = frozenset(
+    {
+        "stateless",
+        "constant",
+        "stats-only",
+        "control-plane-map",
+        "data-plane-state",
+        "ctx",
+        "helper",
+        "unsupported",
+    }
+)
 #: Allowed ``// expect-map:`` classes.
 MAP_CLASSES = frozenset({"stats-only", "control-plane", "data-plane"})
 #: Verdict names used in the ``Verdicts:`` header field (XDP_ prefix dropped).
@@ -239,7 +264,7 @@ def expected_load_failures(stem: str) -> dict[str, str]:
     out = {}
     for key, val in directives(stem).items():
         if key.startswith("load-") and val.split()[:1] == ["no"]:
-            out[key[len("load-"):]] = val[2:].strip()
+            out[key[len("load-") :]] = val[2:].strip()
     return out
 
 
@@ -250,5 +275,7 @@ def overview() -> None:
     """
     for s in stems():
         h = header(s)
-        print(f"{s:24} {' '.join(h['verdicts']):16} {len(line_expectations(s)):3} conds "
-              f"maps={map_expectations(s) or '-'} tc={','.join(toolchains_for(s))}")
+        print(
+            f"{s:24} {' '.join(h['verdicts']):16} {len(line_expectations(s)):3} conds "
+            f"maps={map_expectations(s) or '-'} tc={','.join(toolchains_for(s))}"
+        )

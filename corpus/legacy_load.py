@@ -18,6 +18,7 @@ everything again (nothing is pinned or attached).
 
 Usage: legacy_load.py OBJ.o        exit status 0 if every program loaded
 """
+
 import ctypes
 import os
 import struct
@@ -57,13 +58,14 @@ class Elf:
         if e_machine != 247:
             raise ValueError(f"e_machine {e_machine} is not EM_BPF (247)")
         self.raw = raw
-        e_shoff, = struct.unpack_from("<Q", raw, 0x28)
+        (e_shoff,) = struct.unpack_from("<Q", raw, 0x28)
         e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", raw, 0x3A)
         self.sections = []
         for i in range(e_shnum):
             f = struct.unpack_from("<IIQQQQIIQQ", raw, e_shoff + i * e_shentsize)
-            self.sections.append(dict(name_off=f[0], type=f[1], flags=f[2], offset=f[4],
-                                      size=f[5], link=f[6], info=f[7], entsize=f[9]))
+            self.sections.append(
+                dict(name_off=f[0], type=f[1], flags=f[2], offset=f[4], size=f[5], link=f[6], info=f[7], entsize=f[9])
+            )
         shstr = self.sections[e_shstrndx]
         for s in self.sections:
             s["name"] = self._cstr(shstr["offset"] + s["name_off"])
@@ -73,15 +75,22 @@ class Elf:
                 strtab = self.sections[s["link"]]
                 for off in range(s["offset"], s["offset"] + s["size"], 24):
                     name, info, _other, shndx, value, size = struct.unpack_from("<IBBHQQ", raw, off)
-                    self.symbols.append(dict(name=self._cstr(strtab["offset"] + name),
-                                             type=info & 0xF, shndx=shndx, value=value, size=size))
+                    self.symbols.append(
+                        dict(
+                            name=self._cstr(strtab["offset"] + name),
+                            type=info & 0xF,
+                            shndx=shndx,
+                            value=value,
+                            size=size,
+                        )
+                    )
 
     def _cstr(self, off: int) -> str:
         end = self.raw.index(b"\0", off)
         return self.raw[off:end].decode()
 
     def data(self, sec) -> bytes:
-        return self.raw[sec["offset"]:sec["offset"] + sec["size"]]
+        return self.raw[sec["offset"] : sec["offset"] + sec["size"]]
 
 
 def load(path: str) -> bool:
@@ -121,17 +130,28 @@ def load(path: str) -> bool:
                         raise ValueError(f"{sec['name']}+{r_off}: relocated insn is not ld_imm64")
                     insns[r_off + 1] = (insns[r_off + 1] & 0x0F) | (BPF_PSEUDO_MAP_FD << 4)
                     struct.pack_into("<i", insns, r_off + 4, map_fd[sym["name"]])
-            funcs = sorted((s for s in elf.symbols if s["shndx"] == si and s["type"] == STT_FUNC),
-                           key=lambda s: s["value"])
+            funcs = sorted(
+                (s for s in elf.symbols if s["shndx"] == si and s["type"] == STT_FUNC), key=lambda s: s["value"]
+            )
             for fn in funcs or [dict(name=sec["name"], value=0, size=sec["size"])]:
-                code = bytes(insns[fn["value"]:fn["value"] + fn["size"]])
+                code = bytes(insns[fn["value"] : fn["value"] + fn["size"]])
                 code_buf = ctypes.create_string_buffer(code, len(code))
                 log = ctypes.create_string_buffer(1 << 20)
                 name = fn["name"].encode()[:15]
                 ptype = BPF_PROG_TYPE_SCHED_CLS if sec["name"].startswith(TC_SECTION_PREFIXES) else BPF_PROG_TYPE_XDP
-                attr = struct.pack("<IIQQIIQII16s", ptype, len(code) // 8,
-                                   ctypes.addressof(code_buf), ctypes.addressof(lic_buf),
-                                   1, len(log), ctypes.addressof(log), 0, 0, name).ljust(128, b"\0")
+                attr = struct.pack(
+                    "<IIQQIIQII16s",
+                    ptype,
+                    len(code) // 8,
+                    ctypes.addressof(code_buf),
+                    ctypes.addressof(lic_buf),
+                    1,
+                    len(log),
+                    ctypes.addressof(log),
+                    0,
+                    0,
+                    name,
+                ).ljust(128, b"\0")
                 try:
                     fd = bpf(BPF_PROG_LOAD, attr)
                     os.close(fd)

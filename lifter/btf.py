@@ -77,9 +77,26 @@ KIND_TYPE_TAG = 18
 KIND_ENUM64 = 19
 
 KIND_NAMES = (
-    "UNKNOWN", "INT", "PTR", "ARRAY", "STRUCT", "UNION", "ENUM", "FWD", "TYPEDEF",
-    "VOLATILE", "CONST", "RESTRICT", "FUNC", "FUNC_PROTO", "VAR", "DATASEC", "FLOAT",
-    "DECL_TAG", "TYPE_TAG", "ENUM64",
+    "UNKNOWN",
+    "INT",
+    "PTR",
+    "ARRAY",
+    "STRUCT",
+    "UNION",
+    "ENUM",
+    "FWD",
+    "TYPEDEF",
+    "VOLATILE",
+    "CONST",
+    "RESTRICT",
+    "FUNC",
+    "FUNC_PROTO",
+    "VAR",
+    "DATASEC",
+    "FLOAT",
+    "DECL_TAG",
+    "TYPE_TAG",
+    "ENUM64",
 )
 
 INT_SIGNED = 1
@@ -323,8 +340,26 @@ class Enum64:
 
 
 BtfType = (
-    Void | Int | Ptr | Array | Struct | Union | Enum | Fwd | Typedef | Volatile | Const
-    | Restrict | Func | FuncProto | Var | Datasec | Float | DeclTag | TypeTag | Enum64
+    Void
+    | Int
+    | Ptr
+    | Array
+    | Struct
+    | Union
+    | Enum
+    | Fwd
+    | Typedef
+    | Volatile
+    | Const
+    | Restrict
+    | Func
+    | FuncProto
+    | Var
+    | Datasec
+    | Float
+    | DeclTag
+    | TypeTag
+    | Enum64
 )
 
 #: Kinds `resolve()` looks through.
@@ -356,10 +391,7 @@ class Btf:
         if cached is not None:
             return cached
         if not 0 <= offset < len(self.strings):
-            raise _fail(
-                f"string offset {offset} out of range (string section is "
-                f"{len(self.strings)} bytes)"
-            )
+            raise _fail(f"string offset {offset} out of range (string section is {len(self.strings)} bytes)")
         end = self.strings.find(b"\0", offset)
         if end < 0:  # parse_btf guarantees a final NUL; only hand-made Btf hits this
             raise _fail(f"string at offset {offset} is not NUL-terminated")
@@ -411,9 +443,7 @@ class Btf:
             elif isinstance(t, MODIFIERS + (Var,)):
                 type_id = t.type_id
             else:
-                raise _fail(
-                    f"type {start}: {KIND_NAMES[t.KIND]} type {type_id} has no size"
-                )
+                raise _fail(f"type {start}: {KIND_NAMES[t.KIND]} type {type_id} has no size")
         raise _fail(f"type {start}: type chain loops")
 
     def find_all(self, name: str, kind: type | None = None) -> list[int]:
@@ -457,10 +487,7 @@ class Btf:
             elif isinstance(t, (Ptr, Typedef, Volatile, Const, Restrict, TypeTag)):
                 emit(f" type_id={t.type_id}")
             elif isinstance(t, Array):
-                emit(
-                    f" type_id={t.type_id} index_type_id={t.index_type_id}"
-                    f" nr_elems={t.nr_elems}"
-                )
+                emit(f" type_id={t.type_id} index_type_id={t.index_type_id} nr_elems={t.nr_elems}")
             elif isinstance(t, (Struct, Union)):
                 emit(f" size={t.size} vlen={len(t.members)}")
                 for m in t.members:
@@ -563,16 +590,14 @@ def parse_btf(data: bytes) -> Btf:
     t_start, t_end = _section_bounds("type", hdr_len, type_off, type_len, len(data))
     s_start, s_end = _section_bounds("string", hdr_len, str_off, str_len, len(data))
     if type_off + type_len > str_off:
-        raise _fail(
-            f"type section [{type_off}, {type_off + type_len}) overlaps or follows "
-            f"string section at {str_off}"
-        )
+        raise _fail(f"type section [{type_off}, {type_off + type_len}) overlaps or follows string section at {str_off}")
     strings = data[s_start:s_end]
     if not strings or strings[0] != 0 or strings[-1] != 0:
         raise _fail("string section must be non-empty and start and end with NUL")
 
-    btf = Btf(types=[Void()], strings=strings, byte_order="little" if order == "<" else "big",
-              version=version, flags=flags)
+    btf = Btf(
+        types=[Void()], strings=strings, byte_order="little" if order == "<" else "big", version=version, flags=flags
+    )
     _parse_types(btf, data, t_start, t_end, order)
     _check_type_refs(btf)
     return btf
@@ -587,14 +612,31 @@ _ENUM32 = {o: struct.Struct(o + "Ii") for o in "<>"}
 
 # Bytes after the 12-byte common head: fixed tail, per-vlen-item size.
 _TAIL = {
-    KIND_INT: (4, 0), KIND_PTR: (0, 0), KIND_ARRAY: (12, 0), KIND_STRUCT: (0, 12),
-    KIND_UNION: (0, 12), KIND_ENUM: (0, 8), KIND_FWD: (0, 0), KIND_TYPEDEF: (0, 0),
-    KIND_VOLATILE: (0, 0), KIND_CONST: (0, 0), KIND_RESTRICT: (0, 0), KIND_FUNC: (0, 0),
-    KIND_FUNC_PROTO: (0, 8), KIND_VAR: (4, 0), KIND_DATASEC: (0, 12), KIND_FLOAT: (0, 0),
-    KIND_DECL_TAG: (4, 0), KIND_TYPE_TAG: (0, 0), KIND_ENUM64: (0, 12),
+    KIND_INT: (4, 0),
+    KIND_PTR: (0, 0),
+    KIND_ARRAY: (12, 0),
+    KIND_STRUCT: (0, 12),
+    KIND_UNION: (0, 12),
+    KIND_ENUM: (0, 8),
+    KIND_FWD: (0, 0),
+    KIND_TYPEDEF: (0, 0),
+    KIND_VOLATILE: (0, 0),
+    KIND_CONST: (0, 0),
+    KIND_RESTRICT: (0, 0),
+    KIND_FUNC: (0, 0),
+    KIND_FUNC_PROTO: (0, 8),
+    KIND_VAR: (4, 0),
+    KIND_DATASEC: (0, 12),
+    KIND_FLOAT: (0, 0),
+    KIND_DECL_TAG: (4, 0),
+    KIND_TYPE_TAG: (0, 0),
+    KIND_ENUM64: (0, 12),
 }
 _SIMPLE_REF = {
-    KIND_PTR: Ptr, KIND_TYPEDEF: Typedef, KIND_VOLATILE: Volatile, KIND_CONST: Const,
+    KIND_PTR: Ptr,
+    KIND_TYPEDEF: Typedef,
+    KIND_VOLATILE: Volatile,
+    KIND_CONST: Const,
     KIND_RESTRICT: Restrict,
 }
 
@@ -613,14 +655,13 @@ def _parse_types(btf: Btf, data: bytes, start: int, end: int, order: str) -> Non
         try:
             return string(offset)
         except LiftError as err:
-            raise _fail(f"type {type_id}: {what}: {err.message[len('BTF: '):]}") from None
+            raise _fail(f"type {type_id}: {what}: {err.message[len('BTF: ') :]}") from None
 
     while pos < end:
         type_id = len(types)
         if end - pos < 12:
             raise _fail(
-                f"type {type_id} at type-section offset {pos - start}: truncated "
-                f"({end - pos} bytes left, need 12)"
+                f"type {type_id} at type-section offset {pos - start}: truncated ({end - pos} bytes left, need 12)"
             )
         name_off, info, size_or_type = head(data, pos)
         kind = (info >> 24) & 0x1F
@@ -637,7 +678,7 @@ def _parse_types(btf: Btf, data: bytes, start: int, end: int, order: str) -> Non
                 f"{end - pos} left in type section"
             )
         name = name_of(type_id, name_off)
-        records = data[body:body + need]  # the kind-specific tail
+        records = data[body : body + need]  # the kind-specific tail
 
         if kind in _SIMPLE_REF:
             t = _SIMPLE_REF[kind](name_off, name, size_or_type)
@@ -708,8 +749,7 @@ def _check_type_refs(btf: Btf) -> None:
         if ref > max_id:
             t = btf.types[type_id]
             raise _fail(
-                f"type {type_id} ({KIND_NAMES[t.KIND]} '{t.name}'): {what} type id {ref} "
-                f"out of range (max {max_id})"
+                f"type {type_id} ({KIND_NAMES[t.KIND]} '{t.name}'): {what} type id {ref} out of range (max {max_id})"
             )
 
     for type_id in range(1, max_id + 1):

@@ -129,24 +129,24 @@ def parse_btf_ext(data: bytes, btf: Btf) -> BtfExt:
         start = hdr_len + off
         end = start + length
         if end > len(data):
-            raise _fail(
-                f".BTF.ext {what} [{start}, {end}) out of range (data is {len(data)} bytes)"
-            )
+            raise _fail(f".BTF.ext {what} [{start}, {end}) out of range (data is {len(data)} bytes)")
         for sec_name, rec_size, rec_start, count in _sections(data, start, end, order, what, btf):
             if what == "func_info":
                 ext.func_info.setdefault(sec_name, []).extend(
-                    _func_infos(data, rec_start, rec_size, count, order, btf, sec_name))
+                    _func_infos(data, rec_start, rec_size, count, order, btf, sec_name)
+                )
             elif what == "line_info":
                 ext.line_info.setdefault(sec_name, []).extend(
-                    _line_infos(data, rec_start, rec_size, count, order, btf, sec_name))
+                    _line_infos(data, rec_start, rec_size, count, order, btf, sec_name)
+                )
             else:
                 ext.core_relos.setdefault(sec_name, []).extend(
-                    _core_relos(data, rec_start, rec_size, count, order, btf, sec_name))
+                    _core_relos(data, rec_start, rec_size, count, order, btf, sec_name)
+                )
     return ext
 
 
-_MIN_REC = {"func_info": FUNC_INFO_MIN_REC, "line_info": LINE_INFO_MIN_REC,
-            "core_relo": CORE_RELO_MIN_REC}
+_MIN_REC = {"func_info": FUNC_INFO_MIN_REC, "line_info": LINE_INFO_MIN_REC, "core_relo": CORE_RELO_MIN_REC}
 
 
 def _sections(data: bytes, start: int, end: int, order: str, what: str, btf: Btf):
@@ -155,10 +155,7 @@ def _sections(data: bytes, start: int, end: int, order: str, what: str, btf: Btf
         raise _fail(f".BTF.ext {what}: block of {end - start} bytes has no rec_size")
     rec_size = _U32[order].unpack_from(data, start)[0]
     if rec_size < _MIN_REC[what] or rec_size % 4:
-        raise _fail(
-            f".BTF.ext {what}: bad rec_size {rec_size} (need a multiple of 4, "
-            f">= {_MIN_REC[what]})"
-        )
+        raise _fail(f".BTF.ext {what}: bad rec_size {rec_size} (need a multiple of 4, >= {_MIN_REC[what]})")
     pos = start + 4
     while pos < end:
         if end - pos < 8:
@@ -177,10 +174,7 @@ def _sections(data: bytes, start: int, end: int, order: str, what: str, btf: Btf
 
 def _string(btf: Btf, offset: int, what: str) -> str:
     if not 0 <= offset < len(btf.strings):
-        raise _fail(
-            f"{what}: string offset {offset} out of range (string section is "
-            f"{len(btf.strings)} bytes)"
-        )
+        raise _fail(f"{what}: string offset {offset} out of range (string section is {len(btf.strings)} bytes)")
     return btf.string(offset)
 
 
@@ -211,13 +205,15 @@ def _line_infos(data, pos, rec_size, count, order, btf, sec_name):
     for i in range(count):
         insn_off, file_off, line_off, line_col = unpack(data, pos + i * rec_size)
         what = f".BTF.ext line_info section {sec_name} record {i}"
-        out.append(LineInfo(
-            _insn(insn_off, what),
-            _string(btf, file_off, f"{what}: file name"),
-            _string(btf, line_off, f"{what}: line text"),
-            line_col >> 10,
-            line_col & 0x3FF,
-        ))
+        out.append(
+            LineInfo(
+                _insn(insn_off, what),
+                _string(btf, file_off, f"{what}: file name"),
+                _string(btf, line_off, f"{what}: line text"),
+                line_col >> 10,
+                line_col & 0x3FF,
+            )
+        )
     return out
 
 
@@ -229,6 +225,5 @@ def _core_relos(data, pos, rec_size, count, order, btf, sec_name):
         what = f".BTF.ext core_relo section {sec_name} record {i}"
         if type_id >= len(btf.types):
             raise _fail(f"{what}: type id {type_id} out of range (max {len(btf.types) - 1})")
-        out.append(CoreRelo(_insn(insn_off, what), type_id,
-                            _string(btf, access_off, f"{what}: access string"), kind))
+        out.append(CoreRelo(_insn(insn_off, what), type_id, _string(btf, access_off, f"{what}: access string"), kind))
     return out

@@ -81,8 +81,7 @@ def build_cfg(function: str, insns: list[Insn], start: int, end: int) -> Cfg:
         if isinstance(insn, (Jump, Goto)):
             target = insn.target
             if not start <= target < end:
-                raise LiftError(f"jump to slot {target} is outside function {function} "
-                                f"[{start}, {end})", insn=insn.pc)
+                raise LiftError(f"jump to slot {target} is outside function {function} [{start}, {end})", insn=insn.pc)
             if target in wide_tails or target not in starts:
                 raise LiftError(f"jump to slot {target}, the middle of an instruction", insn=insn.pc)
             leaders.add(target)

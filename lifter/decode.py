@@ -12,12 +12,40 @@ import struct
 
 from .errors import LiftError
 from .insn import (
-    Alu, AluOp, Atomic, ByteOrder, Call, Cond, Endian, Exit, Goto, Imm, Insn, Jump, LegacyLoad,
-    Load, LoadImm64, MovSx, Neg, Reg, Store,
+    Alu,
+    AluOp,
+    Atomic,
+    ByteOrder,
+    Call,
+    Cond,
+    Endian,
+    Exit,
+    Goto,
+    Imm,
+    Insn,
+    Jump,
+    LegacyLoad,
+    Load,
+    LoadImm64,
+    MovSx,
+    Neg,
+    Reg,
+    Store,
 )
 from .opcodes import (
-    ATOMIC_FETCH, INSN_SIZE, NUM_REGS, AluCode, AtomicOp, CallSrc, InsnClass, JmpCode, Mode,
-    PseudoSrc, SIZE_BYTES, Size, Source,
+    ATOMIC_FETCH,
+    INSN_SIZE,
+    NUM_REGS,
+    SIZE_BYTES,
+    AluCode,
+    AtomicOp,
+    CallSrc,
+    InsnClass,
+    JmpCode,
+    Mode,
+    PseudoSrc,
+    Size,
+    Source,
 )
 
 _SLOT = struct.Struct("<BBhi")
@@ -216,7 +244,7 @@ def _decode_mem(data: bytes, pc: int, opcode: int, cls: InsnClass, dst: int, src
     if mode is Mode.ATOMIC:
         spec = ATOMIC_IMMS.get(imm)
         if spec is None:
-            raise _bad(pc, opcode, f"atomic operation 0x{imm & 0xffffffff:x} does not exist")
+            raise _bad(pc, opcode, f"atomic operation 0x{imm & 0xFFFFFFFF:x} does not exist")
         op, fetch, sizes = spec
         if size not in sizes:
             raise _bad(pc, opcode, f"atomic {op.name.lower()} has no {nbytes}-byte form")

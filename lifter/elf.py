@@ -24,9 +24,20 @@ SHF_EXECINSTR = 0x4
 SHT_NOBITS = 8
 
 #: Exceptions pyelftools (and the construct library under it) raise on malformed input.
-_PARSE_ERRORS = (ELFError, ELFParseError, ELFRelocationError, struct.error, ValueError, KeyError,
-                 IndexError, UnicodeDecodeError, OverflowError, AttributeError, TypeError,
-                 AssertionError)
+_PARSE_ERRORS = (
+    ELFError,
+    ELFParseError,
+    ELFRelocationError,
+    struct.error,
+    ValueError,
+    KeyError,
+    IndexError,
+    UnicodeDecodeError,
+    OverflowError,
+    AttributeError,
+    TypeError,
+    AssertionError,
+)
 
 
 @dataclass(frozen=True)
@@ -127,8 +138,11 @@ def parse_elf(raw: bytes, name: str = "<bytes>") -> ElfImage:
             for rel in sec.iter_relocations():
                 sym_index = rel["r_info_sym"]
                 if sym_index >= len(symbols):
-                    raise LiftError(f"relocation at 0x{rel['r_offset']:x} names symbol {sym_index}, "
-                                    f"but there are {len(symbols)}", file=name, section=current)
+                    raise LiftError(
+                        f"relocation at 0x{rel['r_offset']:x} names symbol {sym_index}, but there are {len(symbols)}",
+                        file=name,
+                        section=current,
+                    )
                 rels.append(Relocation(rel["r_offset"], rel["r_info_type"], symbols[sym_index]))
     except LiftError as err:
         raise err.located(file=name) from None
@@ -144,8 +158,10 @@ def _read_section(index: int, sec, file_size: int) -> Section:
         data = bytes(size) if size < (1 << 28) else b""
     else:
         if sec["sh_offset"] + size > file_size:
-            raise LiftError(f"section {sec.name or index} extends past the end of the file "
-                            f"(offset {sec['sh_offset']} + size {size} > {file_size})")
+            raise LiftError(
+                f"section {sec.name or index} extends past the end of the file "
+                f"(offset {sec['sh_offset']} + size {size} > {file_size})"
+            )
         data = sec.data()
     return Section(index, sec.name, sec["sh_type"], sec["sh_flags"], size, data)
 
@@ -159,12 +175,19 @@ def _read_symbols(elf: ELFFile, sections: list[Section]) -> list[Symbol]:
         shndx = sym["st_shndx"]
         section = sections[shndx].name if isinstance(shndx, int) and 0 < shndx < len(sections) else None
         if isinstance(shndx, int) and shndx >= len(sections):
-            raise LiftError(f"symbol {sym.name or index} is in section index {shndx}, "
-                            f"but there are {len(sections)}")
+            raise LiftError(f"symbol {sym.name or index} is in section index {shndx}, but there are {len(sections)}")
         name = sym.name
         if sym["st_info"]["type"] == "STT_SECTION" and not name and section:
             name = section
-        out.append(Symbol(index, name, sym["st_value"], sym["st_size"],
-                          sym["st_info"]["type"].removeprefix("STT_"),
-                          sym["st_info"]["bind"].removeprefix("STB_"), section))
+        out.append(
+            Symbol(
+                index,
+                name,
+                sym["st_value"],
+                sym["st_size"],
+                sym["st_info"]["type"].removeprefix("STT_"),
+                sym["st_info"]["bind"].removeprefix("STB_"),
+                section,
+            )
+        )
     return out

@@ -11,11 +11,32 @@ import struct
 
 from .decode import ALU_OPS, JMP_CONDS
 from .insn import (
-    Alu, Atomic, ByteOrder, Call, Endian, Exit, Goto, Imm, Insn, Jump, LegacyLoad, Load,
-    LoadImm64, MovSx, Neg, Reg, Store,
+    Alu,
+    Atomic,
+    ByteOrder,
+    Call,
+    Endian,
+    Exit,
+    Goto,
+    Imm,
+    Insn,
+    Jump,
+    LegacyLoad,
+    Load,
+    LoadImm64,
+    MovSx,
+    Neg,
+    Reg,
+    Store,
 )
 from .opcodes import (
-    ATOMIC_FETCH, AluCode, BYTES_SIZE, InsnClass, JmpCode, Mode, Source,
+    ATOMIC_FETCH,
+    BYTES_SIZE,
+    AluCode,
+    InsnClass,
+    JmpCode,
+    Mode,
+    Source,
 )
 
 _SLOT = struct.Struct("<BBhi")

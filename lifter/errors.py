@@ -39,7 +39,7 @@ class LiftError(Exception):
         parts.append(self.message)
         return ": ".join(parts)
 
-    def located(self, **where: object) -> "LiftError":
+    def located(self, **where: object) -> LiftError:
         """Return a copy with missing location parts filled in (callers add context)."""
         fields = {k: getattr(self, k) for k in ("file", "section", "program", "insn")}
         for key, value in where.items():

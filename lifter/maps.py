@@ -23,8 +23,7 @@ BPF_F_RDONLY_PROG = 1 << 7
 BPF_F_MMAPABLE = 1 << 10
 
 #: Integer fields of a BTF map definition (each `int (*name)[N]`).
-BTF_INT_FIELDS = ("type", "max_entries", "map_flags", "key_size", "value_size", "numa_node",
-                  "pinning", "map_extra")
+BTF_INT_FIELDS = ("type", "max_entries", "map_flags", "key_size", "value_size", "numa_node", "pinning", "map_extra")
 
 #: Fields of a legacy `struct bpf_map_def`, in record order (u32 each).
 LEGACY_FIELDS = ("type", "key_size", "value_size", "max_entries", "map_flags")
@@ -159,11 +158,20 @@ def _btf_map_def(btf: Btf, name: str, type_id: int, section: str, offset: int) -
     if inner is not None or mtype.holds == "program":
         value_size = value_size or 4  # fds: the loader fixes value size to 4
     return MapDef(
-        name, section, offset, "btf", mtype, key_size, value_size, ints.get("max_entries"),
+        name,
+        section,
+        offset,
+        "btf",
+        mtype,
+        key_size,
+        value_size,
+        ints.get("max_entries"),
         ints.get("map_flags", 0),
         key_type=type_str(btf, key_t) if key_t else None,
         value_type=type_str(btf, value_t) if value_t else None,
-        pinning=ints.get("pinning", 0), inner=inner, def_size=struct_t.size,
+        pinning=ints.get("pinning", 0),
+        inner=inner,
+        def_size=struct_t.size,
     )
 
 
@@ -189,16 +197,16 @@ def _apply_static_values(image: ElfImage, maps: list[MapDef], btf: Btf) -> None:
     for rel in image.relocations.get(".maps", []):
         owner = next((m for m in maps if m.offset <= rel.offset < m.offset + m.def_size), None)
         if owner is None:
-            raise LiftError(f"relocation at 0x{rel.offset:x} is outside every map definition",
-                            section=".rel.maps")
+            raise LiftError(f"relocation at 0x{rel.offset:x} is outside every map definition", section=".rel.maps")
         if rel.type not in DATA64_RELOCS:
-            raise LiftError(f"relocation type {rel.type} at 0x{rel.offset:x} in a map definition "
-                            "is not a 64-bit data relocation", section=".rel.maps")
+            raise LiftError(
+                f"relocation type {rel.type} at 0x{rel.offset:x} in a map definition is not a 64-bit data relocation",
+                section=".rel.maps",
+            )
         values_off = _values_offset(btf, owner)
         rel_off = rel.offset - owner.offset - values_off
         if values_off < 0 or rel_off < 0 or rel_off % 8:
-            raise LiftError(f"relocation at 0x{rel.offset:x} is not a slot of {owner.name}.values",
-                            section=".rel.maps")
+            raise LiftError(f"relocation at 0x{rel.offset:x} is not a slot of {owner.name}.values", section=".rel.maps")
         owner.static_values[rel_off // 8] = rel.symbol.name
 
 
@@ -212,25 +220,41 @@ def _values_offset(btf: Btf, mdef: MapDef) -> int:
 
 
 def _legacy_maps(image: ElfImage, section: Section) -> list[MapDef]:
-    symbols = [s for s in image.symbols_in(section.name) if s.type in ("OBJECT", "NOTYPE")
-               and s.bind in ("GLOBAL", "WEAK")]
+    symbols = [
+        s for s in image.symbols_in(section.name) if s.type in ("OBJECT", "NOTYPE") and s.bind in ("GLOBAL", "WEAK")
+    ]
     if not symbols:
         return []
     record = section.size // len(symbols)
     if record < 4 * len(LEGACY_FIELDS) - 4 or section.size % len(symbols):
-        raise LiftError(f"legacy map records: {section.size} bytes for {len(symbols)} maps "
-                        "is not a whole record each", section=section.name)
+        raise LiftError(
+            f"legacy map records: {section.size} bytes for {len(symbols)} maps is not a whole record each",
+            section=section.name,
+        )
     maps = []
     for sym in symbols:
         if sym.value % record or sym.value + record > section.size:
-            raise LiftError(f"legacy map {sym.name} at offset {sym.value} is not on a record "
-                            f"boundary (record size {record})", section=section.name)
+            raise LiftError(
+                f"legacy map {sym.name} at offset {sym.value} is not on a record boundary (record size {record})",
+                section=section.name,
+            )
         words = len(range(0, min(record, 4 * len(LEGACY_FIELDS)), 4))
         values = struct.unpack_from(f"<{words}I", section.data, sym.value)
         fields = dict(zip(LEGACY_FIELDS, values))
-        maps.append(MapDef(sym.name, section.name, sym.value, "legacy", map_type(fields["type"]),
-                           fields["key_size"], fields["value_size"], fields["max_entries"],
-                           fields.get("map_flags", 0), def_size=record))
+        maps.append(
+            MapDef(
+                sym.name,
+                section.name,
+                sym.value,
+                "legacy",
+                map_type(fields["type"]),
+                fields["key_size"],
+                fields["value_size"],
+                fields["max_entries"],
+                fields.get("map_flags", 0),
+                def_size=record,
+            )
+        )
     return maps
 
 
@@ -240,8 +264,19 @@ def _global_map(image: ElfImage, section: Section, btf: Btf | None) -> MapDef:
         # libbpf memory-maps a data section only when BTF shows a non-static variable in it.
         flags |= BPF_F_MMAPABLE
     variables = _global_vars(image, section, btf)
-    return MapDef(section.name, section.name, 0, "global", map_type(2), 4, section.size, 1, flags,
-                  initial=section.data, variables=variables)
+    return MapDef(
+        section.name,
+        section.name,
+        0,
+        "global",
+        map_type(2),
+        4,
+        section.size,
+        1,
+        flags,
+        initial=section.data,
+        variables=variables,
+    )
 
 
 def _has_global_var(btf: Btf | None, section: str) -> bool:
@@ -273,7 +308,11 @@ def relocation_map(maps: list[MapDef], rel: Relocation) -> tuple[MapDef, int | N
     for mdef in maps:
         if mdef.origin == "global" and sym.section == mdef.section:
             return mdef, sym.value if sym.type != "SECTION" else 0
-        if mdef.origin != "global" and sym.section == mdef.section and sym.value == mdef.offset \
-                and sym.type != "SECTION":
+        if (
+            mdef.origin != "global"
+            and sym.section == mdef.section
+            and sym.value == mdef.offset
+            and sym.type != "SECTION"
+        ):
             return mdef, None
     return None

@@ -11,27 +11,63 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .insn import (
-    Alu, AluOp, Atomic, ByteOrder, Call, Endian, Exit, Goto, Imm, Insn, Jump, LegacyLoad, Load,
-    LoadImm64, MovSx, Neg, Reg, Store,
-)
 from .btf import Array, Btf
 from .btf_ext import CoreRelo
 from .encode import encode
+from .insn import (
+    Alu,
+    AluOp,
+    Atomic,
+    ByteOrder,
+    Call,
+    Endian,
+    Exit,
+    Goto,
+    Imm,
+    Insn,
+    Jump,
+    LegacyLoad,
+    Load,
+    LoadImm64,
+    MovSx,
+    Neg,
+    Reg,
+    Store,
+)
 from .maps import type_str
 from .opcodes import AtomicOp, PseudoSrc, Reloc
 
 #: Compound-assignment spelling of each binary ALU op.
 ALU_SYNTAX = {
-    AluOp.ADD: "+=", AluOp.SUB: "-=", AluOp.MUL: "*=", AluOp.DIV: "/=", AluOp.SDIV: "s/=",
-    AluOp.MOD: "%=", AluOp.SMOD: "s%=", AluOp.OR: "|=", AluOp.AND: "&=", AluOp.LSH: "<<=",
-    AluOp.RSH: ">>=", AluOp.ARSH: "s>>=", AluOp.XOR: "^=", AluOp.MOV: "=",
+    AluOp.ADD: "+=",
+    AluOp.SUB: "-=",
+    AluOp.MUL: "*=",
+    AluOp.DIV: "/=",
+    AluOp.SDIV: "s/=",
+    AluOp.MOD: "%=",
+    AluOp.SMOD: "s%=",
+    AluOp.OR: "|=",
+    AluOp.AND: "&=",
+    AluOp.LSH: "<<=",
+    AluOp.RSH: ">>=",
+    AluOp.ARSH: "s>>=",
+    AluOp.XOR: "^=",
+    AluOp.MOV: "=",
 }
 
 #: Comparison spelling of each jump condition.
 COND_SYNTAX = {
-    "eq": "==", "ne": "!=", "gt": ">", "ge": ">=", "lt": "<", "le": "<=",
-    "sgt": "s>", "sge": "s>=", "slt": "s<", "sle": "s<=", "set": "&",
+    "eq": "==",
+    "ne": "!=",
+    "gt": ">",
+    "ge": ">=",
+    "lt": "<",
+    "le": "<=",
+    "sgt": "s>",
+    "sge": "s>=",
+    "slt": "s<",
+    "sle": "s<=",
+    "set": "&",
 }
 
 _ATOMIC_SYNTAX = {AtomicOp.ADD: "+=", AtomicOp.OR: "|=", AtomicOp.AND: "&=", AtomicOp.XOR: "^="}
@@ -125,7 +161,7 @@ def objdump_text(obj, functions, lines: bool = False) -> str:
     for section, entries in obj.image.relocations.items():
         for rel in entries:
             rels.setdefault((section, rel.offset // 8), []).append(rel)
-    for section, relos in (obj.btf_ext.core_relos.items() if obj.btf_ext else ()):
+    for section, relos in obj.btf_ext.core_relos.items() if obj.btf_ext else ():
         for relo in relos:
             rels.setdefault((section, relo.insn), []).append(relo)
     out = ["", f"{obj.path}:\tfile format elf64-bpf", ""]
@@ -141,8 +177,11 @@ def objdump_text(obj, functions, lines: bool = False) -> str:
         out.append(f"{func.start * 8:016x} <{func.name}>:")
         label = _labeler(obj, func.section)
         last_line = None
-        local_labels = {sym.value // 8: sym.name for sym in obj.image.symbols_in(func.section, ("NOTYPE",))
-                        if sym.name and sym.value // 8 != func.start}
+        local_labels = {
+            sym.value // 8: sym.name
+            for sym in obj.image.symbols_in(func.section, ("NOTYPE",))
+            if sym.name and sym.value // 8 != func.start
+        }
         for insn in func.insns:
             if insn.pc in local_labels:  # llvm-objdump starts a new block at every label
                 out += ["", f"{insn.pc * 8:016x} <{local_labels[insn.pc]}>:"]
@@ -162,9 +201,21 @@ def objdump_text(obj, functions, lines: bool = False) -> str:
 
 
 #: llvm-objdump's names of CO-RE relocation kinds (libbpf's enum bpf_core_relo_kind order).
-CORE_KIND_SYNTAX = ("byte_off", "byte_sz", "field_exists", "signed", "lshift_u64", "rshift_u64",
-                    "local_type_id", "target_type_id", "type_exists", "type_size",
-                    "enumval_exists", "enumval_value", "type_matches")
+CORE_KIND_SYNTAX = (
+    "byte_off",
+    "byte_sz",
+    "field_exists",
+    "signed",
+    "lshift_u64",
+    "rshift_u64",
+    "local_type_id",
+    "target_type_id",
+    "type_exists",
+    "type_size",
+    "enumval_exists",
+    "enumval_value",
+    "type_matches",
+)
 
 
 def core_relo_text(btf: Btf, relo: CoreRelo) -> str:
@@ -202,8 +253,11 @@ def _reloc_type(type_id: int) -> str:
 def _labeler(obj, section: str) -> Callable[[int], str]:
     """`<name+0xbytes>` for a jump target, as llvm-objdump labels it: the nearest named
     symbol at or before the target (functions, and the `LBB*` labels some objects keep)."""
-    starts = sorted((sym.value // 8, sym.type != "FUNC", sym.name)
-                    for sym in obj.image.symbols_in(section, ("FUNC", "NOTYPE")) if sym.name)
+    starts = sorted(
+        (sym.value // 8, sym.type != "FUNC", sym.name)
+        for sym in obj.image.symbols_in(section, ("FUNC", "NOTYPE"))
+        if sym.name
+    )
 
     def label(target: int) -> str:
         name, base = section, 0

@@ -32,10 +32,38 @@ from .opcodes import INSN_SIZE, MAX_PROG_INSNS, CallSrc, Reloc
 XDP_SECTION_PREFIXES = ("xdp.frags/", "xdp.frags", "xdp/", "xdp_", "xdp")
 #: Section prefixes libbpf gives to other program types (the analyzer refuses those).
 NON_XDP_SECTION_PREFIXES = (
-    "fentry", "fexit", "fmod_ret", "kprobe", "kretprobe", "uprobe", "uretprobe", "ksyscall", "tracepoint",
-    "tp/", "tp_btf", "raw_tp", "raw_tracepoint", "tc", "classifier", "action", "socket", "sk_", "sockops",
-    "cgroup", "lsm", "struct_ops", "perf_event", "iter", "syscall", "freplace", "lwt", "flow_dissector",
-    "netfilter", "netkit", "usdt")
+    "fentry",
+    "fexit",
+    "fmod_ret",
+    "kprobe",
+    "kretprobe",
+    "uprobe",
+    "uretprobe",
+    "ksyscall",
+    "tracepoint",
+    "tp/",
+    "tp_btf",
+    "raw_tp",
+    "raw_tracepoint",
+    "tc",
+    "classifier",
+    "action",
+    "socket",
+    "sk_",
+    "sockops",
+    "cgroup",
+    "lsm",
+    "struct_ops",
+    "perf_event",
+    "iter",
+    "syscall",
+    "freplace",
+    "lwt",
+    "flow_dissector",
+    "netfilter",
+    "netkit",
+    "usdt",
+)
 
 FunctionKey = tuple[str, int]  # (section, start slot)
 
@@ -123,13 +151,18 @@ class BpfObject:
         if name is None:
             if len(self.programs) == 1:
                 return self.programs[0]
-            raise LiftError(f"{len(self.programs)} programs; choose one with --program: "
-                            + ", ".join(p.name for p in self.programs), file=self.path)
+            raise LiftError(
+                f"{len(self.programs)} programs; choose one with --program: "
+                + ", ".join(p.name for p in self.programs),
+                file=self.path,
+            )
         for prog in self.programs:
             if name in (prog.name, f"{prog.section}/{prog.name}"):
                 return prog
-        raise LiftError(f"no program named {name!r}; programs: "
-                        + ", ".join(p.name for p in self.programs) or "none", file=self.path)
+        raise LiftError(
+            f"no program named {name!r}; programs: " + ", ".join(p.name for p in self.programs) or "none",
+            file=self.path,
+        )
 
     def map(self, name: str) -> MapDef | None:
         return next((m for m in self.maps if m.name == name), None)
@@ -207,16 +240,17 @@ def _lift(image: ElfImage) -> BpfObject:
     version_sec = image.section("version")
     version = int.from_bytes(version_sec.data[:4], "little") if version_sec and version_sec.size >= 4 else None
     lines = {sec: sorted(recs, key=lambda r: r.insn) for sec, recs in (btf_ext.line_info.items() if btf_ext else ())}
-    return BpfObject(image.path, image, license_text, programs, functions, maps, btf, btf_ext,
-                     version, lines)
+    return BpfObject(image.path, image, license_text, programs, functions, maps, btf, btf_ext, version, lines)
 
 
 def _section_functions(image: ElfImage, section: Section, maps: list[MapDef]) -> list[Function]:
     """Split a code section into functions by its FUNC symbols, decode and relocate them."""
     if section.size // INSN_SIZE > MAX_PROG_INSNS:
-        raise LiftError(f"{section.size // INSN_SIZE} instructions; the kernel loads at most "
-                        f"{MAX_PROG_INSNS} in a program", section=section.name,
-                        program=_func_symbol_at(image, section.name, 0))
+        raise LiftError(
+            f"{section.size // INSN_SIZE} instructions; the kernel loads at most {MAX_PROG_INSNS} in a program",
+            section=section.name,
+            program=_func_symbol_at(image, section.name, 0),
+        )
     try:
         insns = decode(section.data)
     except LiftError as err:
@@ -230,8 +264,9 @@ def _section_functions(image: ElfImage, section: Section, maps: list[MapDef]) ->
     bounds: list[tuple[str, int, bool]] = []  # (name, start, is_program)
     for sym in symbols:
         if sym.value % INSN_SIZE:
-            raise LiftError(f"function {sym.name} starts at byte {sym.value}, not on an instruction",
-                            section=section.name)
+            raise LiftError(
+                f"function {sym.name} starts at byte {sym.value}, not on an instruction", section=section.name
+            )
         bounds.append((sym.name, sym.value // INSN_SIZE, is_program_section))
     if not bounds or bounds[0][1] != 0:
         # Code before the first FUNC symbol (or no symbols at all): one function named after
@@ -245,8 +280,7 @@ def _section_functions(image: ElfImage, section: Section, maps: list[MapDef]) ->
             raise LiftError(f"function {name} overlaps the next one", section=section.name)
         body = [i for i in insns if start <= i.pc < end]
         if not body or body[0].pc != start or body[-1].pc + slots(body[-1]) > end:
-            raise LiftError(f"function {name} does not start or end on an instruction boundary",
-                            section=section.name)
+            raise LiftError(f"function {name} does not start or end on an instruction boundary", section=section.name)
         funcs.append(Function(name, section.name, start, end, body, is_program))
     return funcs
 
@@ -296,21 +330,20 @@ def _apply_relocation(image: ElfImage, insn: Insn, rel: Relocation, maps: list[M
             return dataclasses.replace(insn, ref=FuncRef(sym.section, byte // INSN_SIZE))
         found = relocation_map(maps, rel)
         if found is None:
-            raise LiftError(f"R_BPF_64_64 against {sym.name} in section {sym.section}, "
-                            "which is neither a map nor code")
+            raise LiftError(f"R_BPF_64_64 against {sym.name} in section {sym.section}, which is neither a map nor code")
         mdef, base = found
         if base is None:
             return dataclasses.replace(insn, ref=MapRef(mdef.name))
         # REL semantics, as libbpf applies them: symbol value + the imm already in the insn.
         offset = base + _s32(insn.value & 0xFFFFFFFF)
         if not 0 <= offset <= (mdef.value_size or 0):
-            raise LiftError(f"R_BPF_64_64 against {sym.name} points at byte {offset} of {mdef.name}, "
-                            f"which has {mdef.value_size}")
+            raise LiftError(
+                f"R_BPF_64_64 against {sym.name} points at byte {offset} of {mdef.name}, which has {mdef.value_size}"
+            )
         return dataclasses.replace(insn, ref=MapRef(mdef.name, offset))
     if rel.type == Reloc.R_BPF_64_32:
         if not isinstance(insn, Call) or insn.kind is CallSrc.HELPER:
-            raise LiftError(f"R_BPF_64_32 against {sym.name} on an instruction that is not a "
-                            "bpf-to-bpf or kfunc call")
+            raise LiftError(f"R_BPF_64_32 against {sym.name} on an instruction that is not a bpf-to-bpf or kfunc call")
         if sym.section is None:  # kfunc (extern)
             return dataclasses.replace(insn, symbol=sym.name)
         if insn.kind is CallSrc.KFUNC:
@@ -320,10 +353,8 @@ def _apply_relocation(image: ElfImage, insn: Insn, rel: Relocation, maps: list[M
             raise LiftError(f"call relocation against {sym.name}, which is not in a code section")
         if sym.value % INSN_SIZE:
             raise LiftError(f"call target {sym.name} is not on an instruction")
-        return dataclasses.replace(insn, callee=(sym.section, sym.value // INSN_SIZE + insn.imm + 1),
-                                   symbol=sym.name)
-    raise LiftError(f"relocation type {rel.type} ({_reloc_name(rel.type)}) against {sym.name} "
-                    "is not valid in code")
+        return dataclasses.replace(insn, callee=(sym.section, sym.value // INSN_SIZE + insn.imm + 1), symbol=sym.name)
+    raise LiftError(f"relocation type {rel.type} ({_reloc_name(rel.type)}) against {sym.name} is not valid in code")
 
 
 def _reloc_name(type_id: int) -> str:
@@ -343,8 +374,9 @@ def _check_callees(func: Function, functions: dict[FunctionKey, Function]) -> No
             section, start = callee
             inside = next((f for f in functions.values() if f.section == section and f.start < start < f.end), None)
             what = f"the middle of function {inside.name}" if inside else "no function"
-            raise LiftError(f"{kind} target {section}+{start} is {what}", section=func.section,
-                            program=func.name, insn=pc)
+            raise LiftError(
+                f"{kind} target {section}+{start} is {what}", section=func.section, program=func.name, insn=pc
+            )
 
 
 def _program(entry: Function, functions: dict[FunctionKey, Function]) -> Program:

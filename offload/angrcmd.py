@@ -11,17 +11,25 @@ import argparse
 import json
 import sys
 
-from lifter.errors import LiftError
-from lifter.program import load_object
 from analyzer import kernel
 from analyzer.report import SCHEMA, angr_analysis_json, render_text
+from lifter.errors import LiftError
+from lifter.program import load_object
 from offload.programs import EGRESS_SECTIONS
 
+
 def add_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=("z3", "angr"), default="z3",
-                   help="symbolic engine: z3 (default) or angr (needs the 'angr' extra)")
-    p.add_argument("--cross-check", action="store_true",
-                   help="run both engines and compare them on every path's model; exit 1 on a disagreement")
+    p.add_argument(
+        "--engine",
+        choices=("z3", "angr"),
+        default="z3",
+        help="symbolic engine: z3 (default) or angr (needs the 'angr' extra)",
+    )
+    p.add_argument(
+        "--cross-check",
+        action="store_true",
+        help="run both engines and compare them on every path's model; exit 1 on a disagreement",
+    )
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -55,13 +63,13 @@ def analyze(args: argparse.Namespace, programs, options) -> int:
         else:
             sys.stdout.write(render_text(doc))
     if args.json:
-        print(json.dumps(docs[0] if len(docs) == 1 else {"schema": SCHEMA + "+list", "programs": docs},
-                         indent=2))
+        print(json.dumps(docs[0] if len(docs) == 1 else {"schema": SCHEMA + "+list", "programs": docs}, indent=2))
     return 0
 
 
 def _cross_check(obj, programs, options, engine) -> int:
     from analyzer.crosscheck import cross_check
+
     disagreements = 0
     for prog in programs:
         try:
@@ -71,9 +79,11 @@ def _cross_check(obj, programs, options, engine) -> int:
         r = check.report
         if r.disagreements:
             confirm(check, obj, prog)
-        print(f"{obj.path}: program {prog.name}: z3 {r.z3_paths} paths ({r.z3_seconds:.2f} s), angr "
-              f"{r.angr_paths} paths ({r.angr_seconds:.2f} s); compared {r.z3_compared} z3 witnesses and "
-              f"{r.angr_compared} angr models: {len(r.disagreements)} disagreements")
+        print(
+            f"{obj.path}: program {prog.name}: z3 {r.z3_paths} paths ({r.z3_seconds:.2f} s), angr "
+            f"{r.angr_paths} paths ({r.angr_seconds:.2f} s); compared {r.z3_compared} z3 witnesses and "
+            f"{r.angr_compared} angr models: {len(r.disagreements)} disagreements"
+        )
         for eng, path, why in r.skipped:
             print(f"  {eng} path #{path} not compared: {why}")
         for d in r.disagreements:

@@ -80,10 +80,21 @@ class Finding:
 
     def json(self) -> dict:
         row = self.reason.row
-        return {"fingerprint": self.fingerprint, "new": self.new, "target": self.target, "file": self.file,
-                "program": self.program, "path": self.path, "verdict": self.verdict, "code": row.code,
-                "rule": row.rule, "level": row.level, "detail": self.reason.detail, "fields": self.fields,
-                "location": self.location}
+        return {
+            "fingerprint": self.fingerprint,
+            "new": self.new,
+            "target": self.target,
+            "file": self.file,
+            "program": self.program,
+            "path": self.path,
+            "verdict": self.verdict,
+            "code": row.code,
+            "rule": row.rule,
+            "level": row.level,
+            "detail": self.reason.detail,
+            "fields": self.fields,
+            "location": self.location,
+        }
 
 
 @dataclass
@@ -151,15 +162,22 @@ def ebpf_findings(obj: BpfObject, prog: Program, t: Target) -> list[tuple[str, i
                 if kind not in t.map_types:
                     out.append((func.section, insn.pc, Reason("target-unsupported", f"map {m.name} of type {kind}")))
                 elif m.flags:
-                    out.append((func.section, insn.pc,
-                                Reason("target-unsupported", f"map {m.name} with flags {m.flags:#x}")))
+                    out.append(
+                        (func.section, insn.pc, Reason("target-unsupported", f"map {m.name} with flags {m.flags:#x}"))
+                    )
     if t.max_insns is not None and prog.insn_count > t.max_insns:
-        out.append((prog.section, prog.entry.start,
-                    Reason("target-unsupported", f"{prog.insn_count} instructions (limit {t.max_insns})")))
+        out.append(
+            (
+                prog.section,
+                prog.entry.start,
+                Reason("target-unsupported", f"{prog.insn_count} instructions (limit {t.max_insns})"),
+            )
+        )
     return out
 
 
 # --- one object ----------------------------------------------------------------------------------
+
 
 def decided_at(path) -> tuple[str, int]:
     """Where a path's verdict is decided: the branch at the highest address before its exit,
@@ -191,8 +209,16 @@ def kernel_verdict(path: str, program: str) -> dict:
         return {"loads": False, "message": str(err).splitlines()[0]}
 
 
-def check_object(path: str, report: Report, options: Options, program: str | None, assume: tuple,
-                 max_rules: int, frames: list[bytes] | None = None, kernel_verify: bool = False) -> None:
+def check_object(
+    path: str,
+    report: Report,
+    options: Options,
+    program: str | None,
+    assume: tuple,
+    max_rules: int,
+    frames: list[bytes] | None = None,
+    kernel_verify: bool = False,
+) -> None:
     obj = load_object(path)
     for prog in device_programs(obj, program, per_program_output=True):  # a report per program
         try:
@@ -208,13 +234,25 @@ def check_object(path: str, report: Report, options: Options, program: str | Non
         decoder = Decoder(e.environment())
         fields = {p.id: decoder.render(e.condition(p)) for p in e.paths}
         counts = summary(fates)
-        report.programs.append({
-            "file": str(obj.path), "program": prog.name, "section": prog.section,
-            "summary": {"verdicts": counts, "lines": summary_lines(counts)},
-            "paths": [{"id": f.path, "verdict": f.verdict, "offloaded": f.offloaded,
-                       "code": f.reason.code if f.reason else None,
-                       "detail": f.reason.detail if f.reason else None, "fields": fields[f.path]}
-                      for f in fates]})
+        report.programs.append(
+            {
+                "file": str(obj.path),
+                "program": prog.name,
+                "section": prog.section,
+                "summary": {"verdicts": counts, "lines": summary_lines(counts)},
+                "paths": [
+                    {
+                        "id": f.path,
+                        "verdict": f.verdict,
+                        "offloaded": f.offloaded,
+                        "code": f.reason.code if f.reason else None,
+                        "detail": f.reason.detail if f.reason else None,
+                        "fields": fields[f.path],
+                    }
+                    for f in fates
+                ],
+            }
+        )
         if kernel_verify:
             report.programs[-1]["kernel"] = kernel_verdict(str(obj.path), prog.name)
         if frames is not None:
@@ -222,8 +260,9 @@ def check_object(path: str, report: Report, options: Options, program: str | Non
         for t in report.targets:
             if t.kind == "ebpf":
                 for section, pc, reason in ebpf_findings(obj, prog, t):
-                    report.findings.append(Finding(t.name, str(obj.path), prog.name, None, None, reason, None,
-                                                   location(obj, section, pc)))
+                    report.findings.append(
+                        Finding(t.name, str(obj.path), prog.name, None, None, reason, None, location(obj, section, pc))
+                    )
                 continue
             bad = {i: why for i, r in enumerate(rs.rules) if (why := unsupported(r, t))}
             limit = t.max_rules
@@ -241,17 +280,36 @@ def check_object(path: str, report: Report, options: Options, program: str | Non
                     continue
                 else:
                     reason = f.reason
-                report.findings.append(Finding(t.name, str(obj.path), prog.name, f.path, f.verdict, reason,
-                                               fields[f.path], location(obj, *decided_at(p))))
+                report.findings.append(
+                    Finding(
+                        t.name,
+                        str(obj.path),
+                        prog.name,
+                        f.path,
+                        f.verdict,
+                        reason,
+                        fields[f.path],
+                        location(obj, *decided_at(p)),
+                    )
+                )
 
 
 # --- fingerprints and baseline -------------------------------------------------------------------
 
+
 def fingerprint(f: Finding) -> str:
     """Stable across rebuilds and line moves: no path id, pc or line number."""
     where = (f.location or {}).get("text") or ""
-    parts = [os.path.basename(f.file), f.program, f.target, f.reason.code, f.reason.detail, f.verdict or "",
-             os.path.basename((f.location or {}).get("file") or ""), where]
+    parts = [
+        os.path.basename(f.file),
+        f.program,
+        f.target,
+        f.reason.code,
+        f.reason.detail,
+        f.verdict or "",
+        os.path.basename((f.location or {}).get("file") or ""),
+        where,
+    ]
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
 
 
@@ -280,12 +338,15 @@ def baseline_fingerprints(path: str) -> set[str]:
 def gated(f: Finding, fail_on: set[str]) -> bool:
     if "any" in fail_on:
         return True
-    return (("software-drop" in fail_on and f.verdict in ("DROP", "ABORTED"))
-            or ("unknown" in fail_on and f.reason.code == "unknown")
-            or ("target-unsupported" in fail_on and f.reason.code == "target-unsupported"))
+    return (
+        ("software-drop" in fail_on and f.verdict in ("DROP", "ABORTED"))
+        or ("unknown" in fail_on and f.reason.code == "unknown")
+        or ("target-unsupported" in fail_on and f.reason.code == "target-unsupported")
+    )
 
 
 # --- output --------------------------------------------------------------------------------------
+
 
 def _rel(file: str) -> str:
     try:
@@ -310,59 +371,99 @@ def text(report: Report, failed: bool, fail_on: list[str]) -> str:
         loc = f.location
         where = f"{_rel(loc['file'])}:{loc['line']}:{loc['col']}" if loc else f"{f.file}: {f.program}"
         what = f"path {f.path} {f.verdict}" if f.path is not None else f"program {f.program}"
-        out.append(f"{where}: {row.level} {row.rule} {row.code} [{f.target}] {what}: {f.reason.detail or row.text}"
-                   + ("" if f.new else " (in baseline)"))
+        out.append(
+            f"{where}: {row.level} {row.rule} {row.code} [{f.target}] {what}: {f.reason.detail or row.text}"
+            + ("" if f.new else " (in baseline)")
+        )
         if f.fields:
             out.append(f"    when {f.fields}")
     new = sum(1 for f in report.findings if f.new)
-    out.append(f"\n{len(report.findings)} findings ({new} new) on targets "
-               f"{', '.join(t.name for t in report.targets)}; --fail-on {','.join(fail_on)}: "
-               f"{'FAIL' if failed else 'ok'}")
+    out.append(
+        f"\n{len(report.findings)} findings ({new} new) on targets "
+        f"{', '.join(t.name for t in report.targets)}; --fail-on {','.join(fail_on)}: "
+        f"{'FAIL' if failed else 'ok'}"
+    )
     return "\n".join(out) + "\n"
 
 
 def json_doc(report: Report, failed: bool, fail_on: list[str], baseline: str | None) -> dict:
-    return {"schema": SCHEMA, "version": _version(), "targets": [t.name for t in report.targets],
-            "fail_on": fail_on, "baseline": baseline, "failed": failed, "programs": report.programs,
-            "findings": [f.json() for f in report.findings]}
+    return {
+        "schema": SCHEMA,
+        "version": _version(),
+        "targets": [t.name for t in report.targets],
+        "fail_on": fail_on,
+        "baseline": baseline,
+        "failed": failed,
+        "programs": report.programs,
+        "findings": [f.json() for f in report.findings],
+    }
 
 
 def sarif(report: Report) -> dict:
     """SARIF 2.1.0: one run, one rule per reason code, results located on the C source."""
     codes = list(REASONS)
-    rules = [{"id": r.rule, "name": "".join(w.capitalize() for w in r.code.split("-")),
-              "shortDescription": {"text": r.code}, "fullDescription": {"text": r.text},
-              "defaultConfiguration": {"level": r.level},
-              "help": {"text": f"{r.code}: {r.text}. See the xdp2tc README, 'Reason codes'."}}
-             for r in REASONS.values()]
+    rules = [
+        {
+            "id": r.rule,
+            "name": "".join(w.capitalize() for w in r.code.split("-")),
+            "shortDescription": {"text": r.code},
+            "fullDescription": {"text": r.text},
+            "defaultConfiguration": {"level": r.level},
+            "help": {"text": f"{r.code}: {r.text}. See the xdp2tc README, 'Reason codes'."},
+        }
+        for r in REASONS.values()
+    ]
     results = []
     for f in report.findings:
         row = f.reason.row
         loc = f.location
         if loc:
-            physical = {"artifactLocation": _artifact(loc["file"]),
-                        "region": {"startLine": loc["line"], "startColumn": loc["col"],
-                                   **({"snippet": {"text": loc["text"]}} if loc["text"] else {})}}
+            physical = {
+                "artifactLocation": _artifact(loc["file"]),
+                "region": {
+                    "startLine": loc["line"],
+                    "startColumn": loc["col"],
+                    **({"snippet": {"text": loc["text"]}} if loc["text"] else {}),
+                },
+            }
         else:
             physical = {"artifactLocation": _artifact(f.file)}
         what = f"path {f.path} ({f.verdict})" if f.path is not None else f"program {f.program}"
         message = f"[{f.target}] {f.program}: {what} stays in software: {row.code}: {f.reason.detail or row.text}"
         if f.fields:
             message += f". Taken when {f.fields}"
-        results.append({
-            "ruleId": row.rule, "ruleIndex": codes.index(row.code), "level": row.level,
-            "message": {"text": message},
-            "locations": [{"physicalLocation": physical,
-                           "logicalLocations": [{"name": f.program, "kind": "function"}]}],
-            "partialFingerprints": {"xdp2tc/v1": f.fingerprint},
-            "baselineState": "new" if f.new else "unchanged",
-            "properties": {"target": f.target, "object": f.file, "program": f.program, "path": f.path,
-                           "verdict": f.verdict, "code": row.code}})
-    return {"$schema": SARIF_SCHEMA, "version": "2.1.0",
-            "runs": [{"tool": {"driver": {"name": "xdp2tc", "version": _version(),
-                                          "rules": rules}},
-                      "originalUriBaseIds": {"SRCROOT": {"uri": FsPath.cwd().as_uri() + "/"}},
-                      "results": results}]}
+        results.append(
+            {
+                "ruleId": row.rule,
+                "ruleIndex": codes.index(row.code),
+                "level": row.level,
+                "message": {"text": message},
+                "locations": [
+                    {"physicalLocation": physical, "logicalLocations": [{"name": f.program, "kind": "function"}]}
+                ],
+                "partialFingerprints": {"xdp2tc/v1": f.fingerprint},
+                "baselineState": "new" if f.new else "unchanged",
+                "properties": {
+                    "target": f.target,
+                    "object": f.file,
+                    "program": f.program,
+                    "path": f.path,
+                    "verdict": f.verdict,
+                    "code": row.code,
+                },
+            }
+        )
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "xdp2tc", "version": _version(), "rules": rules}},
+                "originalUriBaseIds": {"SRCROOT": {"uri": FsPath.cwd().as_uri() + "/"}},
+                "results": results,
+            }
+        ],
+    }
 
 
 def _artifact(file: str) -> dict:
@@ -380,6 +481,7 @@ def _version() -> str:
 
 
 # --- the command ---------------------------------------------------------------------------------
+
 
 def _list(values: list[str], known, what: str) -> list[str]:
     out = []
@@ -401,12 +503,14 @@ def run(args) -> int:
             raise LiftError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
     baseline = baseline_fingerprints(args.baseline) if args.baseline else None
     frames = traffic.read_capture(args.pcap) if args.pcap else None
-    options = Options(max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns,
-                      max_paths=args.max_paths)
+    options = Options(
+        max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns, max_paths=args.max_paths
+    )
     report = Report(targets)
     for path in args.files:
-        check_object(path, report, options, args.program, tuple(args.assume), args.max_rules, frames,
-                     args.kernel_verify)
+        check_object(
+            path, report, options, args.program, tuple(args.assume), args.max_rules, frames, args.kernel_verify
+        )
     assign_fingerprints(report.findings)
     for f in report.findings:
         f.new = baseline is None or f.fingerprint not in baseline
@@ -425,29 +529,58 @@ def run(args) -> int:
 
 
 def add_parser(sub, exploration_flags) -> None:
-    p = sub.add_parser("check", help="CI gate: every path offloaded, passed or explained; per target; "
-                       "text, JSON or SARIF")
+    p = sub.add_parser(
+        "check", help="CI gate: every path offloaded, passed or explained; per target; text, JSON or SARIF"
+    )
     p.add_argument("files", nargs="+", metavar="FILE.o")
     exploration_flags(p)
-    p.add_argument("--target", "-t", action="append", metavar="NAME[,NAME]",
-                   help=f"offload target(s), repeatable: {', '.join(TARGETS)} (default: {', '.join(DEFAULT_TARGETS)})")
-    p.add_argument("--format", "-f", choices=("text", "json", "sarif"), default="text",
-                   help=f"text (default), JSON (schema {SCHEMA}) or SARIF 2.1.0")
+    p.add_argument(
+        "--target",
+        "-t",
+        action="append",
+        metavar="NAME[,NAME]",
+        help=f"offload target(s), repeatable: {', '.join(TARGETS)} (default: {', '.join(DEFAULT_TARGETS)})",
+    )
+    p.add_argument(
+        "--format",
+        "-f",
+        choices=("text", "json", "sarif"),
+        default="text",
+        help=f"text (default), JSON (schema {SCHEMA}) or SARIF 2.1.0",
+    )
     p.add_argument("--output", "-o", metavar="FILE", help="write the report here instead of stdout")
-    p.add_argument("--fail-on", action="append", metavar="WHAT[,WHAT]",
-                   help="exit 1 when a new finding is one of: software-drop (a DROP/ABORTED path stays "
-                   "in software), unknown, target-unsupported, any (default: any)")
-    p.add_argument("--baseline", metavar="PREVIOUS.json",
-                   help="a previous check report (json or sarif): only findings not in it count")
+    p.add_argument(
+        "--fail-on",
+        action="append",
+        metavar="WHAT[,WHAT]",
+        help="exit 1 when a new finding is one of: software-drop (a DROP/ABORTED path stays "
+        "in software), unknown, target-unsupported, any (default: any)",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="PREVIOUS.json",
+        help="a previous check report (json or sarif): only findings not in it count",
+    )
     p.add_argument("--max-rules", type=int, default=512, help="filters the NIC holds (default 512)")
-    p.add_argument("--kernel-verify", action="store_true",
-                   help="also load each program into the running kernel and report the verifier's "
-                   "verdict beside xdp2tc's (needs root; without it the report says so)")
-    p.add_argument("--pcap", metavar="FILE", help="a capture (pcap or pcapng, Ethernet): report the share "
-                   "of packets and bytes the NIC would handle, per filter, and the busiest software paths")
-    p.add_argument("--assume", action="append", default=[],
-                   choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
-                   help="prove under this assumption too (as for `rules`)")
+    p.add_argument(
+        "--kernel-verify",
+        action="store_true",
+        help="also load each program into the running kernel and report the verifier's "
+        "verdict beside xdp2tc's (needs root; without it the report says so)",
+    )
+    p.add_argument(
+        "--pcap",
+        metavar="FILE",
+        help="a capture (pcap or pcapng, Ethernet): report the share "
+        "of packets and bytes the NIC would handle, per filter, and the busiest software paths",
+    )
+    p.add_argument(
+        "--assume",
+        action="append",
+        default=[],
+        choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
+        help="prove under this assumption too (as for `rules`)",
+    )
 
 
 COMMANDS = {"check": run}

@@ -18,18 +18,21 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+from analyzer import kernel
+from analyzer.explore import ExplorationError, Options, explore
+from analyzer.report import SCHEMA, analysis_json, analysis_text
+from analyzer.verify import verify
 from lifter.errors import EXIT_BAD_INPUT, LiftError
 from lifter.printer import format_insn, objdump_text
 from lifter.program import BpfObject, Program, load_object
-from analyzer.explore import ExplorationError, Options, explore
-from analyzer import kernel
-from analyzer.report import SCHEMA, analysis_json, analysis_text
-from analyzer.verify import verify
-from offload import check, costcmd  # check: the CI gate (issue 11); cost model (issue 5)
+from offload import (  # check: the CI gate (issue 11); cost model (issue 5)
+    angrcmd,  # angr engine and cross-check (issue 16)
+    check,
+    costcmd,
+    flowercheck,  # rules --check-flower (issue 13)
+)
 from offload.options import OneLineParser, at_least, ifname_pair, interface_name
 from offload.programs import EGRESS_SECTIONS, device_programs
-from offload import flowercheck  # rules --check-flower (issue 13)
-from offload import angrcmd  # angr engine and cross-check (issue 16)
 from rules import output as rules_output
 from rules import ruleset
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, MIN_FRAME
@@ -40,18 +43,23 @@ def _info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info_json(obj), indent=2))
         return 0
-    print(f"{obj.path}: BPF object, license {obj.license or '(none)'}, "
-          f"BTF {'yes' if obj.btf else 'no'}, line info {'yes' if obj.btf_ext else 'no'}")
+    print(
+        f"{obj.path}: BPF object, license {obj.license or '(none)'}, "
+        f"BTF {'yes' if obj.btf else 'no'}, line info {'yes' if obj.btf_ext else 'no'}"
+    )
     print(f"\nprograms ({len(obj.programs)}):")
     print(f"  {'name':<24} {'section':<20} {'attach':<10} {'insns':>6} {'total':>6}  subprograms")
     for prog in obj.programs:
         subs = ", ".join(f.name for f in prog.functions[1:]) or "-"
-        print(f"  {prog.name:<24} {prog.section:<20} {prog.attach:<10} {prog.entry.size:>6} "
-              f"{prog.insn_count:>6}  {subs}")
+        print(
+            f"  {prog.name:<24} {prog.section:<20} {prog.attach:<10} {prog.entry.size:>6} {prog.insn_count:>6}  {subs}"
+        )
     subprogs = [f for f in obj.functions.values() if not f.is_program]
     if subprogs:
-        print(f"\nsubprograms ({len(subprogs)}): "
-              + ", ".join(f"{f.name} ({f.section}, {f.size} insns)" for f in subprogs))
+        print(
+            f"\nsubprograms ({len(subprogs)}): "
+            + ", ".join(f"{f.name} ({f.section}, {f.size} insns)" for f in subprogs)
+        )
     real_maps = [m for m in obj.maps if m.origin != "global"]
     print(f"\nmaps ({len(real_maps)}):")
     print(f"  {'name':<24} {'type':<18} {'key':>5} {'value':>6} {'max':>8} {'flags':>7}  origin  key/value types")
@@ -60,15 +68,17 @@ def _info(args: argparse.Namespace) -> int:
         extra = ""
         if m.static_values:
             extra = "  slots: " + ", ".join(f"[{k}]={v}" for k, v in sorted(m.static_values.items()))
-        print(f"  {m.name:<24} {_opt(m.type and m.type.name):<18} {_opt(m.key_size):>5} "
-              f"{_opt(m.value_size):>6} {_opt(m.max_entries):>8} {m.flags:>#7x}  {m.origin:<7} {types}{extra}")
+        print(
+            f"  {m.name:<24} {_opt(m.type and m.type.name):<18} {_opt(m.key_size):>5} "
+            f"{_opt(m.value_size):>6} {_opt(m.max_entries):>8} {m.flags:>#7x}  {m.origin:<7} {types}{extra}"
+        )
     globals_ = [m for m in obj.maps if m.origin == "global"]
     print(f"\nglobals ({len(globals_)} sections):")
     for m in globals_:
         ro = "read-only" if m.read_only else "writable"
         print(f"  {m.name} ({m.value_size} bytes, {ro})")
         for var in m.variables:
-            init = m.initial[var.offset:var.offset + var.size].hex() if m.initial else ""
+            init = m.initial[var.offset : var.offset + var.size].hex() if m.initial else ""
             print(f"    {var.name:<22} +{var.offset:<5} {var.size:>3} bytes  {var.type or '?':<18} = {init or '0'}")
     print(f"\nsource files: {', '.join(obj.source_files) or '(no line info)'}")
     return 0
@@ -86,18 +96,33 @@ def info_json(obj: BpfObject) -> dict:
         "license": obj.license,
         "btf": obj.btf is not None,
         "programs": [
-            {"name": p.name, "section": p.section, "attach": p.attach, "insns": p.entry.size,
-             "total_insns": p.insn_count, "subprograms": [f.name for f in p.functions[1:]]}
+            {
+                "name": p.name,
+                "section": p.section,
+                "attach": p.attach,
+                "insns": p.entry.size,
+                "total_insns": p.insn_count,
+                "subprograms": [f.name for f in p.functions[1:]],
+            }
             for p in obj.programs
         ],
         "maps": [
-            {"name": m.name, "section": m.section, "origin": m.origin,
-             "type": m.type.name if m.type else None, "key_size": m.key_size,
-             "value_size": m.value_size, "max_entries": m.max_entries, "flags": m.flags,
-             "key_type": m.key_type, "value_type": m.value_type,
-             "static_values": {str(k): v for k, v in sorted(m.static_values.items())},
-             "variables": [{"name": v.name, "offset": v.offset, "size": v.size, "type": v.type}
-                           for v in m.variables]}
+            {
+                "name": m.name,
+                "section": m.section,
+                "origin": m.origin,
+                "type": m.type.name if m.type else None,
+                "key_size": m.key_size,
+                "value_size": m.value_size,
+                "max_entries": m.max_entries,
+                "flags": m.flags,
+                "key_type": m.key_type,
+                "value_type": m.value_type,
+                "static_values": {str(k): v for k, v in sorted(m.static_values.items())},
+                "variables": [
+                    {"name": v.name, "offset": v.offset, "size": v.size, "type": v.type} for v in m.variables
+                ],
+            }
             for m in obj.maps
         ],
         "source_files": obj.source_files,
@@ -137,22 +162,34 @@ def cfg_json(obj: BpfObject, prog: Program) -> dict:
     functions = []
     for func in prog.functions:
         cfg = func.cfg
-        functions.append({
-            "name": func.name, "section": func.section, "start": func.start, "end": func.end,
-            "entry": cfg.entry, "exits": cfg.exits,
-            "blocks": [{"start": b.start, "end": b.end,
-                        "insns": [{"pc": i.pc, "text": format_insn(i)} for i in b.insns]}
-                       for b in sorted(cfg.blocks.values(), key=lambda b: b.start)],
-            "edges": [{"from": a, "to": b, "kind": d["kind"]} for a, b, d in sorted(cfg.graph.edges(data=True))],
-            "back_edges": [list(e) for e in cfg.back_edges],
-            "loops": [{"header": lp.header, "latch": lp.latch, "body": sorted(lp.body)} for lp in cfg.loops],
-            "irreducible": [list(e) for e in cfg.irreducible],
-            "unreachable": cfg.unreachable,
-        })
+        functions.append(
+            {
+                "name": func.name,
+                "section": func.section,
+                "start": func.start,
+                "end": func.end,
+                "entry": cfg.entry,
+                "exits": cfg.exits,
+                "blocks": [
+                    {"start": b.start, "end": b.end, "insns": [{"pc": i.pc, "text": format_insn(i)} for i in b.insns]}
+                    for b in sorted(cfg.blocks.values(), key=lambda b: b.start)
+                ],
+                "edges": [{"from": a, "to": b, "kind": d["kind"]} for a, b, d in sorted(cfg.graph.edges(data=True))],
+                "back_edges": [list(e) for e in cfg.back_edges],
+                "loops": [{"header": lp.header, "latch": lp.latch, "body": sorted(lp.body)} for lp in cfg.loops],
+                "irreducible": [list(e) for e in cfg.irreducible],
+                "unreachable": cfg.unreachable,
+            }
+        )
     names = {f.key: f.name for f in obj.functions.values()}
     calls = [{"from": names[a], "to": names[b], "kind": d["kind"]} for a, b, d in prog.call_graph.edges(data=True)]
-    return {"schema": "xdp2tc.cfg/1", "file": obj.path, "program": prog.name,
-            "functions": functions, "call_graph": calls}
+    return {
+        "schema": "xdp2tc.cfg/1",
+        "file": obj.path,
+        "program": prog.name,
+        "functions": functions,
+        "call_graph": calls,
+    }
 
 
 def cfg_dot(obj: BpfObject, prog: Program) -> str:
@@ -170,12 +207,12 @@ def cfg_dot(obj: BpfObject, prog: Program) -> str:
             lines.append(f'  "{func.name}:{a}" -> "{func.name}:{b}" [{style[d["kind"]]}{back}];')
         for pc, callee, kind in func.callees():
             target = obj.functions[callee]
-            lines.append(f'  "{func.name}:{func.cfg.block_of(pc).start}" -> "{target.name}:{target.start}" '
-                         f'[style=dashed label="{kind}"];')
+            lines.append(
+                f'  "{func.name}:{func.cfg.block_of(pc).start}" -> "{target.name}:{target.start}" '
+                f'[style=dashed label="{kind}"];'
+            )
     lines.append("}")
     return "\n".join(lines) + "\n"
-
-
 
 
 def _xdp_programs(obj: BpfObject, name: str | None) -> list[Program]:
@@ -191,8 +228,7 @@ def _xdp_programs(obj: BpfObject, name: str | None) -> list[Program]:
 
 
 def _options(args: argparse.Namespace) -> Options:
-    return Options(max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns,
-                   max_paths=args.max_paths)
+    return Options(max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns, max_paths=args.max_paths)
 
 
 def _progress_printer(name: str):
@@ -201,8 +237,13 @@ def _progress_printer(name: str):
         return None
 
     def show(paths: int, queued: int, insns: int) -> None:
-        print(f"\r{name}: {paths} paths, {queued} states queued, {insns} instructions", end="",
-              file=sys.stderr, flush=True)
+        print(
+            f"\r{name}: {paths} paths, {queued} states queued, {insns} instructions",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
     return show
 
 
@@ -225,8 +266,7 @@ def _analyze(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(analysis_text(e))
     if args.json:
-        print(json.dumps(docs[0] if len(docs) == 1 else {"schema": SCHEMA + "+list", "programs": docs},
-                         indent=2))
+        print(json.dumps(docs[0] if len(docs) == 1 else {"schema": SCHEMA + "+list", "programs": docs}, indent=2))
     return 0
 
 
@@ -234,8 +274,10 @@ def _verify(args: argparse.Namespace) -> int:
     obj = load_object(args.file)
     programs = [p for p in _xdp_programs(obj, args.program) if not p.section.startswith(EGRESS_SECTIONS)]
     if not programs:
-        raise LiftError("no program that BPF_PROG_TEST_RUN can run (devmap/cpumap egress programs "
-                        "cannot be test-run)", file=obj.path)
+        raise LiftError(
+            "no program that BPF_PROG_TEST_RUN can run (devmap/cpumap egress programs cannot be test-run)",
+            file=obj.path,
+        )
     try:
         kernel.check_kernel()
     except kernel.KernelUnavailable as err:
@@ -250,9 +292,11 @@ def _verify(args: argparse.Namespace) -> int:
         except kernel.KernelLoadError as err:
             print(f"xdp2tc: {err}".splitlines()[0], file=sys.stderr)
             return EXIT_BAD_INPUT
-        print(f"{obj.path}: program {prog.name}: {len(e.paths)} paths, {report.packets} packets "
-              f"({report.witnesses} witnesses, {report.random} random), {len(report.mismatches)} mismatches"
-              + (f", {report.consistent} allowed by helper-dependent paths" if report.consistent else ""))
+        print(
+            f"{obj.path}: program {prog.name}: {len(e.paths)} paths, {report.packets} packets "
+            f"({report.witnesses} witnesses, {report.random} random), {len(report.mismatches)} mismatches"
+            + (f", {report.consistent} allowed by helper-dependent paths" if report.consistent else "")
+        )
         for path_id, why in report.unwitnessable:
             print(f"  path #{path_id} not run: {why}")
         for m in report.mismatches:
@@ -302,16 +346,29 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
-def _exploration_flags(p: argparse.ArgumentParser,
-                       program_help: str = "only this program (default: every XDP program)") -> None:
+def _exploration_flags(
+    p: argparse.ArgumentParser, program_help: str = "only this program (default: every XDP program)"
+) -> None:
     d = Options()
     p.add_argument("--program", "-p", help=program_help)
-    p.add_argument("--max-len", type=at_least(MIN_PACKET), default=d.max_len,
-                   help=f"largest packet in bytes, at least {MIN_PACKET} (default {d.max_len})")
-    p.add_argument("--loop-bound", type=at_least(1), default=d.loop_bound,
-                   help=f"iterations of one loop per path before the path is cut (default {d.loop_bound})")
-    p.add_argument("--max-insns", type=at_least(1), default=d.max_insns,
-                   help=f"instructions explored before remaining paths are cut (default {d.max_insns})")
+    p.add_argument(
+        "--max-len",
+        type=at_least(MIN_PACKET),
+        default=d.max_len,
+        help=f"largest packet in bytes, at least {MIN_PACKET} (default {d.max_len})",
+    )
+    p.add_argument(
+        "--loop-bound",
+        type=at_least(1),
+        default=d.loop_bound,
+        help=f"iterations of one loop per path before the path is cut (default {d.loop_bound})",
+    )
+    p.add_argument(
+        "--max-insns",
+        type=at_least(1),
+        default=d.max_insns,
+        help=f"instructions explored before remaining paths are cut (default {d.max_insns})",
+    )
     p.add_argument("--max-paths", type=at_least(1), default=d.max_paths, help=f"paths (default {d.max_paths})")
 
 
@@ -343,27 +400,48 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check every path's prediction against the running kernel")
     p.add_argument("file")
     _exploration_flags(p)
-    p.add_argument("--random", type=at_least(0), default=1000,
-                   help="random packets after the witnesses (default 1000)")
+    p.add_argument("--random", type=at_least(0), default=1000, help="random packets after the witnesses (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p = sub.add_parser("rules", help="tc flower rules for the paths hardware can take, each proven")
     p.add_argument("file")
-    p.add_argument("--dev", required=True, type=interface_name,
-                   help="the device the tc script attaches to (the one running the program)")
+    p.add_argument(
+        "--dev",
+        required=True,
+        type=interface_name,
+        help="the device the tc script attaches to (the one running the program)",
+    )
     _exploration_flags(p, "this program (default: the object's only entry program; see --out-dir)")
-    p.add_argument("--format", choices=("tc", "json"), default="tc",
-                   help=f"a tc -batch script (default) or JSON (schema {rules_output.SCHEMA})")
+    p.add_argument(
+        "--format",
+        choices=("tc", "json"),
+        default="tc",
+        help=f"a tc -batch script (default) or JSON (schema {rules_output.SCHEMA})",
+    )
     p.add_argument("--sw", action="store_true", help="skip_hw instead of skip_sw (test in software)")
     p.add_argument("--max-rules", type=at_least(1), default=512, help="filters the NIC holds (default 512)")
-    p.add_argument("--out-dir", metavar="DIR",
-                   help="write one file per entry program, DIR/PROGRAM.tc (or .json), instead of "
-                   "stdout; without it an object with several entry programs needs --program")
-    p.add_argument("--assume", action="append", default=[], choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
-                   help="prove under this assumption too (repeatable): " +
-                   "; ".join(f"{k}: {v}" for k, v in ASSUMPTIONS.items() if k not in DEFAULT_ASSUMPTIONS)
-                   + f" (always assumed: {ASSUMPTIONS['min-frame']})")
-    p.add_argument("--ifname", action="append", default=[], metavar="IFINDEX=NAME", type=ifname_pair,
-                   help="device name of an ifindex the program redirects to (repeatable)")
+    p.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        help="write one file per entry program, DIR/PROGRAM.tc (or .json), instead of "
+        "stdout; without it an object with several entry programs needs --program",
+    )
+    p.add_argument(
+        "--assume",
+        action="append",
+        default=[],
+        choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
+        help="prove under this assumption too (repeatable): "
+        + "; ".join(f"{k}: {v}" for k, v in ASSUMPTIONS.items() if k not in DEFAULT_ASSUMPTIONS)
+        + f" (always assumed: {ASSUMPTIONS['min-frame']})",
+    )
+    p.add_argument(
+        "--ifname",
+        action="append",
+        default=[],
+        metavar="IFINDEX=NAME",
+        type=ifname_pair,
+        help="device name of an ifindex the program redirects to (repeatable)",
+    )
     flowercheck.add_option(p)  # --check-flower (issue 13)
     # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
     costcmd.add_parsers(sub, _exploration_flags)

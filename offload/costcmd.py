@@ -52,8 +52,13 @@ def add_parsers(sub, exploration_flags) -> None:
     p.add_argument("files", nargs="+", metavar="FILE.o")
     exploration_flags(p)
     p.add_argument("--profile", help="calibration profile from `xdp2tc calibrate` (default: the shipped one)")
-    p.add_argument("--prog-array", action="append", default=[], metavar="MAP=IDX:FILE:PROG",
-                   help="slot IDX of PROG_ARRAY MAP holds program PROG of FILE at run time (repeatable)")
+    p.add_argument(
+        "--prog-array",
+        action="append",
+        default=[],
+        metavar="MAP=IDX:FILE:PROG",
+        help="slot IDX of PROG_ARRAY MAP holds program PROG of FILE at run time (repeatable)",
+    )
     p.add_argument("--json", action="store_true", help=f"machine-readable output (schema {SCHEMA})")
     p.add_argument("--graph", action="store_true", help="print the tail-call graph (graphviz dot) instead")
     p.add_argument("--svg", action="store_true", help="with --graph: SVG through graphviz's `dot`")
@@ -73,8 +78,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise LiftError("--scale must be in (0, 10]")
     progress = None
     if sys.stderr.isatty():
+
         def progress(msg: str) -> None:
             print(f"\rcalibrating: {msg}", end="", file=sys.stderr, flush=True)
+
     try:
         profile = calibrate(Settings(args.repeat, args.rounds, args.scale), progress)
     except kernel.KernelUnavailable as err:
@@ -92,9 +99,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
                 fh.write(text)
         except OSError as err:
             raise LiftError(f"cannot write the profile: {err.strerror}", file=args.out) from None
-        print(f"{args.out}: profile for kernel {profile.kernel} on {profile.cpu}: overhead "
-              f"{profile.overhead_ns:g} ns per test run; tail call {profile.tail_call['constant']:.1f} ns "
-              f"(constant index) / {profile.tail_call['variable']:.1f} ns (variable index)")
+        print(
+            f"{args.out}: profile for kernel {profile.kernel} on {profile.cpu}: overhead "
+            f"{profile.overhead_ns:g} ns per test run; tail call {profile.tail_call['constant']:.1f} ns "
+            f"(constant index) / {profile.tail_call['variable']:.1f} ns (variable index)"
+        )
     else:
         sys.stdout.write(text)
     return 0
@@ -114,8 +123,9 @@ def run_cost(args: argparse.Namespace) -> int:
         raise LiftError(str(err)) from None
     if args.svg and not args.graph:
         raise LiftError("--svg needs --graph")
-    options = Options(max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns,
-                      max_paths=args.max_paths)
+    options = Options(
+        max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns, max_paths=args.max_paths
+    )
     objects = [load_object(f) for f in args.files]
     programs: list[ProgramCost] = []
     for obj in objects:
@@ -165,12 +175,15 @@ def _programs(obj: BpfObject, name: str | None, objects: list[BpfObject]) -> lis
 def _check_mapping(m: Mapping, objects: list[BpfObject]) -> None:
     found = [o.map(m.map) for o in objects if o.map(m.map) is not None]
     if not found:
-        raise LiftError(f"--prog-array {m.map}={m.index}:{m.file}:{m.program}: no map {m.map!r} in "
-                        + ", ".join(o.path for o in objects))
+        raise LiftError(
+            f"--prog-array {m.map}={m.index}:{m.file}:{m.program}: no map {m.map!r} in "
+            + ", ".join(o.path for o in objects)
+        )
     mdef = found[0]
     if mdef.type is None or mdef.type.name != "prog_array":
-        raise LiftError(f"--prog-array: map {m.map} is a {mdef.type.name if mdef.type else 'map of unknown type'}, "
-                        "not a PROG_ARRAY")
+        raise LiftError(
+            f"--prog-array: map {m.map} is a {mdef.type.name if mdef.type else 'map of unknown type'}, not a PROG_ARRAY"
+        )
     if mdef.max_entries is not None and m.index >= mdef.max_entries:
         raise LiftError(f"--prog-array: slot {m.index} is past the end of {m.map} ({mdef.max_entries} entries)")
 
@@ -192,6 +205,7 @@ def _progress(name: str):
 
     def show(paths: int, queued: int, insns: int) -> None:
         print(f"\r{name}: {paths} paths, {queued} states queued", end="", file=sys.stderr, flush=True)
+
     return show
 
 
@@ -220,28 +234,50 @@ def path_json(p: ProgramCost, pc: PathCost, graph: TailGraph) -> dict:
     for t in path.tail_calls:
         site = Site(t.caller, t.pc)
         kind = p.counted.site_kind(site)
-        tails.append({"caller": t.caller, "pc": t.pc, "map": t.map, "index": t.index, "target": t.target,
-                      "kind": kind, "ns": _r(graph.profile.tail_call[kind])})
+        tails.append(
+            {
+                "caller": t.caller,
+                "pc": t.pc,
+                "map": t.map,
+                "index": t.index,
+                "target": t.target,
+                "kind": kind,
+                "ns": _r(graph.profile.tail_call[kind]),
+            }
+        )
     attempts = sum(n for k, n in counts.items() if k.startswith("tail."))
     g = grouped(counts)
     cont = graph.continuation(p, pc)
     return {
-        "id": path.id, "verdict": path.verdict, "programs": list(path.programs), "truncated": path.truncated,
+        "id": path.id,
+        "verdict": path.verdict,
+        "programs": list(path.programs),
+        "truncated": path.truncated,
         "insns": {"min": lo, "max": hi},
         "ns": None if ns is None else {"min": _r(ns[0]), "median": _r(ns[1]), "max": _r(ns[2])},
-        "subpaths": len(pc.vectors), "exact": pc.exact,
-        "counts": {"insn": g.get("insn", {}), "helper": g.get("helper", {}), "lookup": g.get("lookup", {}),
-                   "pkt": g.get("pkt", {}), "callbacks": counts.get("callback", 0)},
-        "tail_calls": tails, "tail_misses": max(attempts - len(path.tail_calls), 0),
+        "subpaths": len(pc.vectors),
+        "exact": pc.exact,
+        "counts": {
+            "insn": g.get("insn", {}),
+            "helper": g.get("helper", {}),
+            "lookup": g.get("lookup", {}),
+            "pkt": g.get("pkt", {}),
+            "callbacks": counts.get("callback", 0),
+        },
+        "tail_calls": tails,
+        "tail_misses": max(attempts - len(path.tail_calls), 0),
         "chain_depth": len(path.tail_calls),
         "tail_share": _r(price.parts["tail_calls"] / price.ns) if price and price.ns else 0.0,
         "saving_merge_ns": _r(price.saving_merge) if price else 0.0,
         "saving_const_ns": _r(price.saving_const) if price else 0.0,
         "uncalibrated": sorted(price.uncalibrated) if price else [],
-        "continues": None if cont is None else {
+        "continues": None
+        if cont is None
+        else {
             "targets": [str(n) for n in cont.targets],
             "ns": None if cont.ns is None else {"min": _r(cont.ns[0]), "max": _r(cont.ns[1])},
-            "chain_depth": cont.depth},
+            "chain_depth": cont.depth,
+        },
     }
 
 
@@ -250,23 +286,30 @@ def program_json(p: ProgramCost, graph: TailGraph) -> dict:
     priced = [(pc, pc.ns()) for pc in p.paths if pc.ns() is not None]
     worst = max(priced, key=lambda x: x[1][2]) if priced else None
     wp = worst[0].prices[worst[0].worst] if worst else None
-    sites = sorted({Site(t.caller, t.pc) for pc in p.paths for t in pc.path.tail_calls} | set(
-        s for s in p.counted.site_keys if p.counted.site_keys[s]), key=lambda s: (s.program, s.pc))
+    sites = sorted(
+        {Site(t.caller, t.pc) for pc in p.paths for t in pc.path.tail_calls}
+        | set(s for s in p.counted.site_keys if p.counted.site_keys[s]),
+        key=lambda s: (s.program, s.pc),
+    )
     return {
-        "file": p.node.file, "program": p.node.program,
-        "section": p.counted.exploration.program.section, "root": p.root,
+        "file": p.node.file,
+        "program": p.node.program,
+        "section": p.counted.exploration.program.section,
+        "root": p.root,
         "summary": {
             "paths": len(p.paths),
-            "ns": None if not priced else {"min": _r(min(x[1][0] for x in priced)),
-                                           "max": _r(max(x[1][2] for x in priced))},
+            "ns": None
+            if not priced
+            else {"min": _r(min(x[1][0] for x in priced)), "max": _r(max(x[1][2] for x in priced))},
             "worst_path": worst[0].path.id if worst else None,
             "worst_ns": _r(worst[1][2]) if worst else None,
             "worst_tail_share": _r(wp.parts["tail_calls"] / wp.ns) if wp and wp.ns else 0.0,
             "saving_merge_ns": _r(max((x["saving_merge_ns"] for x in paths), default=0.0)),
             "saving_const_ns": _r(max((x["saving_const_ns"] for x in paths), default=0.0)),
         },
-        "sites": [{"program": s.program, "pc": s.pc, "kind": p.counted.site_kind(s), "why": p.site_reason(s)}
-                  for s in sites],
+        "sites": [
+            {"program": s.program, "pc": s.pc, "kind": p.counted.site_kind(s), "why": p.site_reason(s)} for s in sites
+        ],
         "paths": paths,
     }
 
@@ -274,8 +317,13 @@ def program_json(p: ProgramCost, graph: TailGraph) -> dict:
 def cost_json(programs: list[ProgramCost], graph: TailGraph, profile) -> dict:
     return {
         "schema": SCHEMA,
-        "profile": {"source": profile.source, "kernel": profile.kernel, "cpu": profile.cpu,
-                    "created": profile.created, "overhead_ns": profile.overhead_ns},
+        "profile": {
+            "source": profile.source,
+            "kernel": profile.kernel,
+            "cpu": profile.cpu,
+            "created": profile.created,
+            "overhead_ns": profile.overhead_ns,
+        },
         "programs": [program_json(p, graph) for p in programs],
         "graph": graph.to_json(),
         "errors": graph.errors,
@@ -295,44 +343,69 @@ def _span(ns: dict | None) -> str:
 def cost_text(programs: list[ProgramCost], graph: TailGraph, profile) -> str:
     doc = cost_json(programs, graph, profile)
     prof = doc["profile"]
-    out = [f"profile: kernel {prof['kernel']}, {prof['cpu']} ({prof['source']}); prices exclude the "
-           f"{prof['overhead_ns']:g} ns a test run adds per packet"]
+    out = [
+        f"profile: kernel {prof['kernel']}, {prof['cpu']} ({prof['source']}); prices exclude the "
+        f"{prof['overhead_ns']:g} ns a test run adds per packet"
+    ]
     for prog in doc["programs"]:
         s = prog["summary"]
         how = "" if prog["root"] else " (reached through --prog-array)"
         out.append(f"\n{prog['file']}: program {prog['program']} ({prog['section']}){how}: {s['paths']} paths")
         out.append(f"  {'path':<5} {'verdict':<9} {'insns':>7} {'ns min/med/max':>16}  calls")
         for p in prog["paths"]:
-            n = str(p["insns"]["min"]) if p["insns"]["min"] == p["insns"]["max"] else \
-                f"{p['insns']['min']}-{p['insns']['max']}"
+            n = (
+                str(p["insns"]["min"])
+                if p["insns"]["min"] == p["insns"]["max"]
+                else f"{p['insns']['min']}-{p['insns']['max']}"
+            )
             what = []
             if p["counts"]["helper"]:
-                what.append(", ".join(f"{k}" + (f" x{v}" if v > 1 else "") for k, v in p["counts"]["helper"].items()
-                                      if k not in ("map_lookup_elem", "tail_call")))
+                what.append(
+                    ", ".join(
+                        f"{k}" + (f" x{v}" if v > 1 else "")
+                        for k, v in p["counts"]["helper"].items()
+                        if k not in ("map_lookup_elem", "tail_call")
+                    )
+                )
             if p["counts"]["lookup"]:
-                what.append("lookup " + ", ".join(f"{k}" + (f" x{v}" if v > 1 else "")
-                                                  for k, v in p["counts"]["lookup"].items()))
+                what.append(
+                    "lookup "
+                    + ", ".join(f"{k}" + (f" x{v}" if v > 1 else "") for k, v in p["counts"]["lookup"].items())
+                )
             if p["tail_calls"]:
                 what.append("tail " + " -> ".join(f"{t['target'] or '?'} ({t['kind']})" for t in p["tail_calls"]))
             if p["continues"]:
                 c = p["continues"]
-                what.append("continues in " + (", ".join(c["targets"]) if c["targets"] else "an unknown program")
-                            + (f": {_span(c['ns'])} ns end to end" if c["ns"] else ""))
+                what.append(
+                    "continues in "
+                    + (", ".join(c["targets"]) if c["targets"] else "an unknown program")
+                    + (f": {_span(c['ns'])} ns end to end" if c["ns"] else "")
+                )
             if p["uncalibrated"]:
                 what.append("no price for " + ", ".join(p["uncalibrated"]) + " (lower bound)")
             flag = "" if p["exact"] else " ~"
-            out.append(f"  #{p['id']:<4} {p['verdict']:<9} {n:>7} {_span(p['ns']):>16}{flag}  "
-                       + "; ".join(w for w in what if w))
+            out.append(
+                f"  #{p['id']:<4} {p['verdict']:<9} {n:>7} {_span(p['ns']):>16}{flag}  "
+                + "; ".join(w for w in what if w)
+            )
         if s["worst_path"] is not None:
-            out.append(f"  worst: path #{s['worst_path']}, {s['worst_ns']:.1f} ns"
-                       + (f", {100 * s['worst_tail_share']:.0f}% of it in tail calls" if s["worst_tail_share"] else ""))
+            out.append(
+                f"  worst: path #{s['worst_path']}, {s['worst_ns']:.1f} ns"
+                + (f", {100 * s['worst_tail_share']:.0f}% of it in tail calls" if s["worst_tail_share"] else "")
+            )
         if s["saving_merge_ns"] or s["saving_const_ns"]:
-            out.append(f"  per packet: merging the tail-called programs saves up to {s['saving_merge_ns']:.1f} ns"
-                       + (f"; constant instead of variable indices up to {s['saving_const_ns']:.1f} ns"
-                          if s["saving_const_ns"] else ""))
+            out.append(
+                f"  per packet: merging the tail-called programs saves up to {s['saving_merge_ns']:.1f} ns"
+                + (
+                    f"; constant instead of variable indices up to {s['saving_const_ns']:.1f} ns"
+                    if s["saving_const_ns"]
+                    else ""
+                )
+            )
         for site in prog["sites"]:
-            out.append(f"  tail-call site {site['program']}:{site['pc']}: {site['kind']} index in the kernel "
-                       f"({site['why']})")
+            out.append(
+                f"  tail-call site {site['program']}:{site['pc']}: {site['kind']} index in the kernel ({site['why']})"
+            )
     if doc["graph"]["edges"]:
         out.append("\ntail-call graph:")
         for e in doc["graph"]["edges"]:

@@ -96,8 +96,9 @@ def groups(probes: list[Probe]) -> list[Group]:
         out.append(Group(name, matches))
     out += [Group(name, [m]) for name, m in ZERO_MASK]
     for g in out:
-        lines = [qdisc_line(DEV)] + [filter_line(DEV, m, ("pass",), prio=i + 1, skip="skip_hw")
-                                     for i, m in enumerate(g.matches)]
+        lines = [qdisc_line(DEV)] + [
+            filter_line(DEV, m, ("pass",), prio=i + 1, skip="skip_hw") for i, m in enumerate(g.matches)
+        ]
         g.job = flowervm.Job(g.name, DEV, lines, [p.frame for p in probes])
     return out
 
@@ -113,8 +114,7 @@ def compare(g: Group, probes: list[Probe], result: flowervm.JobResult) -> None:
         real = by_prio[hits[0].prio] if hits else None
         model = [m for m in g.matches if evaluate(m, p.frame)]
         if model[:1] != ([real] if real else []):
-            g.disagreements.append(Disagreement(g.name, p, [str(m) for m in model],
-                                                str(real) if real else None))
+            g.disagreements.append(Disagreement(g.name, p, [str(m) for m in model], str(real) if real else None))
 
 
 def run(probes: list[Probe], img: flowervm.Image | None = None) -> tuple[list[Group], flowervm.BatchResult]:
@@ -124,4 +124,3 @@ def run(probes: list[Probe], img: flowervm.Image | None = None) -> tuple[list[Gr
     for g, r in zip(gs, batch.jobs):
         compare(g, probes, r)
     return gs, batch
-

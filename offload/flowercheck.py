@@ -49,6 +49,7 @@ MAX_FRAME = 1514
 
 # --- packets ------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Probe:
     """A frame and the class of header it exercises (witness, random, ipv4-options, ...)."""
@@ -87,13 +88,13 @@ def parse_frame(frame: bytes) -> Parsed | None:
         return None
     p = Parsed(frame[:12], [], 0)
     o = 12
-    while len(frame) >= o + 4 and frame[o:o + 2] in (b"\x81\x00", b"\x88\xa8"):
-        p.tags.append(frame[o:o + 4])
+    while len(frame) >= o + 4 and frame[o : o + 2] in (b"\x81\x00", b"\x88\xa8"):
+        p.tags.append(frame[o : o + 4])
         o += 4
     if len(frame) < o + 2:
         return None
-    p.ethertype = int.from_bytes(frame[o:o + 2], "big")
-    l3 = frame[o + 2:]
+    p.ethertype = int.from_bytes(frame[o : o + 2], "big")
+    l3 = frame[o + 2 :]
     p.raw_l3 = l3
     # z3 witnesses often carry what the program reads and nothing else (version 0, ihl 0):
     # the fields are taken where a 20-byte IPv4 / 40-byte IPv6 header has them, and the
@@ -117,8 +118,22 @@ def ipv4(p: Parsed, options: bytes = b"", frag: int = 0, proto: int | None = Non
     """An IPv4 header (checksum filled) and p's L4 bytes."""
     ihl = 5 + len(options) // 4
     proto = p.proto if proto is None else proto
-    hdr = struct.pack("!BBHHHBBH4s4s", 0x40 | ihl, p.tos, 20 + len(options) + len(p.l4), 0x1234,
-                      frag, p.ttl, proto & 0xFF, 0, p.src4, p.dst4) + options
+    hdr = (
+        struct.pack(
+            "!BBHHHBBH4s4s",
+            0x40 | ihl,
+            p.tos,
+            20 + len(options) + len(p.l4),
+            0x1234,
+            frag,
+            p.ttl,
+            proto & 0xFF,
+            0,
+            p.src4,
+            p.dst4,
+        )
+        + options
+    )
     hdr = hdr[:10] + _checksum(hdr).to_bytes(2, "big") + hdr[12:]
     return hdr + p.l4
 
@@ -192,7 +207,7 @@ def random_probes(seeds: list[bytes], count: int, rng: random.Random) -> list[Pr
             for _ in range(rng.randint(1, 3)):
                 f[rng.randrange(12, min(len(f), 64))] = rng.randrange(256)
             if rng.random() < 0.15:
-                f = f[:rng.randint(14, len(f))]
+                f = f[: rng.randint(14, len(f))]
         else:
             f = bytearray(rng.randrange(256) for _ in range(rng.randint(14, 128)))
         out.append(Probe(bytes(f), "random"))
@@ -222,6 +237,7 @@ def write_pcap(path: Path, frames: list[bytes]) -> None:
 
 # --- the printed script, parsed back -------------------------------------------------------
 
+
 @dataclass
 class Script:
     """One program's part of the printed output: its tc lines and stated assumptions."""
@@ -239,8 +255,15 @@ def parse_printed(text: str) -> list[Script]:
     if text.startswith("{"):
         doc = json.loads(text)
         docs = doc.get("programs", [doc])
-        return [Script(d["program"], d["dev"], [f"qdisc add dev {d['dev']} ingress"]
-                       + [r["tc"] for r in d["rules"]], tuple(d["assumptions"])) for d in docs]
+        return [
+            Script(
+                d["program"],
+                d["dev"],
+                [f"qdisc add dev {d['dev']} ingress"] + [r["tc"] for r in d["rules"]],
+                tuple(d["assumptions"]),
+            )
+            for d in docs
+        ]
     out = []
     for part in re.split(r"^(?=# xdp2tc rules for )", text, flags=re.M):
         head = re.match(r"# xdp2tc rules for .* program (\S+):", part)
@@ -255,8 +278,9 @@ def parse_printed(text: str) -> list[Script]:
 
 def has_non_pass(script: Script) -> bool:
     """Whether any filter can refuse or redirect a packet (else there is nothing to check)."""
-    return any(ln.startswith("filter ") and not ln.endswith(" action pass") and " goto chain " not in ln
-               for ln in script.lines)
+    return any(
+        ln.startswith("filter ") and not ln.endswith(" action pass") and " goto chain " not in ln for ln in script.lines
+    )
 
 
 def vm_lines(lines: list[str]) -> list[str]:
@@ -273,6 +297,7 @@ def other_devices(lines: list[str], dev: str) -> tuple[str, ...]:
 
 
 # --- one program's check ---------------------------------------------------------------------
+
 
 @dataclass
 class Unsound:
@@ -302,8 +327,13 @@ class Check:
 
     def job(self) -> flowervm.Job:
         lines = vm_lines(self.script.lines)
-        return flowervm.Job(f"{Path(self.path).name}:{self.script.program}", self.script.dev, lines,
-                            [p.frame for p in self.probes], other_devices(lines, self.script.dev))
+        return flowervm.Job(
+            f"{Path(self.path).name}:{self.script.program}",
+            self.script.dev,
+            lines,
+            [p.frame for p in self.probes],
+            other_devices(lines, self.script.dev),
+        )
 
 
 def witnesses(path: str, program: str, options: Options, e: Exploration | None = None) -> list[bytes]:
@@ -318,8 +348,7 @@ def witnesses(path: str, program: str, options: Options, e: Exploration | None =
     return v.seeds
 
 
-def prepare(path: str, script: Script, seeds: list[bytes], random_count: int = RANDOM_PACKETS,
-            seed: int = 0) -> Check:
+def prepare(path: str, script: Script, seeds: list[bytes], random_count: int = RANDOM_PACKETS, seed: int = 0) -> Check:
     """The probes for one program and its verdicts on each (maps empty, as loaded)."""
     probes = probe_set(seeds, random_count, seed)
     verdicts: list[str | None] = []
@@ -354,11 +383,12 @@ def judge(check: Check, result: flowervm.JobResult) -> None:
     check.apply_error = result.apply_error
     if result.apply_error:
         return
-    check.idle = [f for f in result.filters
-                  if f.packets == 0 and f.control != "pass" and not f.control.startswith("goto")]
-    for probe, verdict, ok, sent, reached, hits in zip(
-            check.probes, check.verdicts, check.in_assumptions, result.sent, result.reached,
-            result.hits):
+    check.idle = [
+        f for f in result.filters if f.packets == 0 and f.control != "pass" and not f.control.startswith("goto")
+    ]
+    for probe, verdict, ok, _sent, reached, hits in zip(
+        check.probes, check.verdicts, check.in_assumptions, result.sent, result.reached, result.hits
+    ):
         if not reached:
             check.refused[probe.kind] += 1
             continue
@@ -380,23 +410,36 @@ def report(check: Check, out=None) -> None:
         print(f"{name}: tc -batch refused the script in the VM: {check.apply_error}", file=out)
         return
     total = sum(check.sent.values())
-    print(f"{name}: {total} packets through cls_flower, {sum(check.taken.values())} taken by a "
-          f"non-pass filter, {len(check.unsound)} unsound, {len(check.outside)} outside the "
-          f"assumptions ({', '.join(check.script.assumptions)})", file=out)
+    print(
+        f"{name}: {total} packets through cls_flower, {sum(check.taken.values())} taken by a "
+        f"non-pass filter, {len(check.unsound)} unsound, {len(check.outside)} outside the "
+        f"assumptions ({', '.join(check.script.assumptions)})",
+        file=out,
+    )
     kinds = sorted(set(check.sent) | set(check.refused))
-    print("  per class: " + ", ".join(
-        f"{k} {check.sent[k]}" + (f" (+{check.refused[k]} not reaching tc)" if check.refused[k] else "")
-        for k in kinds), file=out)
+    print(
+        "  per class: "
+        + ", ".join(
+            f"{k} {check.sent[k]}" + (f" (+{check.refused[k]} not reaching tc)" if check.refused[k] else "")
+            for k in kinds
+        ),
+        file=out,
+    )
     for f in check.idle:
-        print(f"  no packet reached filter chain {f.chain} prio {f.prio} handle {f.handle} "
-              f"({f.control})", file=out)
+        print(f"  no packet reached filter chain {f.chain} prio {f.prio} handle {f.handle} ({f.control})", file=out)
     for u in check.unsound[:10]:
-        print(f"  UNSOUND {u.probe.kind}: filter chain {u.filter.chain} prio {u.filter.prio} "
-              f"handle {u.filter.handle} ({u.filter.control}) took a packet the program gives "
-              f"{u.verdict}: {u.probe.frame[:64].hex()}", file=out)
+        print(
+            f"  UNSOUND {u.probe.kind}: filter chain {u.filter.chain} prio {u.filter.prio} "
+            f"handle {u.filter.handle} ({u.filter.control}) took a packet the program gives "
+            f"{u.verdict}: {u.probe.frame[:64].hex()}",
+            file=out,
+        )
     for u in check.outside[:3]:
-        print(f"  outside the assumptions, {u.probe.kind}: filter prio {u.filter.prio} "
-              f"({u.filter.control}), program {u.verdict}", file=out)
+        print(
+            f"  outside the assumptions, {u.probe.kind}: filter prio {u.filter.prio} "
+            f"({u.filter.control}), program {u.verdict}",
+            file=out,
+        )
 
 
 def run(checks: list[Check], img: flowervm.Image | None = None) -> flowervm.BatchResult:
@@ -409,22 +452,30 @@ def run(checks: list[Check], img: flowervm.Image | None = None) -> flowervm.Batc
 
 # --- the CLI option ---------------------------------------------------------------------------
 
+
 def add_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--check-flower", action="store_true",
-                   help="apply the printed script in Debian's kernel under QEMU (skip_hw) and send "
-                        "witnesses, random and adversarial packets: exit 1 if a non-pass filter "
-                        "takes a packet the program (BPF_PROG_TEST_RUN) gives another verdict; "
-                        "such packets go to FILE.PROGRAM.unsound.pcap; report on stderr")
+    p.add_argument(
+        "--check-flower",
+        action="store_true",
+        help="apply the printed script in Debian's kernel under QEMU (skip_hw) and send "
+        "witnesses, random and adversarial packets: exit 1 if a non-pass filter "
+        "takes a packet the program (BPF_PROG_TEST_RUN) gives another verdict; "
+        "such packets go to FILE.PROGRAM.unsound.pcap; report on stderr",
+    )
 
 
 def with_check(rules_command):
     """`rules` with --check-flower: run the command, then check what it printed."""
+
     def command(args: argparse.Namespace) -> int:
         if not getattr(args, "check_flower", False):
             return rules_command(args)
         if getattr(args, "out_dir", None) or getattr(args, "format", "tc") != "tc":
-            print("xdp2tc: rules: --check-flower checks the tc script printed on stdout: it does not "
-                  "go with --out-dir or --format json", file=sys.stderr)
+            print(
+                "xdp2tc: rules: --check-flower checks the tc script printed on stdout: it does not "
+                "go with --out-dir or --format json",
+                file=sys.stderr,
+            )
             return 2
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
@@ -434,6 +485,7 @@ def with_check(rules_command):
         if rc:
             return rc
         return check_command(args, buf.getvalue())
+
     return command
 
 
@@ -445,13 +497,13 @@ def check_command(args: argparse.Namespace, printed: str) -> int:
     except (kernel.KernelUnavailable, flowervm.VmUnavailable) as err:
         print(f"xdp2tc: {args.file}: --check-flower: {err}", file=sys.stderr)
         return 2
-    options = Options(max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns,
-                      max_paths=args.max_paths)
+    options = Options(
+        max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns, max_paths=args.max_paths
+    )
     checks = []
     for script in parse_printed(printed):
         if not has_non_pass(script):
-            print(f"{args.file}: program {script.program}: no non-pass filter, nothing to check",
-                  file=sys.stderr)
+            print(f"{args.file}: program {script.program}: no non-pass filter, nothing to check", file=sys.stderr)
             continue
         try:
             seeds = witnesses(args.file, script.program, options)
@@ -459,8 +511,10 @@ def check_command(args: argparse.Namespace, printed: str) -> int:
         except kernel.KernelLoadError as err:
             raise LiftError(str(err).splitlines()[0], file=args.file) from err
         except kernel.KernelRunError as err:  # e.g. a devmap program: no test run
-            print(f"{args.file}: program {script.program}: not checked: BPF_PROG_TEST_RUN: "
-                  f"{str(err).splitlines()[0]}", file=sys.stderr)
+            print(
+                f"{args.file}: program {script.program}: not checked: BPF_PROG_TEST_RUN: {str(err).splitlines()[0]}",
+                file=sys.stderr,
+            )
     if not checks:
         return 0
     try:
@@ -468,8 +522,11 @@ def check_command(args: argparse.Namespace, printed: str) -> int:
     except flowervm.VmError as err:
         print(f"xdp2tc: {args.file}: --check-flower: {err}", file=sys.stderr)
         return 2
-    print(f"# cls_flower oracle: Linux {img.kernel_release} under QEMU (TCG), boot "
-          f"{batch.boot_seconds:.1f} s, whole run {batch.total_seconds:.1f} s", file=sys.stderr)
+    print(
+        f"# cls_flower oracle: Linux {img.kernel_release} under QEMU (TCG), boot "
+        f"{batch.boot_seconds:.1f} s, whole run {batch.total_seconds:.1f} s",
+        file=sys.stderr,
+    )
     failed = False
     for c in checks:
         report(c)

@@ -49,8 +49,7 @@ from elftools.elf.elffile import ELFFile
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("XDP2TC_FLOWERVM_CACHE", ROOT / "build" / "flowervm"))
 SENDER_SOURCE = Path(__file__).resolve().parent / "flowervm_sender.c"
-MODULES = ("veth", "sch_ingress", "cls_flower", "act_gact", "act_mirred", "act_pedit", "act_csum",
-           "act_vlan")
+MODULES = ("veth", "sch_ingress", "cls_flower", "act_gact", "act_mirred", "act_pedit", "act_csum", "act_vlan")
 PACKAGES = ("linux-image-amd64", "busybox-static", "iproute2")
 QEMU = "qemu-system-x86_64"
 #: Seconds a boot may take before the run is abandoned (TCG on a shared core is slow).
@@ -76,6 +75,7 @@ class Image:
 
 
 # --- fetching and building ------------------------------------------------------------------
+
 
 def _apt(args: list[str], cwd: Path | None = None) -> str:
     proc = subprocess.run(["apt-get", *args], cwd=cwd, capture_output=True, text=True)
@@ -106,14 +106,31 @@ def _download(packages: list[str], debs: Path) -> list[Path]:
 
 def _library_packages() -> list[str]:
     """The lib* packages iproute2 depends on, recursively (a superset of what ip/tc load)."""
-    proc = subprocess.run(["apt-cache", "depends", "--recurse", "--no-recommends", "--no-suggests",
-                           "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances",
-                           "--no-pre-depends", "iproute2"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            "apt-cache",
+            "depends",
+            "--recurse",
+            "--no-recommends",
+            "--no-suggests",
+            "--no-conflicts",
+            "--no-breaks",
+            "--no-replaces",
+            "--no-enhances",
+            "--no-pre-depends",
+            "iproute2",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode:
         raise VmUnavailable("apt-cache depends iproute2 failed")
     names = {line.strip() for line in proc.stdout.splitlines() if not line.startswith(" ")}
-    return sorted(n for n in names if re.match(r"^(lib|zlib)[\w.+-]*$", n)
-                  and not n.endswith("-common") and n != "libdebian-installer4")
+    return sorted(
+        n
+        for n in names
+        if re.match(r"^(lib|zlib)[\w.+-]*$", n) and not n.endswith("-common") and n != "libdebian-installer4"
+    )
 
 
 def fetch(cache: Path = CACHE, log=print) -> Image:
@@ -128,15 +145,17 @@ def fetch(cache: Path = CACHE, log=print) -> Image:
         log("flower VM: apt-get download failed; running apt-get update once")
         _apt(["update"])
         meta = _download(["linux-image-amd64"], debs)[0]
-    depends = subprocess.run(["dpkg-deb", "-f", str(meta), "Depends"], capture_output=True,
-                             text=True, check=True).stdout
+    depends = subprocess.run(
+        ["dpkg-deb", "-f", str(meta), "Depends"], capture_output=True, text=True, check=True
+    ).stdout
     kernel_pkg = re.search(r"(linux-image-[\w.-]+-amd64)", depends)
     if not kernel_pkg:
         raise VmUnavailable(f"{meta.name}: no kernel package in Depends: {depends.strip()}")
     packages = [kernel_pkg.group(1), "busybox-static", "iproute2"] + _library_packages()
     files = _download(packages, debs)
-    key = hashlib.sha256("\n".join(sorted(f.name for f in files)).encode()
-                         + SENDER_SOURCE.read_bytes()).hexdigest()[:16]
+    key = hashlib.sha256("\n".join(sorted(f.name for f in files)).encode() + SENDER_SOURCE.read_bytes()).hexdigest()[
+        :16
+    ]
     out = cache / key
     ready = out / "image.json"
     if ready.is_file():
@@ -154,8 +173,7 @@ def image(cache: Path = CACHE) -> Image:
     if not path.is_file():
         raise VmUnavailable(f"the flower VM image is not built ({path} missing): run `make flowervm`")
     doc = json.loads(path.read_text())
-    img = Image(Path(doc["kernel"]), Path(doc["initramfs"]), doc["kernel_release"],
-                tuple(doc["packages"]))
+    img = Image(Path(doc["kernel"]), Path(doc["initramfs"]), doc["kernel_release"], tuple(doc["packages"]))
     for p in (img.kernel, img.initramfs):
         if not p.is_file():
             raise VmUnavailable(f"the flower VM image is incomplete ({p} missing): run `make flowervm`")
@@ -184,9 +202,18 @@ def _build(files: list[Path], out: Path) -> None:
         shutil.copy(kernels[-1], kernel)
         initramfs = out / "initramfs.cpio.gz"
         initramfs.write_bytes(gzip.compress(cpio(entries), 6))
-        (out / "image.json").write_text(json.dumps({
-            "kernel": str(kernel), "initramfs": str(initramfs), "kernel_release": release,
-            "packages": sorted(f.name for f in files), "modules": order}, indent=1))
+        (out / "image.json").write_text(
+            json.dumps(
+                {
+                    "kernel": str(kernel),
+                    "initramfs": str(initramfs),
+                    "kernel_release": release,
+                    "packages": sorted(f.name for f in files),
+                    "modules": order,
+                },
+                indent=1,
+            )
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -205,8 +232,11 @@ def _add_iproute(root: Path, entries: dict) -> None:
     libdirs = [root / "lib/x86_64-linux-gnu", root / "usr/lib/x86_64-linux-gnu"]
     needed: list[Path] = []
     for tool in ("ip", "tc"):
-        found = [p for p in (root / "bin" / tool, root / "sbin" / tool, root / "usr/bin" / tool,
-                             root / "usr/sbin" / tool) if p.is_file() and not p.is_symlink()]
+        found = [
+            p
+            for p in (root / "bin" / tool, root / "sbin" / tool, root / "usr/bin" / tool, root / "usr/sbin" / tool)
+            if p.is_file() and not p.is_symlink()
+        ]
         if not found:
             raise VmUnavailable(f"iproute2 has no {tool} binary")
         entries[f"usr/sbin/{tool}"] = found[0].read_bytes()
@@ -302,8 +332,9 @@ def _build_sender(tmp: Path) -> bytes:
     if gcc is None:
         raise VmUnavailable("gcc is missing: the flower VM's sender is built with `gcc -static`")
     exe = tmp / "sender"
-    proc = subprocess.run([gcc, "-static", "-O2", "-Wall", "-o", str(exe), str(SENDER_SOURCE)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [gcc, "-static", "-O2", "-Wall", "-o", str(exe), str(SENDER_SOURCE)], capture_output=True, text=True
+    )
     if proc.returncode:
         raise VmUnavailable(f"gcc -static {SENDER_SOURCE.name}: {proc.stderr.strip().splitlines()[-1]}")
     return exe.read_bytes()
@@ -315,8 +346,7 @@ def cpio(entries: dict[str, bytes | str | None]) -> bytes:
 
     def add(name: str, mode: int, data: bytes, ino: int) -> None:
         name_b = name.encode() + b"\0"
-        hdr = "070701" + "".join(f"{v:08x}" for v in (
-            ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name_b), 0))
+        hdr = "070701" + "".join(f"{v:08x}" for v in (ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name_b), 0))
         out.extend(hdr.encode() + name_b)
         out.extend(b"\0" * (-len(out) % 4))
         out.extend(data)
@@ -366,6 +396,7 @@ reboot -f
 
 
 # --- running jobs ---------------------------------------------------------------------------
+
 
 @dataclass
 class Job:
@@ -422,19 +453,23 @@ class BatchResult:
 
 def _job_script(i: int, job: Job) -> str:
     peer = f"xp{i}"
-    lines = [f"echo '@@job {i}'",
-             f"$IP link add {job.dev} type veth peer name {peer} || exit 3",
-             f"$IP link set {job.dev} up; $IP link set {peer} up"]
+    lines = [
+        f"echo '@@job {i}'",
+        f"$IP link add {job.dev} type veth peer name {peer} || exit 3",
+        f"$IP link set {job.dev} up; $IP link set {peer} up",
+    ]
     for n, d in enumerate(job.devices):
         lines.append(f"$IP link add {d} type veth peer name xq{i}x{n} && $IP link set {d} up")
-    lines += [f"if $TC -batch /job/{i}.tc > /tmp/apply.{i} 2>&1; then",
-              f"  sender {peer} /job/{i}.frames {job.dev}",
-              "else",
-              f"  echo '@@apply-failed'; cat /tmp/apply.{i}",
-              "fi",
-              f"echo '@@final {i}'",
-              f"$TC -s -j filter show dev {job.dev} ingress",
-              f"$IP link del {peer}"]
+    lines += [
+        f"if $TC -batch /job/{i}.tc > /tmp/apply.{i} 2>&1; then",
+        f"  sender {peer} /job/{i}.frames {job.dev}",
+        "else",
+        f"  echo '@@apply-failed'; cat /tmp/apply.{i}",
+        "fi",
+        f"echo '@@final {i}'",
+        f"$TC -s -j filter show dev {job.dev} ingress",
+        f"$IP link del {peer}",
+    ]
     lines += [f"$IP link del {d}" for d in job.devices]
     return "\n".join(lines) + "\n"
 
@@ -459,8 +494,9 @@ def check_qemu() -> str:
     return path
 
 
-def run_jobs(jobs: list[Job], img: Image | None = None, timeout: float = BOOT_TIMEOUT,
-             memory: str = "512M") -> BatchResult:
+def run_jobs(
+    jobs: list[Job], img: Image | None = None, timeout: float = BOOT_TIMEOUT, memory: str = "512M"
+) -> BatchResult:
     """Boot once, run every job, power off; the parsed results in job order."""
     qemu = check_qemu()
     img = img or image()
@@ -469,18 +505,39 @@ def run_jobs(jobs: list[Job], img: Image | None = None, timeout: float = BOOT_TI
         with open(initrd, "wb") as f:
             f.write(img.initramfs.read_bytes())
             f.write(gzip.compress(job_archive(jobs), 1))
-        argv = [qemu, "-machine", "q35,accel=tcg", "-cpu", "max", "-m", memory, "-smp", "1",
-                "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
-                "-kernel", str(img.kernel), "-initrd", str(initrd),
-                "-append", "console=ttyS0 quiet panic=-1 mitigations=off"]
+        argv = [
+            qemu,
+            "-machine",
+            "q35,accel=tcg",
+            "-cpu",
+            "max",
+            "-m",
+            memory,
+            "-smp",
+            "1",
+            "-nographic",
+            "-no-reboot",
+            "-nodefaults",
+            "-serial",
+            "stdio",
+            "-kernel",
+            str(img.kernel),
+            "-initrd",
+            str(initrd),
+            "-append",
+            "console=ttyS0 quiet panic=-1 mitigations=off",
+        ]
         start = time.monotonic()
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as err:
             raise VmError(f"the flower VM did not finish in {timeout:.0f} s") from err
         total = time.monotonic() - start
-    console = re.sub(r"\x1b(\[[0-9;?]*[A-Za-z]|[A-Za-z])", "",  # firmware's terminal escapes
-                     proc.stdout.decode(errors="replace").replace("\r", ""))
+    console = re.sub(
+        r"\x1b(\[[0-9;?]*[A-Za-z]|[A-Za-z])",
+        "",  # firmware's terminal escapes
+        proc.stdout.decode(errors="replace").replace("\r", ""),
+    )
     return BatchResult(parse_console(console, jobs), _boot_time(console), total)
 
 
@@ -527,8 +584,7 @@ def _parse_job(job: Job, text: str) -> JobResult:
         _, sent, reached = head.split()
         res.sent.append(int(sent))
         if int(reached) > 1:  # the guest sends nothing of its own (IPv6 is off): never expected
-            raise VmError(f"job {job.name}: frame {len(res.sent) - 1}: tc's ingress saw "
-                          f"{reached} frames")
+            raise VmError(f"job {job.name}: frame {len(res.sent) - 1}: tc's ingress saw {reached} frames")
         res.reached.append(reached == "1")
         now = {}
         for line in lines:
@@ -538,13 +594,16 @@ def _parse_job(job: Job, text: str) -> JobResult:
         res.hits.append([by_id[k] for k, v in now.items() if v != prev.get(k, 0)])
         prev = now
     if len(res.sent) != len(job.frames):
-        raise VmError(f"job {job.name}: {len(res.sent)} of {len(job.frames)} frames reported "
-                      f"({body.strip().splitlines()[-1][:200] if body.strip() else 'no output'})")
+        raise VmError(
+            f"job {job.name}: {len(res.sent)} of {len(job.frames)} frames reported "
+            f"({body.strip().splitlines()[-1][:200] if body.strip() else 'no output'})"
+        )
     # the sender's netlink reading and tc's own JSON must tell the same totals
     for f in res.filters:
         if prev.get(f.id, 0) != f.packets:
-            raise VmError(f"job {job.name}: filter {f.id}: sender counted {prev.get(f.id, 0)}, "
-                          f"tc -s -j says {f.packets}")
+            raise VmError(
+                f"job {job.name}: filter {f.id}: sender counted {prev.get(f.id, 0)}, tc -s -j says {f.packets}"
+            )
     return res
 
 
@@ -571,9 +630,17 @@ def parse_filters(text: str) -> list[Filter]:
             control = f"{a.get('direction', '')} {a.get('mirred_action', '')} to {a.get('to_dev', '')}".strip()
         elif control == "goto":
             control = f"goto chain {a['control_action']['chain']}"
-        out.append(Filter(f.get("chain", 0), f["pref"], int(opts.get("handle", f.get("handle", 0))),
-                          f.get("protocol", ""), a.get("kind", ""), control,
-                          a.get("stats", {}).get("packets", 0)))
+        out.append(
+            Filter(
+                f.get("chain", 0),
+                f["pref"],
+                int(opts.get("handle", f.get("handle", 0))),
+                f.get("protocol", ""),
+                a.get("kind", ""),
+                control,
+                a.get("stats", {}).get("packets", 0),
+            )
+        )
     return out
 
 

@@ -52,6 +52,7 @@ def ifname_pair(text: str) -> tuple[int, str]:
 
 def at_least(minimum: int, maximum: int | None = None):
     """An argparse type: an integer in [minimum, maximum]."""
+
     def parse(text: str) -> int:
         try:
             value = int(text, 10)
@@ -61,6 +62,7 @@ def at_least(minimum: int, maximum: int | None = None):
             bound = f"at least {minimum}" if maximum is None else f"{minimum} .. {maximum}"
             raise argparse.ArgumentTypeError(f"{value} is out of range (must be {bound})")
         return value
+
     parse.__name__ = "integer"
     return parse
 

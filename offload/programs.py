@@ -21,15 +21,15 @@ EGRESS_SECTIONS = ("xdp/devmap", "xdp/cpumap", "xdp.frags/devmap", "xdp.frags/cp
 
 def tail_call_targets(obj: BpfObject) -> set[str]:
     """Names of the programs the object's PROG_ARRAYs hold from their static `.values`."""
-    return {name for m in obj.maps if m.type is not None and m.type.holds == "program"
-            for name in m.static_values.values()}
+    return {
+        name for m in obj.maps if m.type is not None and m.type.holds == "program" for name in m.static_values.values()
+    }
 
 
 def entry_programs(obj: BpfObject) -> list[Program]:
     """The object's XDP programs that are attached to a device (see the module docstring)."""
     targets = tail_call_targets(obj)
-    return [p for p in obj.programs if p.is_xdp and p.name not in targets
-            and not p.section.startswith(EGRESS_SECTIONS)]
+    return [p for p in obj.programs if p.is_xdp and p.name not in targets and not p.section.startswith(EGRESS_SECTIONS)]
 
 
 def device_programs(obj: BpfObject, name: str | None, per_program_output: bool) -> list[Program]:
@@ -43,20 +43,23 @@ def device_programs(obj: BpfObject, name: str | None, per_program_output: bool) 
     if name:
         prog = obj.program(name)
         if not prog.is_xdp:
-            raise LiftError(f"program {prog.name} (section {prog.section}) is not an XDP program",
-                            file=obj.path)
+            raise LiftError(f"program {prog.name} (section {prog.section}) is not an XDP program", file=obj.path)
         return [prog]
     entries = entry_programs(obj)
     if len(entries) == 1 or (entries and per_program_output):
         return entries
     if entries:
-        raise LiftError(f"{len(entries)} entry programs and a device runs one: choose one with "
-                        f"--program, or write one output per program with --out-dir DIR: "
-                        + ", ".join(p.name for p in entries), file=obj.path)
+        raise LiftError(
+            f"{len(entries)} entry programs and a device runs one: choose one with "
+            f"--program, or write one output per program with --out-dir DIR: " + ", ".join(p.name for p in entries),
+            file=obj.path,
+        )
     xdp = [p for p in obj.programs if p.is_xdp]
     if xdp:
-        raise LiftError("no entry program (every XDP program is a tail-call target or a "
-                        "devmap/cpumap program); name one with --program: "
-                        + ", ".join(p.name for p in xdp), file=obj.path)
+        raise LiftError(
+            "no entry program (every XDP program is a tail-call target or a "
+            "devmap/cpumap program); name one with --program: " + ", ".join(p.name for p in xdp),
+            file=obj.path,
+        )
     sections = ", ".join(sorted({p.section for p in obj.programs})) or "none"
     raise LiftError(f"no XDP program (sections: {sections})", file=obj.path)

@@ -60,9 +60,12 @@ class Share:
         self.bytes += len(frame)
 
     def json(self, total: Share) -> dict:
-        return {"packets": self.packets, "bytes": self.bytes,
-                "packet_share": round(self.packets / total.packets, 4) if total.packets else 0.0,
-                "byte_share": round(self.bytes / total.bytes, 4) if total.bytes else 0.0}
+        return {
+            "packets": self.packets,
+            "bytes": self.bytes,
+            "packet_share": round(self.packets / total.packets, 4) if total.packets else 0.0,
+            "byte_share": round(self.bytes / total.bytes, 4) if total.bytes else 0.0,
+        }
 
 
 @dataclass
@@ -131,24 +134,37 @@ def traffic_json(t: Traffic, rules, fates) -> dict:
     return {
         "total": {"packets": t.total.packets, "bytes": t.total.bytes},
         "nic": t.nic.json(t.total),
-        "filters": [{"filter": i, "tc": " ".join([f"protocol {rules[i].match.protocol}"] + render(rules[i].match)),
-                     "action": list(rules[i].action), **s.json(t.total)}
-                    for i, s in sorted(t.filters.items())],
-        "host_paths": [{"path": pid, "code": reason[pid].code if pid is not None and reason.get(pid) else None,
-                        **s.json(t.total)} for pid, s in top],
+        "filters": [
+            {
+                "filter": i,
+                "tc": " ".join([f"protocol {rules[i].match.protocol}"] + render(rules[i].match)),
+                "action": list(rules[i].action),
+                **s.json(t.total),
+            }
+            for i, s in sorted(t.filters.items())
+        ],
+        "host_paths": [
+            {"path": pid, "code": reason[pid].code if pid is not None and reason.get(pid) else None, **s.json(t.total)}
+            for pid, s in top
+        ],
     }
 
 
 def traffic_lines(doc: dict) -> list[str]:
     total = doc["total"]
     nic = doc["nic"]
-    out = [f"traffic: {total['packets']} packets, {total['bytes']} bytes; the NIC handles "
-           f"{100 * nic['packet_share']:.1f}% of packets, {100 * nic['byte_share']:.1f}% of bytes"]
+    out = [
+        f"traffic: {total['packets']} packets, {total['bytes']} bytes; the NIC handles "
+        f"{100 * nic['packet_share']:.1f}% of packets, {100 * nic['byte_share']:.1f}% of bytes"
+    ]
     for f in doc["filters"]:
-        out.append(f"  filter {f['filter']} ({f['tc']} -> {' '.join(f['action'])}): {f['packets']} packets "
-                   f"({100 * f['packet_share']:.1f}%)")
+        out.append(
+            f"  filter {f['filter']} ({f['tc']} -> {' '.join(f['action'])}): {f['packets']} packets "
+            f"({100 * f['packet_share']:.1f}%)"
+        )
     for p in doc["host_paths"][:5]:
         what = f"path {p['path']} ({p['code']})" if p["path"] is not None else "map/helper-dependent path"
-        out.append(f"  to the host: {what}: {p['packets']} packets ({100 * p['packet_share']:.1f}%), "
-                   f"{p['bytes']} bytes")
+        out.append(
+            f"  to the host: {what}: {p['packets']} packets ({100 * p['packet_share']:.1f}%), {p['bytes']} bytes"
+        )
     return out

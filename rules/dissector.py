@@ -78,9 +78,23 @@ PORTS_UNSURE = (33, 136)
 
 #: Every value a Dissection holds: the flower keys plus the key fields flower sets implicitly.
 WIDTHS = {name: row.width for name, row in FLOWER_KEYS.items()} | {
-    "n_proto": 16, "addr_type": 8, "vlan_tpid": 16, "cvlan_tpid": 16}
-L2_KEYS = ("dst_mac", "src_mac", "vlan_id", "vlan_prio", "vlan_tpid", "vlan_ethtype",
-           "cvlan_id", "cvlan_prio", "cvlan_tpid", "cvlan_ethtype")
+    "n_proto": 16,
+    "addr_type": 8,
+    "vlan_tpid": 16,
+    "cvlan_tpid": 16,
+}
+L2_KEYS = (
+    "dst_mac",
+    "src_mac",
+    "vlan_id",
+    "vlan_prio",
+    "vlan_tpid",
+    "vlan_ethtype",
+    "cvlan_id",
+    "cvlan_prio",
+    "cvlan_tpid",
+    "cvlan_ethtype",
+)
 L3_KEYS = tuple(k for k in WIDTHS if k not in L2_KEYS)  # set at or below the network header
 L4_KEYS = ("src_port", "dst_port", "tcp_flags", "icmp_type", "icmp_code")
 
@@ -98,6 +112,7 @@ def fresh(name: str) -> z3.BitVecRef:
 
 
 # --- key sets -------------------------------------------------------------------------------
+
 
 @dataclass
 class _Part:
@@ -153,6 +168,7 @@ def _in(x: z3.BitVecRef, values) -> z3.BoolRef:
 
 
 # --- the model ------------------------------------------------------------------------------
+
 
 class _Model:
     """Builds the dissector's terms over one (pkt, length), each header layer once."""
@@ -215,8 +231,14 @@ class _Model:
         """A recorded tag: id and priority from the TCI at `o`, the TPID it was found with and the
         ethertype after it (key_vlan fields)."""
         tci = self.be(o, 2)
-        return _Part({f"{which}_id": z3.Extract(11, 0, tci), f"{which}_prio": z3.Extract(15, 13, tci),
-                      f"{which}_tpid": tpid, f"{which}_ethtype": next_proto})
+        return _Part(
+            {
+                f"{which}_id": z3.Extract(11, 0, tci),
+                f"{which}_prio": z3.Extract(15, 13, tci),
+                f"{which}_tpid": tpid,
+                f"{which}_ethtype": next_proto,
+            }
+        )
 
     def proto1(self) -> z3.BitVecRef:
         """skb->protocol after skb_vlan_untag(): the ethertype after the outer tag."""
@@ -229,12 +251,13 @@ class _Model:
 
     def l3_any(self, o: int, proto: z3.BitVecRef) -> _Part:
         """The proto switch of __skb_flow_dissect at offset `o`."""
+
         def build():
-            part = _merge(_in(proto, FOLLOWED), _fresh_part(L3_KEYS), _Part({"n_proto": proto}),
-                          L3_KEYS)
+            part = _merge(_in(proto, FOLLOWED), _fresh_part(L3_KEYS), _Part({"n_proto": proto}), L3_KEYS)
             part = _merge(_in(proto, (ETH_P_ARP, ETH_P_RARP)), self._arp(o, proto), part, L3_KEYS)
             part = _merge(proto == ETH_P_IPV6, self.l3(o, "ipv6"), part, L3_KEYS)
             return _merge(proto == ETH_P_IP, self.l3(o, "ip"), part, L3_KEYS)
+
         return self._cached(("any", o, proto.get_id()), build, proto)
 
     def _ipv4(self, o: int) -> _Part:
@@ -248,17 +271,21 @@ class _Model:
         thoff = self.off(o) + z3.ZeroExt(60, ihl) * 4
         l4 = self.l4(proto, thoff)
         on = z3.And(ok, z3.Not(is_frag))
-        part = _Part({
-            "n_proto": _ite(z3.And(on, proto == IPPROTO_MPLS), _bv(ETH_P_MPLS_UC, 16), _bv(ETH_P_IP, 16)),
-            "addr_type": _ite(ok, _bv(ADDR_TYPE_IPV4, 8), _bv(0, 8)),
-            "src_ip": _ite(ok, src, _bv(0, 32)), "dst_ip": _ite(ok, dst, _bv(0, 32)),
-            "src_ip6": _ite(ok, z3.Concat(src, dst, _bv(0, 64)), _bv(0, 128)),  # the union's view
-            "ip_proto": _ite(ok, proto, _bv(0, 8)),
-            "ip_tos": _ite(ok, self.byte(o + 1), _bv(0, 8)),
-            "ip_ttl": _ite(ok, self.byte(o + 8), _bv(0, 8)),
-            "ip_flags": _ite(ok, z3.Concat(_ite(first, _bv(1, 1), _bv(0, 1)),
-                                           _ite(is_frag, _bv(1, 1), _bv(0, 1))), _bv(0, 2)),
-        })
+        part = _Part(
+            {
+                "n_proto": _ite(z3.And(on, proto == IPPROTO_MPLS), _bv(ETH_P_MPLS_UC, 16), _bv(ETH_P_IP, 16)),
+                "addr_type": _ite(ok, _bv(ADDR_TYPE_IPV4, 8), _bv(0, 8)),
+                "src_ip": _ite(ok, src, _bv(0, 32)),
+                "dst_ip": _ite(ok, dst, _bv(0, 32)),
+                "src_ip6": _ite(ok, z3.Concat(src, dst, _bv(0, 64)), _bv(0, 128)),  # the union's view
+                "ip_proto": _ite(ok, proto, _bv(0, 8)),
+                "ip_tos": _ite(ok, self.byte(o + 1), _bv(0, 8)),
+                "ip_ttl": _ite(ok, self.byte(o + 8), _bv(0, 8)),
+                "ip_flags": _ite(
+                    ok, z3.Concat(_ite(first, _bv(1, 1), _bv(0, 1)), _ite(is_frag, _bv(1, 1), _bv(0, 1))), _bv(0, 2)
+                ),
+            }
+        )
         for n in L4_KEYS:
             part.values[n] = _ite(on, l4.get(n), _bv(0, WIDTHS[n]))
             if n in l4.unknown:
@@ -282,24 +309,26 @@ class _Model:
             frag = z3.Or(frag, fr_ok)
             first = z3.Or(first, z3.And(fr_ok, fr_first))
             # a fragment header ends the walk (OUT_GOOD), a header that does not fit too (OUT_BAD)
-            done = z3.Or(done, z3.Not(_in(nh, IPV6_EXT + (NEXTHDR_FRAGMENT,))), frh,
-                         z3.And(opt, z3.Not(opt_ok)))
+            done = z3.Or(done, z3.Not(_in(nh, IPV6_EXT + (NEXTHDR_FRAGMENT,))), frh, z3.And(opt, z3.Not(opt_ok)))
             nh = new_nh
         overflow = z3.And(ok, z3.Not(done), _in(nh, IPV6_EXT + (NEXTHDR_FRAGMENT,)))
         l4 = self.l4(nh, off)
         on = z3.And(ok, z3.Not(frag))
         flags = z3.Concat(_ite(first, _bv(1, 1), _bv(0, 1)), _ite(frag, _bv(1, 1), _bv(0, 1)))
-        part = _Part({
-            "n_proto": _ite(z3.And(on, nh == IPPROTO_MPLS), _bv(ETH_P_MPLS_UC, 16), _bv(ETH_P_IPV6, 16)),
-            "addr_type": _ite(ok, _bv(ADDR_TYPE_IPV6, 8), _bv(0, 8)),
-            "src_ip6": _ite(ok, src, _bv(0, 128)), "dst_ip6": _ite(ok, dst, _bv(0, 128)),
-            "src_ip": _ite(ok, z3.Extract(127, 96, src), _bv(0, 32)),  # the union's view
-            "dst_ip": _ite(ok, z3.Extract(95, 64, src), _bv(0, 32)),
-            "ip_proto": _ite(ok, nh, _bv(0, 8)),
-            "ip_tos": _ite(ok, z3.Extract(11, 4, self.be(o, 2)), _bv(0, 8)),  # ipv6_get_dsfield()
-            "ip_ttl": _ite(ok, self.byte(o + 7), _bv(0, 8)),
-            "ip_flags": _ite(ok, flags, _bv(0, 2)),
-        })
+        part = _Part(
+            {
+                "n_proto": _ite(z3.And(on, nh == IPPROTO_MPLS), _bv(ETH_P_MPLS_UC, 16), _bv(ETH_P_IPV6, 16)),
+                "addr_type": _ite(ok, _bv(ADDR_TYPE_IPV6, 8), _bv(0, 8)),
+                "src_ip6": _ite(ok, src, _bv(0, 128)),
+                "dst_ip6": _ite(ok, dst, _bv(0, 128)),
+                "src_ip": _ite(ok, z3.Extract(127, 96, src), _bv(0, 32)),  # the union's view
+                "dst_ip": _ite(ok, z3.Extract(95, 64, src), _bv(0, 32)),
+                "ip_proto": _ite(ok, nh, _bv(0, 8)),
+                "ip_tos": _ite(ok, z3.Extract(11, 4, self.be(o, 2)), _bv(0, 8)),  # ipv6_get_dsfield()
+                "ip_ttl": _ite(ok, self.byte(o + 7), _bv(0, 8)),
+                "ip_flags": _ite(ok, flags, _bv(0, 2)),
+            }
+        )
         for n in L4_KEYS:
             part.values[n] = _ite(on, l4.get(n), _bv(0, WIDTHS[n]))
             if n in l4.unknown:
@@ -317,24 +346,37 @@ class _Model:
         p0 = z3.And(_in(proto, PORTS_AT_0), self.fits(t, 4))
         p4 = z3.And(proto == 51, self.fits(t + 4, 4))
         zero16 = _bv(0, 16)
-        part = _Part({
-            "tcp_flags": _ite(tcp_ok, z3.Concat(z3.Extract(3, 0, b12), self.byte(t + 13)), _bv(0, 12)),
-            "icmp_type": _ite(icmp_ok, self.byte(t), _bv(0, 8)),
-            "icmp_code": _ite(icmp_ok, self.byte(t + 1), _bv(0, 8)),
-            "src_port": _ite(p0, self.be(t, 2), _ite(p4, self.be(t + 4, 2), zero16)),
-            "dst_port": _ite(p0, self.be(t + 2, 2), _ite(p4, self.be(t + 6, 2), zero16)),
-        })
+        part = _Part(
+            {
+                "tcp_flags": _ite(tcp_ok, z3.Concat(z3.Extract(3, 0, b12), self.byte(t + 13)), _bv(0, 12)),
+                "icmp_type": _ite(icmp_ok, self.byte(t), _bv(0, 8)),
+                "icmp_code": _ite(icmp_ok, self.byte(t + 1), _bv(0, 8)),
+                "src_port": _ite(p0, self.be(t, 2), _ite(p4, self.be(t + 4, 2), zero16)),
+                "dst_port": _ite(p0, self.be(t + 2, 2), _ite(p4, self.be(t + 6, 2), zero16)),
+            }
+        )
         unsure = _in(proto, PORTS_UNSURE)
         return _merge(unsure, _union(part, _fresh_part(("src_port", "dst_port"))), part, L4_KEYS)
 
     def _arp(self, o: int, proto: z3.BitVecRef) -> _Part:
         op = self.be(o + 6, 2)
-        valid = z3.And(self.fits(o, 8), self.be(o, 2) == 1, self.be(o + 2, 2) == ETH_P_IP,
-                       self.byte(o + 4) == 6, self.byte(o + 5) == 4, _in(op, (1, 2)),
-                       self.fits(o + 8, 20))
+        valid = z3.And(
+            self.fits(o, 8),
+            self.be(o, 2) == 1,
+            self.be(o + 2, 2) == ETH_P_IP,
+            self.byte(o + 4) == 6,
+            self.byte(o + 5) == 4,
+            _in(op, (1, 2)),
+            self.fits(o + 8, 20),
+        )
         part = _Part({"n_proto": proto})
-        for name, at, n in (("arp_sha", 8, 6), ("arp_sip", 14, 4), ("arp_tha", 18, 6),
-                            ("arp_tip", 24, 4), ("arp_op", 7, 1)):
+        for name, at, n in (
+            ("arp_sha", 8, 6),
+            ("arp_sip", 14, 4),
+            ("arp_tha", 18, 6),
+            ("arp_tip", 24, 4),
+            ("arp_op", 7, 1),
+        ):
             part.values[name] = _ite(valid, self.be(o + at, n), _bv(0, WIDTHS[name]))
         return part
 
@@ -363,6 +405,7 @@ class _Model:
 
 
 # --- public API -----------------------------------------------------------------------------
+
 
 @dataclass
 class Dissection:
@@ -408,6 +451,7 @@ def _default_dissection() -> Dissection:
 
 
 # --- matching -------------------------------------------------------------------------------
+
 
 def _view(match: FlowerMatch, d: Dissection) -> tuple[z3.BoolRef, _Part]:
     """The L2 case a match's protocol chain selects (it fixes the tags and where L3 starts), with
@@ -502,8 +546,7 @@ def _conditions(match: FlowerMatch, values, symbolic=None) -> tuple[list[z3.Bool
         used.append(name)
         if name in symbolic:
             if isinstance(value, Range) or symbolic[name].size() != WIDTHS[name]:
-                raise ValueError(f"symbolic {name}: needs an Exact placeholder and a "
-                                 f"{WIDTHS[name]}-bit term")
+                raise ValueError(f"symbolic {name}: needs an Exact placeholder and a {WIDTHS[name]}-bit term")
             conds.append(x & value.mask == symbolic[name] & value.mask)
         elif isinstance(value, Range):
             conds.append(z3.And(z3.ULE(value.lo, x), z3.ULE(x, value.hi)))
@@ -514,8 +557,9 @@ def _conditions(match: FlowerMatch, values, symbolic=None) -> tuple[list[z3.Bool
     return conds, used
 
 
-def match_formula(match: FlowerMatch, d: Dissection | None = None,
-                  symbolic: dict[str, z3.BitVecRef] | None = None) -> z3.BoolRef:
+def match_formula(
+    match: FlowerMatch, d: Dissection | None = None, symbolic: dict[str, z3.BitVecRef] | None = None
+) -> z3.BoolRef:
     """True iff the filter `protocol P ... flower KEYS` matches the packet of `d` (tc's protocol
     check, then cls_flower's masked compare and port ranges). For a rule template (a map key
     that becomes the value), `symbolic` maps key names to terms of the key's width; those keys
@@ -543,6 +587,7 @@ def generic_formula(match: FlowerMatch, d: Dissection | None = None) -> z3.BoolR
 
 
 # --- concrete evaluation ----------------------------------------------------------------------
+
 
 class _Compiled:
     """Terms over (pkt, length) compiled to one Python function: straight-line integer code,
@@ -679,8 +724,9 @@ _CONCRETE_NAMES = ("reaches_tc", "skb_protocol") + tuple(WIDTHS)
 def _compiled_dissection() -> _Compiled:
     d = dissect()
     unknown = d.unknown
-    return _Compiled([d.reaches_tc, d.skb_protocol] + [d.keys[n] for n in WIDTHS]
-                     + [unknown[n] for n in WIDTHS], PACKET, PACKET_LEN)
+    return _Compiled(
+        [d.reaches_tc, d.skb_protocol] + [d.keys[n] for n in WIDTHS] + [unknown[n] for n in WIDTHS], PACKET, PACKET_LEN
+    )
 
 
 def dissect_concrete(packet: bytes) -> dict[str, int | None]:

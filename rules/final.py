@@ -16,9 +16,12 @@ from .script import parse_script
 from .tc import filter_line
 
 #: Why a path leaves the script when no packet of it reaches its filters.
-UNREACHED = Reason("not-expressible", "no packet of this path reaches a filter that takes it through the printed chains "
-             "from chain 0 (pass shields or other filters take them first: flower cannot "
-             "separate them from packets the program passes)")
+UNREACHED = Reason(
+    "not-expressible",
+    "no packet of this path reaches a filter that takes it through the printed chains "
+    "from chain 0 (pass shields or other filters take them first: flower cannot "
+    "separate them from packets the program passes)",
+)
 
 
 def source_lines(e, paths: list[int]) -> list[str]:
@@ -40,17 +43,18 @@ def render_block(rs, dev: str, skip: str | None) -> list[str]:
     out = []
     e = rs.synth.e
     for r in rs.rules:
-        what = {"rule": "proven" if r.proved else "", "shield": "shield (pass)",
-                "goto": "chain jump"}[r.role]
-        out.append(f"# paths {','.join(map(str, r.paths))} {' '.join(source_lines(e, r.paths))} "
-                   f"- {what}".rstrip())
+        what = {"rule": "proven" if r.proved else "", "shield": "shield (pass)", "goto": "chain jump"}[r.role]
+        out.append(f"# paths {','.join(map(str, r.paths))} {' '.join(source_lines(e, r.paths))} - {what}".rstrip())
         out.append(filter_line(dev, r.match, r.action, r.prio, r.chain or None, skip=skip))
     return out
 
 
 #: Why a block's paths are also listed under software when the script takes only part of it.
-PARTLY = Reason("not-expressible", "partly in software: some packets the proof allows to take reach no filter of "
-          "this block (an earlier chain's level takes them first, or --max-rules cut it)")
+PARTLY = Reason(
+    "not-expressible",
+    "partly in software: some packets the proof allows to take reach no filter of "
+    "this block (an earlier chain's level takes them first, or --max-rules cut it)",
+)
 
 
 def prove_text(text: str, synth, blocks=(), cache: dict | None = None) -> ScriptProof:
@@ -78,10 +82,12 @@ def finish(rs, dev: str, skip: str | None, relayout) -> list[str]:
         lost = sorted(p for p, ok in proof.reached.items() if not ok)
         if not bad and not lost:
             break
-        why = Reason("not-expressible",
-                     "the printed script did not prove: " + proof.errors[0] if proof.errors else
-                     "the printed filter did not prove (a packet reaching it gets another verdict "
-                     "from the program)")
+        why = Reason(
+            "not-expressible",
+            "the printed script did not prove: " + proof.errors[0]
+            if proof.errors
+            else "the printed filter did not prove (a packet reaching it gets another verdict from the program)",
+        )
         for r in bad:
             rs.software.append((r.paths, why))
             rs.unproved += 1
@@ -99,8 +105,7 @@ def finish(rs, dev: str, skip: str | None, relayout) -> list[str]:
             keep.append(r)
         rs.rules = relayout(keep)
     claimed = set(proof.reached)
-    orphans = sorted(p for p in rs.taken if p not in claimed
-                     and not any(p in ps for ps, _ in rs.software))
+    orphans = sorted(p for p in rs.taken if p not in claimed and not any(p in ps for ps, _ in rs.software))
     if orphans:
         rs.software.append((orphans, UNREACHED))
     for b, done in zip(rs.blocks, proof.complete):

@@ -34,8 +34,7 @@ from dataclasses import dataclass
 # --- protocols ----------------------------------------------------------------------------
 
 #: tc `protocol` names (iproute2 lib/ll_proto.c) and ethertypes xdp2tc emits.
-PROTOCOLS = {"ip": 0x0800, "ipv6": 0x86DD, "arp": 0x0806, "802.1Q": 0x8100, "802.1ad": 0x88A8,
-             "all": 0x0003}
+PROTOCOLS = {"ip": 0x0800, "ipv6": 0x86DD, "arp": 0x0806, "802.1Q": 0x8100, "802.1ad": 0x88A8, "all": 0x0003}
 #: Ethertypes the kernel treats as VLAN tags (eth_type_vlan).
 VLAN_TYPES = frozenset({0x8100, 0x88A8})
 #: Protocol family of a non-VLAN ethertype, as the key table's `family` column names it.
@@ -62,6 +61,7 @@ def protocol_name(number: int) -> str:
 
 
 # --- the key table --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class FlowerKey:
@@ -122,7 +122,8 @@ _ROWS = [
 _ADDR_STRUCT = {"src_ip": "ipv4", "dst_ip": "ipv4", "src_ip6": "ipv6", "dst_ip6": "ipv6"}
 
 FLOWER_KEYS: dict[str, FlowerKey] = {
-    row[0]: FlowerKey(*row, order=i, addr_struct=_ADDR_STRUCT.get(row[0])) for i, row in enumerate(_ROWS)}
+    row[0]: FlowerKey(*row, order=i, addr_struct=_ADDR_STRUCT.get(row[0])) for i, row in enumerate(_ROWS)
+}
 
 #: ip_flags bits (TCA_FLOWER_KEY_FLAGS_IS_FRAGMENT / _FRAG_IS_FIRST = FLOW_DIS_IS_FRAGMENT /
 #: FLOW_DIS_FIRST_FRAG) and their tc words.
@@ -139,6 +140,7 @@ def key(name: str) -> FlowerKey:
 
 
 # --- values and matches ---------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Exact:
@@ -213,8 +215,7 @@ class FlowerMatch:
     def mask_shape(self) -> tuple:
         """What "one mask per prio" compares: the protocol (one protocol per prio in tc) and,
         per key, its mask or "range". Two matches may share a prio only if equal here."""
-        return (self.protocol,) + tuple(
-            (k, "range" if isinstance(v, Range) else v.mask) for k, v in self.keys)
+        return (self.protocol,) + tuple((k, "range" if isinstance(v, Range) else v.mask) for k, v in self.keys)
 
     def zero_mask_keys(self) -> list[str]:
         """Keys given with an all-zero mask (only address keys survive normalisation)."""
@@ -262,7 +263,7 @@ def _normalise(protocol: str, keys) -> tuple:
             raise ValueError(f"{where}: key {name} given twice")
         seen[name] = _check_value(row, value, where)
     family = _family(protocol, seen)
-    for name, value in seen.items():
+    for name in seen:
         row = FLOWER_KEYS[name]
         if row.family and not _has(family, row.family, protocol, seen):
             raise ValueError(f"{where}: {name} needs {_NEEDS[row.family]}")
@@ -283,15 +284,18 @@ def _normalise(protocol: str, keys) -> tuple:
         # in software the range side is compared with a zero port and never matches.
         raise ValueError(f"{where}: a port range and an exact/masked port cannot share a rule")
     # zero masks compare nothing, except on address keys (module doc: they match nothing)
-    kept = {n: v for n, v in seen.items()
-            if isinstance(v, Range) or v.mask or FLOWER_KEYS[n].addr_struct}
+    kept = {n: v for n, v in seen.items() if isinstance(v, Range) or v.mask or FLOWER_KEYS[n].addr_struct}
     return tuple(sorted(kept.items(), key=lambda kv: FLOWER_KEYS[kv[0]].order))
 
 
-_NEEDS = {"vlan": "protocol 802.1Q or 802.1ad", "cvlan": "vlan_ethtype 802.1Q or 802.1ad",
-          "inet": "an ip or ipv6 protocol chain", "ip": "an ip protocol chain",
-          "ipv6": "an ipv6 protocol chain (src_ip/dst_ip are IPv4: use src_ip6/dst_ip6)",
-          "arp": "an arp protocol chain"}
+_NEEDS = {
+    "vlan": "protocol 802.1Q or 802.1ad",
+    "cvlan": "vlan_ethtype 802.1Q or 802.1ad",
+    "inet": "an ip or ipv6 protocol chain",
+    "ip": "an ip protocol chain",
+    "ipv6": "an ipv6 protocol chain (src_ip/dst_ip are IPv4: use src_ip6/dst_ip6)",
+    "arp": "an arp protocol chain",
+}
 
 
 def _check_value(row: FlowerKey, value, where: str) -> Value:
@@ -304,8 +308,10 @@ def _check_value(row: FlowerKey, value, where: str) -> Value:
         if value.lo == value.hi:
             return Exact(value.lo, top)
         if value.lo == 0:
-            raise ValueError(f"{where}: {row.name} range {value.lo}-{value.hi} starts at 0, which tc "
-                             f"cannot express (MIN must be >= 1); split off port 0")
+            raise ValueError(
+                f"{where}: {row.name} range {value.lo}-{value.hi} starts at 0, which tc "
+                f"cannot express (MIN must be >= 1); split off port 0"
+            )
         return value
     if not isinstance(value, Exact):
         raise ValueError(f"{where}: {row.name} value must be Exact or Range, got {value!r}")
@@ -314,14 +320,13 @@ def _check_value(row: FlowerKey, value, where: str) -> Value:
     if row.mask == "none" and value.mask != top:
         raise ValueError(f"{where}: {row.name} takes no mask")
     if row.mask == "prefix" and prefix_len(value.mask, row.width) is None:
-        raise ValueError(f"{where}: {row.name} mask 0x{value.mask:x} is not a prefix (tc takes "
-                         f"ADDR/LEN only)")
+        raise ValueError(f"{where}: {row.name} mask 0x{value.mask:x} is not a prefix (tc takes ADDR/LEN only)")
     return Exact(value.value & value.mask, value.mask)
 
 
 def _check_ip_proto(seen: dict, family: str | None, where: str) -> None:
     proto = seen.get("ip_proto")
-    for name, value in seen.items():
+    for name in seen:
         need = FLOWER_KEYS[name].ip_protos
         if need is None:
             continue
@@ -333,6 +338,7 @@ def _check_ip_proto(seen: dict, family: str | None, where: str) -> None:
 
 
 # --- rendering ----------------------------------------------------------------------------
+
 
 def render(match: FlowerMatch) -> list[str]:
     """The tc tokens after `flower` (and after skip_sw/skip_hw), in an order f_flower.c accepts."""
@@ -360,8 +366,7 @@ def _render_value(row: FlowerKey, value: Value, family: str | None) -> str:
         return protocol_name(v)
     if name == "ip_proto":
         for word, number in IPPROTO.items():
-            if number == v and (word != "icmp" or family == "ip") \
-                    and (word != "icmpv6" or family == "ipv6"):
+            if number == v and (word != "icmp" or family == "ip") and (word != "icmpv6" or family == "ipv6"):
                 return word
         return f"0x{v:x}"  # parsed base 16; a bare word could prefix-match tcp/udp/... names
     if name in ("ip_tos", "ip_ttl"):

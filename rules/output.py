@@ -22,11 +22,11 @@ from analyzer.classify import classify, map_classes
 from analyzer.explore import Exploration
 from analyzer.fields import Decoder
 
+from .final import source_lines
 from .flower import render
 from .reasons import account, summary, summary_lines
 from .ruleset import RuleSet
 from .synthesis import ASSUMPTIONS
-from .final import source_lines
 from .tc import qdisc_line
 
 SCHEMA = "xdp2tc.rules/1"
@@ -40,22 +40,48 @@ def rules_json(e: Exploration, rs: RuleSet, dev: str, skip: str) -> dict:
     fates = account(e, rs, map_classes(e, classify(e)))
     counts = summary(fates)
     return {
-        "schema": SCHEMA, "file": str(e.obj.path), "program": e.program.name, "dev": dev,
-        "skip": skip, "assumptions": list(rs.assumptions),
-        "summary": {"rules": len(rs.rules), "proven": rs.proved, "unproven": rs.unproved,
-                    "chains": len({r.chain for r in rs.rules}),
-                    "software_paths": sorted({p for ps, _ in rs.software for p in ps}),
-                    "verdicts": counts, "lines": summary_lines(counts)},
-        "rules": [{"chain": r.chain, "prio": r.prio, "protocol": r.match.protocol,
-                   "keys": render(r.match), "action": list(r.action), "role": r.role,
-                   "paths": r.paths, "lines": source_lines(e, r.paths), "proven": r.proved,
-                   "tc": line}
-                  for r, line in zip(rs.rules, lines)],
-        "software": [{"paths": ps, "why": str(why), "code": why.code, "detail": why.detail}
-                     for ps, why in rs.software],
-        "fates": [{"path": f.path, "verdict": f.verdict, "offloaded": f.offloaded, "filters": f.filters,
-                   "code": f.reason.code if f.reason else None,
-                   "detail": f.reason.detail if f.reason else None} for f in fates],
+        "schema": SCHEMA,
+        "file": str(e.obj.path),
+        "program": e.program.name,
+        "dev": dev,
+        "skip": skip,
+        "assumptions": list(rs.assumptions),
+        "summary": {
+            "rules": len(rs.rules),
+            "proven": rs.proved,
+            "unproven": rs.unproved,
+            "chains": len({r.chain for r in rs.rules}),
+            "software_paths": sorted({p for ps, _ in rs.software for p in ps}),
+            "verdicts": counts,
+            "lines": summary_lines(counts),
+        },
+        "rules": [
+            {
+                "chain": r.chain,
+                "prio": r.prio,
+                "protocol": r.match.protocol,
+                "keys": render(r.match),
+                "action": list(r.action),
+                "role": r.role,
+                "paths": r.paths,
+                "lines": source_lines(e, r.paths),
+                "proven": r.proved,
+                "tc": line,
+            }
+            for r, line in zip(rs.rules, lines)
+        ],
+        "software": [{"paths": ps, "why": str(why), "code": why.code, "detail": why.detail} for ps, why in rs.software],
+        "fates": [
+            {
+                "path": f.path,
+                "verdict": f.verdict,
+                "offloaded": f.offloaded,
+                "filters": f.filters,
+                "code": f.reason.code if f.reason else None,
+                "detail": f.reason.detail if f.reason else None,
+            }
+            for f in fates
+        ],
     }
 
 
@@ -64,9 +90,11 @@ def tc_script(e: Exploration, rs: RuleSet, dev: str, skip: str) -> str:
     block = rs.finish(dev, skip)
     doc = rules_json(e, rs, dev, skip)
     s = doc["summary"]
-    out = [f"# xdp2tc rules for {e.obj.path} program {e.program.name}: {s['rules']} filters, "
-           f"{s['proven']} proven (z3, on this script as printed), {s['unproven']} unproven left out",
-           "# usage: tc -batch THIS_FILE"]
+    out = [
+        f"# xdp2tc rules for {e.obj.path} program {e.program.name}: {s['rules']} filters, "
+        f"{s['proven']} proven (z3, on this script as printed), {s['unproven']} unproven left out",
+        "# usage: tc -batch THIS_FILE",
+    ]
     out += [f"# {line}" for line in s["lines"]]
     for a in rs.assumptions:
         out.append(f"# ASSUMED: {ASSUMPTIONS[a]} (--assume {a})")
@@ -77,8 +105,10 @@ def tc_script(e: Exploration, rs: RuleSet, dev: str, skip: str) -> str:
     for f in doc["fates"]:
         if not f["offloaded"] and f["code"] != "pass-to-host":
             path = e.paths[f["path"]]
-            out.append(f"# path {f['path']} {f['verdict']} stays in software ({f['code']}: {f['detail']}) "
-                       f"when {decoder.render(e.condition(path))}")
+            out.append(
+                f"# path {f['path']} {f['verdict']} stays in software ({f['code']}: {f['detail']}) "
+                f"when {decoder.render(e.condition(path))}"
+            )
     out.append(qdisc_line(dev))
     out += block
     return "\n".join(out) + "\n"

@@ -74,11 +74,12 @@ def structure_errors(filters: list[Filter]) -> list[str]:
     for f in filters:
         first = seen.setdefault((f.chain, f.prio), f)
         if first.action != f.action or first.match.protocol != f.match.protocol:
-            errors.append(f"line {f.lineno}: chain {f.chain} prio {f.prio} already holds line "
-                          f"{first.lineno} with another action or protocol")
+            errors.append(
+                f"line {f.lineno}: chain {f.chain} prio {f.prio} already holds line "
+                f"{first.lineno} with another action or protocol"
+            )
         if f.goto is not None and f.goto <= f.chain:
-            errors.append(f"line {f.lineno}: goto chain {f.goto} from chain {f.chain} "
-                          f"(only forward jumps are proved)")
+            errors.append(f"line {f.lineno}: goto chain {f.goto} from chain {f.chain} (only forward jumps are proved)")
     return errors
 
 
@@ -106,8 +107,7 @@ def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:
     proof = ScriptProof(filters, errors=structure_errors(filters))
     if proof.errors:
         proof.sound = [None if outcome_of(f.action, synth.ifnames) is None else False for f in filters]
-        proof.reached = {p: False for f, s in zip(filters, proof.sound) if s is not None
-                         for p in f.claims}
+        proof.reached = {p: False for f, s in zip(filters, proof.sound) if s is not None for p in f.claims}
         proof.complete = [False] * len(blocks)
         return proof
     hit = hits(filters, synth.d)
@@ -135,16 +135,16 @@ def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:
             claimed.setdefault(p, []).append(h)
     for p, hs in claimed.items():
         cond = synth.conds.get(p)
-        proof.reached[p] = cond is not None and \
-            solver(*synth.env, cond, z3.Or(hs)).check() == z3.sat
+        proof.reached[p] = cond is not None and solver(*synth.env, cond, z3.Or(hs)).check() == z3.sat
     takes: dict[Outcome, list[z3.BoolRef]] = {}
     for f, h in zip(filters, hit):
         o = outcome_of(f.action, synth.ifnames)
         if o is not None:
             takes.setdefault(o, []).append(h)
     for i, b in enumerate(blocks):
-        intended = z3.And(synth.reach(blocks[:i]), b.formula(synth.d),
-                          *[z3.Not(match_formula(m, synth.d)) for m in b.shields])
+        intended = z3.And(
+            synth.reach(blocks[:i]), b.formula(synth.d), *[z3.Not(match_formula(m, synth.d)) for m in b.shields]
+        )
         taken = z3.Or(takes.get(b.outcome) or [z3.BoolVal(False)])
         proof.complete.append(solver(*synth.env, intended, z3.Not(taken)).check() == z3.unsat)
     return proof

@@ -25,38 +25,84 @@ class ReasonCode:
     text: str  # one line a network engineer reads
 
 
-REASONS: dict[str, ReasonCode] = {r.code: r for r in (
-    ReasonCode("pass-to-host", "XT000", "note",
-               "the packet goes on to the host, where the XDP program runs anyway"),
-    ReasonCode("map-dependent", "XT001", "warning",
-               "the verdict depends on the contents of a map (filters would follow its entries)"),
-    ReasonCode("data-plane-state", "XT002", "warning",
-               "the verdict depends on state the program itself writes (counters, rate limits, "
-               "connection tracking)"),
-    ReasonCode("helper", "XT003", "warning",
-               "the verdict depends on a helper's result (time, random numbers, FIB or socket lookups)"),
-    ReasonCode("ctx-field", "XT004", "warning",
-               "the verdict depends on the receiving interface or queue, not on the packet"),
-    ReasonCode("not-expressible", "XT005", "warning",
-               "flower has no key for what the program decides on (payload bytes, lengths, "
-               "header fields flower does not parse)"),
-    ReasonCode("atypical-packets", "XT006", "warning",
-               "flower and the program disagree only on a class of unusual packets (IP options, "
-               "truncated L4 headers, fragments, IPv6 extension headers, short frames)"),
-    ReasonCode("rewrite", "XT007", "warning",
-               "the program rewrites the packet or sends it back out (XDP_TX, header rewrites): "
-               "not translated to tc actions yet"),
-    ReasonCode("redirect-device", "XT008", "warning",
-               "the program redirects to an interface given by a map or without a known name "
-               "(use --ifname IFINDEX=DEV)"),
-    ReasonCode("target-unsupported", "XT009", "error",
-               "the target NIC cannot match this key or perform this action in hardware"),
-    ReasonCode("rule-budget", "XT010", "warning",
-               "the filters needed exceed the rule budget (--max-rules or the NIC's table size)"),
-    ReasonCode("unknown", "XT011", "error",
-               "xdp2tc does not fully understand this path (loop bound, exploration budget, "
-               "unsupported call or instruction)"),
-)}
+REASONS: dict[str, ReasonCode] = {
+    r.code: r
+    for r in (
+        ReasonCode(
+            "pass-to-host", "XT000", "note", "the packet goes on to the host, where the XDP program runs anyway"
+        ),
+        ReasonCode(
+            "map-dependent",
+            "XT001",
+            "warning",
+            "the verdict depends on the contents of a map (filters would follow its entries)",
+        ),
+        ReasonCode(
+            "data-plane-state",
+            "XT002",
+            "warning",
+            "the verdict depends on state the program itself writes (counters, rate limits, connection tracking)",
+        ),
+        ReasonCode(
+            "helper",
+            "XT003",
+            "warning",
+            "the verdict depends on a helper's result (time, random numbers, FIB or socket lookups)",
+        ),
+        ReasonCode(
+            "ctx-field",
+            "XT004",
+            "warning",
+            "the verdict depends on the receiving interface or queue, not on the packet",
+        ),
+        ReasonCode(
+            "not-expressible",
+            "XT005",
+            "warning",
+            "flower has no key for what the program decides on (payload bytes, lengths, "
+            "header fields flower does not parse)",
+        ),
+        ReasonCode(
+            "atypical-packets",
+            "XT006",
+            "warning",
+            "flower and the program disagree only on a class of unusual packets (IP options, "
+            "truncated L4 headers, fragments, IPv6 extension headers, short frames)",
+        ),
+        ReasonCode(
+            "rewrite",
+            "XT007",
+            "warning",
+            "the program rewrites the packet or sends it back out (XDP_TX, header rewrites): "
+            "not translated to tc actions yet",
+        ),
+        ReasonCode(
+            "redirect-device",
+            "XT008",
+            "warning",
+            "the program redirects to an interface given by a map or without a known name (use --ifname IFINDEX=DEV)",
+        ),
+        ReasonCode(
+            "target-unsupported",
+            "XT009",
+            "error",
+            "the target NIC cannot match this key or perform this action in hardware",
+        ),
+        ReasonCode(
+            "rule-budget",
+            "XT010",
+            "warning",
+            "the filters needed exceed the rule budget (--max-rules or the NIC's table size)",
+        ),
+        ReasonCode(
+            "unknown",
+            "XT011",
+            "error",
+            "xdp2tc does not fully understand this path (loop bound, exploration budget, "
+            "unsupported call or instruction)",
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -110,11 +156,16 @@ def path_reason(e, path, map_classes: dict[str, str]) -> Reason:
     decoder = Decoder(e.environment())
     decoder.render(cond)
     if decoder.fixed_used:
-        return Reason("atypical-packets", "IP options: the program reads L4 fields at fixed offsets, flower "
-                      "after the real IPv4 header (try --assume no-ip-options)")
-    return Reason("not-expressible", "no proven filter takes this path: flower cannot separate its packets "
-                  "from packets the program treats otherwise")
-
+        return Reason(
+            "atypical-packets",
+            "IP options: the program reads L4 fields at fixed offsets, flower "
+            "after the real IPv4 header (try --assume no-ip-options)",
+        )
+    return Reason(
+        "not-expressible",
+        "no proven filter takes this path: flower cannot separate its packets "
+        "from packets the program treats otherwise",
+    )
 
 
 @dataclass
@@ -205,6 +256,8 @@ def summary_lines(counts: dict[str, dict]) -> list[str]:
             lines.append(f"PASS paths {v['paths']}: pass to host (the program runs anyway)")
             continue
         reasons = ", ".join(f"{k} {n}" for k, n in sorted(v["reasons"].items()))
-        lines.append(f"{verdict} paths {v['paths']}: offloaded {v['offloaded']} ({v['filters']} filters), "
-                     f"software {v['software']}" + (f" ({reasons})" if reasons else ""))
+        lines.append(
+            f"{verdict} paths {v['paths']}: offloaded {v['offloaded']} ({v['filters']} filters), "
+            f"software {v['software']}" + (f" ({reasons})" if reasons else "")
+        )
     return lines

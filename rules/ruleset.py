@@ -23,8 +23,8 @@ from itertools import product
 import z3
 
 from .dissector import dissect, match_formula
-from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range
 from .final import finish
+from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range
 from .reasons import Reason
 from .synthesis import PASS, Outcome, Synthesis, Synthesizer, maybe_sat
 
@@ -89,14 +89,21 @@ def _lead(blocks) -> str | None:
     chained = [b for b in blocks if _size(b) > MAX_FLAT]
     if len(chained) < 2:
         return None
+
     def apart(a, b) -> bool:
         return a.protocol != b.protocol or any(
-            len(a.sets[n]) == 1 and len(b.sets.get(n, ())) == 1 and a.sets[n] != b.sets[n]
-            for n in a.sets)
-    pairs = [(a, b) for i, a in enumerate(chained) for b in chained[i + 1:] if not apart(a, b)]
+            len(a.sets[n]) == 1 and len(b.sets.get(n, ())) == 1 and a.sets[n] != b.sets[n] for n in a.sets
+        )
+
+    pairs = [(a, b) for i, a in enumerate(chained) for b in chained[i + 1 :] if not apart(a, b)]
     for name in chained[0].sets:
-        if all(name in a.sets and name in b.sets and a.set_masks.get(name) == b.set_masks.get(name)
-               and not set(a.sets[name]) & set(b.sets[name]) for a, b in pairs):
+        if all(
+            name in a.sets
+            and name in b.sets
+            and a.set_masks.get(name) == b.set_masks.get(name)
+            and not set(a.sets[name]) & set(b.sets[name])
+            for a, b in pairs
+        ):
             return name
     return None
 
@@ -119,7 +126,9 @@ def lay_out(syn: Synthesis) -> list[Rule]:
         if size <= MAX_FLAT:
             for combo in product(*[c for _, c in multi]):
                 keys = fixed + [(n, v) for (n, _), v in zip(multi, combo)]
-                rules.append(Rule(0, FlowerMatch(b.protocol, tuple(keys)), b.outcome.action, b.outcome, b.paths, "rule"))
+                rules.append(
+                    Rule(0, FlowerMatch(b.protocol, tuple(keys)), b.outcome.action, b.outcome, b.paths, "rule")
+                )
             continue
         chain = 0
         for i, (name, cover) in enumerate(multi):
@@ -128,11 +137,20 @@ def lay_out(syn: Synthesis) -> list[Rule]:
             for v in cover:
                 keys = fixed + [(name, v)]
                 if last:
-                    rules.append(Rule(chain, FlowerMatch(b.protocol, tuple(keys)), b.outcome.action, b.outcome,
-                                      b.paths, "rule"))
+                    rules.append(
+                        Rule(chain, FlowerMatch(b.protocol, tuple(keys)), b.outcome.action, b.outcome, b.paths, "rule")
+                    )
                 else:
-                    rules.append(Rule(chain, FlowerMatch(b.protocol, tuple(keys)), ("goto", "chain", str(target)),
-                                      None, b.paths, "goto"))
+                    rules.append(
+                        Rule(
+                            chain,
+                            FlowerMatch(b.protocol, tuple(keys)),
+                            ("goto", "chain", str(target)),
+                            None,
+                            b.paths,
+                            "goto",
+                        )
+                    )
             if not last:
                 chain, next_chain = next_chain, next_chain + 1
     return rules
@@ -150,8 +168,7 @@ def assign_prios(rules: list[Rule]) -> None:
         r.prio = prio[r.chain]
 
 
-def build(e, assume=(), ifnames=None, max_rules: int = 512, dev: str = "DEV",
-          skip: str | None = "skip_sw") -> RuleSet:
+def build(e, assume=(), ifnames=None, max_rules: int = 512, dev: str = "DEV", skip: str | None = "skip_sw") -> RuleSet:
     """Synthesis, layout, minimisation, then the proof of the printed script (final.py):
     every count and label in the RuleSet comes from that proof."""
     s = Synthesizer(e, assume, ifnames or {})
@@ -161,11 +178,22 @@ def build(e, assume=(), ifnames=None, max_rules: int = 512, dev: str = "DEV",
     rules = checker.minimise(rules)
     dropped = []
     if len(rules) > max_rules:
-        dropped.append((sorted({p for r in rules[max_rules:] for p in r.paths}),
-                        Reason("rule-budget", f"over --max-rules {max_rules}")))
+        dropped.append(
+            (
+                sorted({p for r in rules[max_rules:] for p in r.paths}),
+                Reason("rule-budget", f"over --max-rules {max_rules}"),
+            )
+        )
         rules = checker.minimise(rules[:max_rules])
-    rs = RuleSet(rules, list(syn.software) + dropped, syn.assumptions, dropped=dropped, synth=s,
-                 blocks=syn.blocks, taken=sorted({p for b in syn.blocks for p in b.paths}))
+    rs = RuleSet(
+        rules,
+        list(syn.software) + dropped,
+        syn.assumptions,
+        dropped=dropped,
+        synth=s,
+        blocks=syn.blocks,
+        taken=sorted({p for b in syn.blocks for p in b.paths}),
+    )
     assign_prios(rs.rules)
     rs.finish(dev, skip)
     return rs
@@ -210,8 +238,7 @@ class _Checker:
         for c in sorted({r.chain for r in rules} - {0}):
             into = [h for r, h in zip(rules, hits) if r.role == "goto" and int(r.action[2]) == c]
             entered[c] = maybe_sat(*self.s.env, z3.Or(into or [z3.BoolVal(False)]))
-        kept = [r for r, h in zip(rules, hits)
-                if entered[r.chain] and (r.chain or maybe_sat(*self.s.env, h))]
+        kept = [r for r, h in zip(rules, hits) if entered[r.chain] and (r.chain or maybe_sat(*self.s.env, h))]
         while True:
             chains = {r.chain for r in kept}
             empty = [r for r in kept if r.role == "goto" and int(r.action[2]) not in chains]
@@ -225,12 +252,13 @@ class _Checker:
             for i, r in enumerate(kept):
                 if r.role != "shield":
                     continue
-                later = [x for x in kept[i + 1:] if x.chain == r.chain and x.role != "shield"]
+                later = [x for x in kept[i + 1 :] if x.chain == r.chain and x.role != "shield"]
                 nxt = next((j for j in range(i + 1, len(kept)) if kept[j].role != "shield"), len(kept))
-                wider = [x for x in kept[i + 1:nxt] if x.chain == r.chain]  # pass rules right after
-                if any(not maybe_sat(*self.s.env, self.match(r), z3.Not(self.match(x))) for x in wider) or \
-                        not any(maybe_sat(*self.s.env, self.match(r), self.match(x)) for x in later):
-                    kept = kept[:i] + kept[i + 1:]
+                wider = [x for x in kept[i + 1 : nxt] if x.chain == r.chain]  # pass rules right after
+                if any(not maybe_sat(*self.s.env, self.match(r), z3.Not(self.match(x))) for x in wider) or not any(
+                    maybe_sat(*self.s.env, self.match(r), self.match(x)) for x in later
+                ):
+                    kept = kept[:i] + kept[i + 1 :]
                     changed = True
                     break
         return kept
@@ -246,8 +274,7 @@ def _full(name: str) -> int:
     return (1 << FLOWER_KEYS[name].width) - 1
 
 
-def _cover(name: str, values: tuple[int, ...], ranges: bool = True,
-           mask: int | None = None) -> list[Exact | Range]:
+def _cover(name: str, values: tuple[int, ...], ranges: bool = True, mask: int | None = None) -> list[Exact | Range]:
     """The fewest filter values covering exactly `values`: ranges for ports, aligned
     masked blocks (prefixes) where the key takes masks, single values otherwise. With a
     prefix `mask`, the values are prefixes under it: covered as prefixes of that length."""
@@ -255,8 +282,10 @@ def _cover(name: str, values: tuple[int, ...], ranges: bool = True,
     if mask is not None:
         shift = row.width - mask.bit_count()
         full = _full(name)
-        return [Exact(v << shift, (m << shift) & full)
-                for v, m in (_aligned_cover(tuple(x >> shift for x in values), mask.bit_count()))]
+        return [
+            Exact(v << shift, (m << shift) & full)
+            for v, m in (_aligned_cover(tuple(x >> shift for x in values), mask.bit_count()))
+        ]
     out: list[Exact | Range] = []
     for lo, hi in _runs(values):
         if lo == hi or row.mask == "none":

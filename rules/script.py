@@ -116,7 +116,7 @@ def _filter(n: int, words: list[str], claims) -> Filter:
             name = next(k for k in tokens[w] if (FLOWER_KEYS[k].kind == "ipv6") == (":" in v))
         keys.append((name, _value(name, v, where)))
         i += 2
-    action = _action(words[i + 1:], where)
+    action = _action(words[i + 1 :], where)
     try:
         match = FlowerMatch(protocol, tuple(keys))
     except ValueError as err:
@@ -185,8 +185,9 @@ def _mac(text: str, where: str) -> int:
 
 def _action(words: list[str], where: str) -> tuple[str, ...]:
     if not words or words[0] not in ACTIONS:
-        raise ScriptError(f"{where}: action {' '.join(words[:3])!r} is not drop, pass, goto chain "
-                          f"N or mirred egress redirect dev X")
+        raise ScriptError(
+            f"{where}: action {' '.join(words[:3])!r} is not drop, pass, goto chain N or mirred egress redirect dev X"
+        )
     if words[0] in ("drop", "pass") and len(words) == 1:
         return (words[0],)
     if words[0] == "goto" and len(words) == 3 and words[1] == "chain":

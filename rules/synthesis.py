@@ -37,8 +37,8 @@ from analyzer.explore import Exploration, Path
 from analyzer.symbolic import PACKET, PACKET_LEN, const_value
 
 from .dissector import dissect, match_formula
-from .reasons import Reason
 from .flower import FAMILIES, FLOWER_KEYS, IP_FLAG_FRAG, PORT_PROTOS, Exact, FlowerMatch, protocol_name
+from .reasons import Reason
 
 #: Values a key may take on a path and still be enumerated (else it is left free).
 MAX_VALUES = 64
@@ -52,10 +52,34 @@ QUERY_TIMEOUT_MS = 10000
 #: Keys extracted from paths, per protocol family, in the order shields are generalised
 #: (the first ones dropped first: least likely to separate verdicts).
 EXTRACTED = {
-    "ip": ("ip_ttl", "ip_tos", "tcp_flags", "icmp_code", "icmp_type", "src_mac", "dst_mac",
-           "src_port", "dst_port", "src_ip", "dst_ip", "ip_proto"),
-    "ipv6": ("ip_ttl", "ip_tos", "tcp_flags", "icmp_code", "icmp_type", "src_mac", "dst_mac",
-             "src_port", "dst_port", "src_ip6", "dst_ip6", "ip_proto"),
+    "ip": (
+        "ip_ttl",
+        "ip_tos",
+        "tcp_flags",
+        "icmp_code",
+        "icmp_type",
+        "src_mac",
+        "dst_mac",
+        "src_port",
+        "dst_port",
+        "src_ip",
+        "dst_ip",
+        "ip_proto",
+    ),
+    "ipv6": (
+        "ip_ttl",
+        "ip_tos",
+        "tcp_flags",
+        "icmp_code",
+        "icmp_type",
+        "src_mac",
+        "dst_mac",
+        "src_port",
+        "dst_port",
+        "src_ip6",
+        "dst_ip6",
+        "ip_proto",
+    ),
     "arp": ("src_mac", "dst_mac", "arp_op", "arp_sip", "arp_tip"),
     None: ("src_mac", "dst_mac"),
 }
@@ -67,7 +91,7 @@ SHIELD_ONLY = ("ip_flags",)
 #: Assumptions a user may add (`--assume`): name -> (what it says, constraint builder).
 ASSUMPTIONS = {
     "min-frame": "frames are at least 60 bytes (the IEEE 802.3 minimum without FCS: an "
-                 "Ethernet MAC discards runts, shorter frames arrive padded)",
+    "Ethernet MAC discards runts, shorter frames arrive padded)",
     "no-ip-options": "every IPv4 packet has a 20-byte header (ihl = 5)",
     "no-fragments": "no IPv4 packet is a fragment",
 }
@@ -165,9 +189,12 @@ class Synthesizer:
         """The rule outcome reproducing path `p`, or why none can."""
         if p.truncated or p.notes:
             return Reason("unknown", "the path is not fully understood: " + (p.truncated or p.notes[0]))
-        bad = [f"{x.kind} {x.target}" for x in p.effects
-               if not (x.kind in COUNTER_EFFECTS and self.maps.get(x.target) in ("stats-only", "control-plane"))
-               and x.kind not in ("redirect", "tail_call", "callback", "packet_resize")]
+        bad = [
+            f"{x.kind} {x.target}"
+            for x in p.effects
+            if not (x.kind in COUNTER_EFFECTS and self.maps.get(x.target) in ("stats-only", "control-plane"))
+            and x.kind not in ("redirect", "tail_call", "callback", "packet_resize")
+        ]
         if p.verdict in ("DROP", "ABORTED"):
             return Reason("data-plane-state", "side effects beyond counters: " + ", ".join(bad)) if bad else DROP
         if p.verdict == "PASS":
@@ -181,9 +208,10 @@ class Synthesizer:
             if ifindex is None:
                 return Reason("redirect-device", "redirect to an ifindex computed from the packet")
             if ifindex not in self.ifnames:
-                return Reason("redirect-device", f"redirect to ifindex {ifindex}: no device name (use --ifname {ifindex}=DEV)")
-            return Outcome(("mirred", "egress", "redirect", "dev", self.ifnames[ifindex]),
-                           ("REDIRECT",), ifindex)
+                return Reason(
+                    "redirect-device", f"redirect to ifindex {ifindex}: no device name (use --ifname {ifindex}=DEV)"
+                )
+            return Outcome(("mirred", "egress", "redirect", "dev", self.ifnames[ifindex]), ("REDIRECT",), ifindex)
         if p.verdict == "REDIRECT":
             return Reason("redirect-device", "redirect through a map (the target is control-plane state)")
         if p.verdict == "TX":
@@ -230,11 +258,17 @@ class Synthesizer:
         def give_up(why):
             if not quiet:
                 self.software.append(([p.id], why))
+
         cond = z3.And(self.conds[p.id], *self.env, self.typical)
         s = solver(cond)
         if s.check() != z3.sat:
-            return give_up(Reason("atypical-packets", "only atypical packets take this path (short frames, "
-                                  "IP options, fragments): no flower key separates them"))
+            return give_up(
+                Reason(
+                    "atypical-packets",
+                    "only atypical packets take this path (short frames, "
+                    "IP options, fragments): no flower key separates them",
+                )
+            )
         protocols = _values(s, self.d.skb_protocol, 2)
         eth = protocols[0] if len(protocols) == 1 else None
         family = FAMILIES.get(eth)
@@ -248,8 +282,7 @@ class Synthesizer:
             if len(values) <= MAX_VALUES:
                 sets[name] = tuple(sorted(values))
                 continue
-            prefixes = _prefix_set(s, term, FLOWER_KEYS[name]) \
-                if FLOWER_KEYS[name].mask == "prefix" else None
+            prefixes = _prefix_set(s, term, FLOWER_KEYS[name]) if FLOWER_KEYS[name].mask == "prefix" else None
             if prefixes is not None:
                 sets[name], set_masks[name] = prefixes
             elif FLOWER_KEYS[name].mask != "none":
@@ -275,11 +308,12 @@ class Synthesizer:
                 # Proved - but vacuously if the shields (or earlier blocks) take every packet
                 # of the block's own paths: then nothing is offloaded, say so here.
                 own = z3.Or([self.conds[p] for p in b.paths])
-                if solver(*self.env, taken, region, *[z3.Not(x) for x in shields],
-                          own).check() == z3.unsat:
-                    b.why = Reason("not-expressible",
-                                   "every packet of this path is taken by a pass shield or an earlier "
-                                   "filter: flower cannot separate it from packets the program passes")
+                if solver(*self.env, taken, region, *[z3.Not(x) for x in shields], own).check() == z3.unsat:
+                    b.why = Reason(
+                        "not-expressible",
+                        "every packet of this path is taken by a pass shield or an earlier "
+                        "filter: flower cannot separate it from packets the program passes",
+                    )
                     return
                 b.proved = True
                 return
@@ -288,8 +322,10 @@ class Synthesizer:
                 return
             shield = self.shield(b, s.model(), good)
             b.shields = self.widen(b, good, shield)
-        b.why = Reason("not-expressible",
-                       f"not proved after {MAX_SHIELDS} shields (flower cannot separate what the program decides)")
+        b.why = Reason(
+            "not-expressible",
+            f"not proved after {MAX_SHIELDS} shields (flower cannot separate what the program decides)",
+        )
 
     def path_block(self, model: z3.ModelRef) -> Block | None:
         """The extracted block of the path the model's packet takes (None if it is only
@@ -365,7 +401,7 @@ class Synthesizer:
                 shape = tuple(k for k, _ in old.keys)
                 b.refused[shape] = b.refused.get(shape, 0) + 1
                 if b.refused[shape] >= FORCE_WIDEN or not maybe_sat(region, match_formula(merged, self.d)):
-                    return b.shields[:i] + [merged] + b.shields[i + 1:]
+                    return b.shields[:i] + [merged] + b.shields[i + 1 :]
         return b.shields + [new]
 
 
@@ -373,8 +409,8 @@ def _covers(a: Block, b: Block) -> bool:
     """Block `a` takes every packet of block `b` with the same outcome (key by key, b's
     values are among a's): b's paths are a's to claim."""
     return (a.protocol, a.outcome, a.masked) == (b.protocol, b.outcome, b.masked) and all(
-        n in b.sets and a.set_masks.get(n) == b.set_masks.get(n) and set(b.sets[n]) <= set(v)
-        for n, v in a.sets.items())
+        n in b.sets and a.set_masks.get(n) == b.set_masks.get(n) and set(b.sets[n]) <= set(v) for n, v in a.sets.items()
+    )
 
 
 def _merge_into(a: Block, b: Block) -> bool:
@@ -382,8 +418,13 @@ def _merge_into(a: Block, b: Block) -> bool:
     values of one key (clang splits `x == c1 || ... || x == cK` over several paths): one
     chain level with the union instead of a second tree of chains. The merged block is
     proved like any other."""
-    if (a.protocol, a.outcome, a.masked, a.set_masks, a.sets.keys()) != \
-            (b.protocol, b.outcome, b.masked, b.set_masks, b.sets.keys()):
+    if (a.protocol, a.outcome, a.masked, a.set_masks, a.sets.keys()) != (
+        b.protocol,
+        b.outcome,
+        b.masked,
+        b.set_masks,
+        b.sets.keys(),
+    ):
         return False
     differ = [n for n in a.sets if a.sets[n] != b.sets[n]]
     if len(differ) != 1:
@@ -395,6 +436,7 @@ def _merge_into(a: Block, b: Block) -> bool:
 
 
 # --- assumptions and typical packets ---------------------------------------------------------
+
 
 def _byte(o: int) -> z3.BitVecRef:
     return PACKET[z3.BitVecVal(o, 64)]
@@ -420,11 +462,14 @@ def typical_packet() -> z3.BoolRef:
     """Where fixed-offset header reads and flower keys agree: a frame of at least the
     Ethernet minimum (60 bytes without FCS, so a TCP header after a plain IPv4 header is
     never cut), IPv4 without options and not a fragment (other ethertypes unconstrained)."""
-    return z3.And(z3.UGE(PACKET_LEN, MIN_FRAME), z3.Implies(
-        _is_ipv4(), z3.And(_byte(14) == 0x45, _byte(20) & 0x3F == 0, _byte(21) == 0)))
+    return z3.And(
+        z3.UGE(PACKET_LEN, MIN_FRAME),
+        z3.Implies(_is_ipv4(), z3.And(_byte(14) == 0x45, _byte(20) & 0x3F == 0, _byte(21) == 0)),
+    )
 
 
 # --- small helpers ---------------------------------------------------------------------------
+
 
 def solver(*constraints) -> z3.Solver:
     """A z3 solver with the per-query timeout."""

@@ -30,8 +30,15 @@ def qdisc_line(dev: str) -> str:
     return f"qdisc add dev {_token(dev, 'dev')} ingress"
 
 
-def filter_line(dev: str, match: FlowerMatch, action_tokens, prio: int, chain: int | None = None,
-                handle: int | None = None, skip: str | None = "skip_sw") -> str:
+def filter_line(
+    dev: str,
+    match: FlowerMatch,
+    action_tokens,
+    prio: int,
+    chain: int | None = None,
+    handle: int | None = None,
+    skip: str | None = "skip_sw",
+) -> str:
     """`filter add dev DEV ingress protocol P prio N [chain C] [handle H] flower [skip] KEYS...
     action ...` for tc -batch. `action_tokens` are the words after the first `action` (further
     actions carry their own `action` word)."""
@@ -39,8 +46,7 @@ def filter_line(dev: str, match: FlowerMatch, action_tokens, prio: int, chain: i
         raise ValueError(f"skip must be skip_sw, skip_hw or None, not {skip!r}")
     if not 1 <= prio <= 0xFFFF:
         raise ValueError(f"prio {prio} outside 1..65535")
-    words = ["filter", "add", "dev", _token(dev, "dev"), "ingress", "protocol", match.protocol,
-             "prio", str(prio)]
+    words = ["filter", "add", "dev", _token(dev, "dev"), "ingress", "protocol", match.protocol, "prio", str(prio)]
     if chain is not None:
         if not 0 <= chain <= 0xFFFFFFFF:
             raise ValueError(f"chain {chain} outside 0..2^32-1")
@@ -70,6 +76,7 @@ def _token(word, what: str) -> str:
 
 
 # --- the parser oracle ----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SyntaxResult:
@@ -119,17 +126,18 @@ def _setup_devices(ip: str, tc: str, ns: str, lines: list[str]) -> None:
     for n, dev in enumerate(devs):
         if dev == "lo":
             continue
-        made = subprocess.run([ip, "-n", ns, "link", "add", dev, "type", "veth", "peer", "name",
-                               f"xdp2tcp{n}"], capture_output=True)
+        made = subprocess.run(
+            [ip, "-n", ns, "link", "add", dev, "type", "veth", "peer", "name", f"xdp2tcp{n}"], capture_output=True
+        )
         if made.returncode == 0:  # a name ip refuses is left for tc to refuse, line by line
             _run([tc, "-n", ns, "qdisc", "add", "dev", dev, "ingress"], f"add ingress qdisc on {dev}")
 
 
 def _check_one(tc: str, ns: str, line: str) -> SyntaxResult:
-    proc = subprocess.run([tc, "-n", ns, "-batch", "-"], input=line + "\n", capture_output=True,
-                          text=True, timeout=30)
-    text = " | ".join(s.strip() for s in (proc.stderr + proc.stdout).splitlines()
-                      if s.strip() and not s.startswith("Command failed"))
+    proc = subprocess.run([tc, "-n", ns, "-batch", "-"], input=line + "\n", capture_output=True, text=True, timeout=30)
+    text = " | ".join(
+        s.strip() for s in (proc.stderr + proc.stdout).splitlines() if s.strip() and not s.startswith("Command failed")
+    )
     accepted = proc.returncode == 0 or KERNEL_ERROR in text
     return SyntaxResult(line, accepted, text, proc.returncode)
 

@@ -85,16 +85,19 @@ def assemble(source: str, tmp_path: Path, name: str = "asm", mcpu: str = "v4") -
     src = tmp_path / f"{name}.s"
     src.write_text(source)
     out = tmp_path / f"{name}.o"
-    subprocess.run([clang, "-target", "bpf", f"-mcpu={mcpu}", "-c", str(src), "-o", str(out)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [clang, "-target", "bpf", f"-mcpu={mcpu}", "-c", str(src), "-o", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return out
 
 
 def objdump(path: Path) -> str:
     """llvm-objdump's disassembly (the decoding oracle), with relocations, v4 syntax."""
     tool = require_tool(LLVM_OBJDUMP)
-    return subprocess.run([tool, "-dr", "--mcpu=v4", str(path)], check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run([tool, "-dr", "--mcpu=v4", str(path)], check=True, capture_output=True, text=True).stdout
 
 
 # ------------------------------------------------------------- kernel agreement summary
@@ -114,4 +117,5 @@ def pytest_terminal_summary(terminalreporter):
         total = sum(n for _, n in _KERNEL_CHECKS)
         terminalreporter.write_line(
             f"kernel agreement: {total} packets checked against BPF_PROG_TEST_RUN over "
-            f"{len(_KERNEL_CHECKS)} objects (every one agreed, or its test failed)")
+            f"{len(_KERNEL_CHECKS)} objects (every one agreed, or its test failed)"
+        )

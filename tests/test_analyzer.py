@@ -19,7 +19,7 @@ from analyzer.verify import verify
 from lifter.insn import AluOp, Cond
 from lifter.program import load_object
 from offload.cli import main
-from tests.conftest import object_params, need_object, require
+from tests.conftest import need_object, object_params, require
 from tests.test_kernel_runner import kernel_ready
 
 
@@ -31,34 +31,41 @@ def val(e) -> int:
 # Expected values derived by hand from RFC 9669 section 4.
 
 
-@pytest.mark.parametrize("op,wide,a,b,want", [
-    (AluOp.DIV, True, 7, 0, 0),  # division by zero gives 0
-    (AluOp.MOD, True, 7, 0, 7),  # modulo by zero leaves dst
-    (AluOp.MOD, False, (1 << 40) | 7, 0, 7),  # ... zero-extended from 32 bits
-    (AluOp.SDIV, True, -7 % (1 << 64), 2, -3 % (1 << 64)),  # truncates toward zero
-    (AluOp.SMOD, True, -7 % (1 << 64), 2, -1 % (1 << 64)),  # sign of the dividend
-    (AluOp.ADD, False, 0xFFFFFFFF, 1, 0),  # 32-bit wrap, upper half zeroed
-    (AluOp.LSH, True, 1, 65, 2),  # shift count masked to 6 bits
-    (AluOp.LSH, False, 1, 33, 2),  # ... to 5 bits for 32-bit
-    (AluOp.ARSH, False, 0x80000000, 4, 0xF8000000),  # sign of bit 31, zero-extended
-    (AluOp.RSH, True, 1 << 63, 63, 1),
-])
+@pytest.mark.parametrize(
+    "op,wide,a,b,want",
+    [
+        (AluOp.DIV, True, 7, 0, 0),  # division by zero gives 0
+        (AluOp.MOD, True, 7, 0, 7),  # modulo by zero leaves dst
+        (AluOp.MOD, False, (1 << 40) | 7, 0, 7),  # ... zero-extended from 32 bits
+        (AluOp.SDIV, True, -7 % (1 << 64), 2, -3 % (1 << 64)),  # truncates toward zero
+        (AluOp.SMOD, True, -7 % (1 << 64), 2, -1 % (1 << 64)),  # sign of the dividend
+        (AluOp.ADD, False, 0xFFFFFFFF, 1, 0),  # 32-bit wrap, upper half zeroed
+        (AluOp.LSH, True, 1, 65, 2),  # shift count masked to 6 bits
+        (AluOp.LSH, False, 1, 33, 2),  # ... to 5 bits for 32-bit
+        (AluOp.ARSH, False, 0x80000000, 4, 0xF8000000),  # sign of bit 31, zero-extended
+        (AluOp.RSH, True, 1 << 63, 63, 1),
+    ],
+)
 def test_alu(op, wide, a, b, want):
     assert val(alu(op, wide, z3.BitVecVal(a, 64), z3.BitVecVal(b, 64))) == want
 
 
-@pytest.mark.parametrize("cond,wide,a,b,want", [
-    (Cond.GT, True, -1 % (1 << 64), 1, True),  # unsigned
-    (Cond.SGT, True, -1 % (1 << 64), 1, False),  # signed
-    (Cond.EQ, False, (1 << 32) | 5, 5, True),  # jmp32 looks at the low half only
-    (Cond.SET, True, 6, 1, False),
-    (Cond.SET, True, 6, 2, True),
-])
+@pytest.mark.parametrize(
+    "cond,wide,a,b,want",
+    [
+        (Cond.GT, True, -1 % (1 << 64), 1, True),  # unsigned
+        (Cond.SGT, True, -1 % (1 << 64), 1, False),  # signed
+        (Cond.EQ, False, (1 << 32) | 5, 5, True),  # jmp32 looks at the low half only
+        (Cond.SET, True, 6, 1, False),
+        (Cond.SET, True, 6, 2, True),
+    ],
+)
 def test_compare(cond, wide, a, b, want):
     assert z3.is_true(z3.simplify(compare(cond, wide, z3.BitVecVal(a, 64), z3.BitVecVal(b, 64)))) == want
 
 
 # ---------------------------------------------------------------- corpus classes
+
 
 def _objects_with_lines() -> list:
     # bpf-gcc 12 writes no .BTF.ext line info, so only clang objects map jumps to lines.
@@ -96,8 +103,10 @@ def test_corpus_classes(path):
             candidates = [ln for ln in range(b.line, b.line + LINE_SLACK + 1) if ln in expected]
             match = next((ln for ln in candidates if RANK[expected[ln]] >= RANK[b.cls]), None)
             if match is None:
-                problems.append(f"{src.name}:{b.line} pc {b.site.pc}: {b.cls} {b.detail}, expected "
-                                f"{[expected[ln] for ln in candidates] or 'no annotation nearby'}")
+                problems.append(
+                    f"{src.name}:{b.line} pc {b.site.pc}: {b.cls} {b.detail}, expected "
+                    f"{[expected[ln] for ln in candidates] or 'no annotation nearby'}"
+                )
             else:
                 found.setdefault(match, []).append(b.cls)
     # Conditions may vanish (preprocessor variants, constant folding, merged tests), so an
@@ -130,6 +139,7 @@ def test_expectation_order_matches_classifier():
 
 
 # ---------------------------------------------------------------- seed cases, exactly
+
 
 def _union(e, verdict: str) -> z3.BoolRef:
     return z3.Or(*[e.condition(p) for p in e.paths if p.verdict == verdict])
@@ -185,8 +195,9 @@ def test_seed_static_rules(toolchain):
     obj = load_object(path)
     e = explore(obj, obj.programs[0])
     ssh = z3.And(byte(23) == 6, z3.UGE(PACKET_LEN, 54), be16(36) == 22)
-    drop = z3.And(IPV4, z3.Or(z3.And(be32(26) == 0xC0A80115, z3.Not(ssh)),
-                              z3.And(be32(26) != 0xC0A80115, be32(30) == 0xC0A80615)))
+    drop = z3.And(
+        IPV4, z3.Or(z3.And(be32(26) == 0xC0A80115, z3.Not(ssh)), z3.And(be32(26) != 0xC0A80115, be32(30) == 0xC0A80615))
+    )
     assert _equivalent(_union(e, "DROP"), drop, e)
 
 
@@ -247,6 +258,7 @@ def test_kernel_agrees(path, kernel_checks):
 
 
 # ---------------------------------------------------------------- the command
+
 
 def test_analyze_json(capsys):
     path = corpus.BUILD_DIR / "clang" / "thesis_static_rules.o"

@@ -24,7 +24,6 @@ from analyzer import kernel
 from analyzer.explore import Options
 from lifter.program import load_object
 from offload.cli import main
-
 from tests.conftest import ROOT, need_object, require
 from tests.test_kernel_runner import kernel_ready
 
@@ -35,13 +34,19 @@ from analyzer import crosscheck  # noqa: E402
 #: paths multiply where the z3 explorer merges them, and each is solved separately).
 SLOW = {
     "isa_gotol": "a 40000-instruction hash: both engines take ~20 s each and its paths are approximated "
-                 "(values too large), so nothing would be compared",
-    **{f"or_stress_k{k}": "K ORs in 4 nested ifs: angr keeps every OR-ed alternative a path of its own "
-       "(z3 merges them; K=2 already gives 34 angr paths against 5)" for k in (8, 16, 48)},
+    "(values too large), so nothing would be compared",
+    **{
+        f"or_stress_k{k}": "K ORs in 4 nested ifs: angr keeps every OR-ed alternative a path of its own "
+        "(z3 merges them; K=2 already gives 34 angr paths against 5)"
+        for k in (8, 16, 48)
+    },
     # Debian's xdp-filter: nested lookups in 5 maps per packet field; the z3 explorer merges
     # them, angr had over 600 open paths after a minute on xdpfilt_alw_all.
-    **{f"xdpfilt_{m}_{k}": "xdp-filter: angr's path count explodes without state merging"
-       for m in ("alw", "dny") for k in ("all", "eth", "ip", "tcp", "udp")},
+    **{
+        f"xdpfilt_{m}_{k}": "xdp-filter: angr's path count explodes without state merging"
+        for m in ("alw", "dny")
+        for k in ("all", "eth", "ip", "tcp", "udp")
+    },
 }
 
 #: Known disagreements: (object, program) -> (packet hex, kernel's answer, explanation).
@@ -103,6 +108,7 @@ def _swap_eq_ne(compare):
     def wrong(cond, *args, **kwargs):
         cond = {Cond.EQ: Cond.NE, Cond.NE: Cond.EQ}.get(cond, cond)
         return compare(cond, *args, **kwargs)
+
     return wrong
 
 
@@ -112,6 +118,7 @@ def test_cross_check_catches_a_wrong_engine(broken, monkeypatch):
     disagreements, and the kernel says that engine is the wrong one."""
     path = _static_rules()
     from analyzer import explore as z3_explore
+
     module = angr_engine if broken == "angr" else z3_explore
     monkeypatch.setattr(module, "compare", _swap_eq_ne(module.compare))
     obj = load_object(path)
@@ -121,8 +128,7 @@ def test_cross_check_catches_a_wrong_engine(broken, monkeypatch):
     kernel_ready()
     with kernel.load(path, programs=[prog.name]) as loaded:
         check.confirm(loaded)
-    assert {d.wrong for d in check.report.disagreements} == {broken}, \
-        "\n".join(map(str, check.report.disagreements))
+    assert {d.wrong for d in check.report.disagreements} == {broken}, "\n".join(map(str, check.report.disagreements))
 
 
 def test_engines_agree_on_verdicts_and_classes(capsys):
@@ -149,14 +155,17 @@ def test_cross_check_command(capsys):
 
 def test_angr_imported_only_when_asked():
     """The other commands never pay angr's import time."""
-    code = ("import sys; from offload.cli import main; main(['info', 'corpus/build/clang/thesis_goto.o']); "
-            "sys.exit('angr' in sys.modules)")
+    code = (
+        "import sys; from offload.cli import main; main(['info', 'corpus/build/clang/thesis_goto.o']); "
+        "sys.exit('angr' in sys.modules)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
 
 def test_arch_refuses_big_endian():
     from archinfo.arch import Endness
+
     with pytest.raises(angr_engine.AngrEngineError, match="big-endian"):
         angr_engine.ArchBPF(Endness.BE)
 

@@ -11,19 +11,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, corpus_objects, require
 from elftools.elf.elffile import ELFFile
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import corpus
-from conftest import ROOT, corpus_objects, require
 from lifter.errors import LiftError
 from lifter.insn import Jump
 from lifter.program import load_bytes, load_object
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "offload.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "offload.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
 
 
 def _assert_clean_error(path: Path, *must_contain: str) -> str:
@@ -59,7 +61,7 @@ def test_missing_file(tmp_path):
 def test_truncated_object(tmp_path, keep):
     data = _sample().read_bytes()
     bad = tmp_path / "truncated.o"
-    bad.write_bytes(data[:keep] if keep >= 0 else data[:len(data) + keep])
+    bad.write_bytes(data[:keep] if keep >= 0 else data[: len(data) + keep])
     _assert_clean_error(bad)
 
 
@@ -88,7 +90,7 @@ def _patched(tmp_path: Path, section: str, insn: int, new: bytes, at: int = 0) -
     offset, _size = _section(src, section)
     data = bytearray(src.read_bytes())
     pos = offset + insn * 8 + at
-    data[pos:pos + len(new)] = new
+    data[pos : pos + len(new)] = new
     out = tmp_path / "patched.o"
     out.write_bytes(bytes(data))
     return out
@@ -149,8 +151,7 @@ def test_relocation_symbol_out_of_range(tmp_path):
 def test_huge_program_is_refused(tmp_path):
     """More instructions than the kernel would ever load (1M) is refused before decoding."""
     src = tmp_path / "huge.s"
-    src.write_text(".section xdp,\"ax\"\n.globl big\n.type big,@function\nbig:\n"
-                   ".rept 1000001\nr0 = 0\n.endr\nexit\n")
+    src.write_text('.section xdp,"ax"\n.globl big\n.type big,@function\nbig:\n.rept 1000001\nr0 = 0\n.endr\nexit\n')
     clang = shutil.which("clang-19")
     require(clang is not None, "clang-19")
     obj = tmp_path / "huge.o"
@@ -170,9 +171,11 @@ def _fuzz_seeds() -> dict[str, bytes]:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000),
-       mutations=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), min_size=1, max_size=8),
-       cut=st.one_of(st.none(), st.integers(0, 1 << 20)))
+@given(
+    seed=st.integers(0, 10_000),
+    mutations=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), min_size=1, max_size=8),
+    cut=st.one_of(st.none(), st.integers(0, 1 << 20)),
+)
 def test_fuzz_mutated_objects_raise_only_lift_errors(seed, mutations, cut):
     """Byte mutations and truncations of real objects: the lifter either lifts or raises
     LiftError; any other exception is a bug (it would surface as a traceback)."""

@@ -34,11 +34,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import require_tool  # skip outside CI, fail under CI (the one IN_CI)
 from elftools.elf.elffile import ELFFile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import require_tool  # skip outside CI, fail under CI (the one IN_CI)
 from lifter import btf as btfmod
 from lifter.btf import Btf, Datasec, Enum64, Struct, Var, parse_btf
 from lifter.btf_ext import parse_btf_ext
@@ -51,8 +51,6 @@ BPFTOOL = "bpftool"
 DWARFDUMP = "llvm-dwarfdump-19"
 READELF = "llvm-readelf-19"
 CLANG_INCLUDES = ["-I/usr/include/x86_64-linux-gnu"]
-
-
 
 
 # --- C snippets ---------------------------------------------------------------------------
@@ -260,20 +258,19 @@ SNIPPET_OBJECTS = [
 ]
 
 
-def _compile(out_dir: Path, name: str, source: str, compiler: str, target: str | None,
-             source_name: str | None = None) -> Path:
+def _compile(
+    out_dir: Path, name: str, source: str, compiler: str, target: str | None, source_name: str | None = None
+) -> Path:
     src = out_dir / f"{source_name or name}.c"
     src.write_text(source)
     (out_dir / "inl.h").write_text(INLINE_HEADER)
     obj = out_dir / f"{name}.o"
     if compiler == "clang":
         require_tool(CLANG)
-        cmd = [CLANG, "-O2", "-g", "-target", target, *CLANG_INCLUDES,
-               "-c", str(src), "-o", str(obj)]
+        cmd = [CLANG, "-O2", "-g", "-target", target, *CLANG_INCLUDES, "-c", str(src), "-o", str(obj)]
     else:
         require_tool(GCC_BPF)
-        cmd = [GCC_BPF, "-O2", "-gbtf", "-I/usr/include", *CLANG_INCLUDES,
-               "-c", str(src), "-o", str(obj)]
+        cmd = [GCC_BPF, "-O2", "-gbtf", "-I/usr/include", *CLANG_INCLUDES, "-c", str(src), "-o", str(obj)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=out_dir)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr}"
     return obj
@@ -305,6 +302,7 @@ def _corpus_objects() -> list[Path]:
     """Objects with a .BTF among the built corpus and Debian's objects (that every planned
     object is built is test_lift_objects.py's test_every_planned_object_is_built)."""
     import corpus  # noqa: PLC0415
+
     return [p for p in corpus.built_objects() + corpus.external_objects() if _has_section(p, ".BTF")]
 
 
@@ -331,7 +329,7 @@ OBJECT_IDS = [o[0] for o in SNIPPET_OBJECTS] + [
 #: gcc-bpf objects (the snippet and corpus objects whose .comment names GCC): gcc 12 writes
 #: a .BTF.ext with no func_info or line_info records (test_btf_ext_records_match_header checks
 #: that on the raw header) and no DWARF, so the DWARF and symbol comparisons leave them out.
-GCC_IDS = {"gcc"} | {i for i, p in zip(OBJECT_IDS[len(SNIPPET_OBJECTS):], CORPUS) if _built_by_gcc(p)}
+GCC_IDS = {"gcc"} | {i for i, p in zip(OBJECT_IDS[len(SNIPPET_OBJECTS) :], CORPUS) if _built_by_gcc(p)}
 #: The objects with line and func info to compare.
 BTF_EXT_IDS = [i for i in OBJECT_IDS if i not in GCC_IDS]
 
@@ -357,9 +355,16 @@ def bpftool_dump(path: Path) -> str:
 
 
 # records checked, reported at the end of the session (see test_zz_report)
-CHECKED = {"objects": 0, "types": 0, "line_info": 0, "line_info_decl_line": 0,
-           "line_info_line0": 0, "line_text": 0,
-           "func_info": 0, "core_relos": 0}
+CHECKED = {
+    "objects": 0,
+    "types": 0,
+    "line_info": 0,
+    "line_info_decl_line": 0,
+    "line_info_line0": 0,
+    "line_text": 0,
+    "func_info": 0,
+    "core_relos": 0,
+}
 
 
 # --- .BTF vs bpftool ------------------------------------------------------------------------
@@ -389,13 +394,11 @@ def test_big_and_little_endian_parse_alike(snippet_object):
 
 
 def _blob(types: bytes, strings: bytes, order: str = "<") -> bytes:
-    header = struct.pack(order + "HBBIIIII", 0xEB9F, 1, 0, 24,
-                         0, len(types), len(types), len(strings))
+    header = struct.pack(order + "HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types), len(strings))
     return header + types + strings
 
 
-def _t(name_off: int, kind: int, vlen: int, size_or_type: int, kflag: int = 0,
-       order: str = "<") -> bytes:
+def _t(name_off: int, kind: int, vlen: int, size_or_type: int, kflag: int = 0, order: str = "<") -> bytes:
     """A type record's common 12-byte head."""
     return struct.pack(order + "III", name_off, (kflag << 31) | (kind << 24) | vlen, size_or_type)
 
@@ -403,25 +406,27 @@ def _t(name_off: int, kind: int, vlen: int, size_or_type: int, kflag: int = 0,
 def _rare_types(o: str) -> bytes:
     """Encodings compilers rarely emit: BOOL/UNKN ints, '' names, unknown linkages, ..."""
     p = lambda fmt, *v: struct.pack(o + fmt, *v)  # noqa: E731
-    return b"".join([
-        _t(1, 1, 0, 4, order=o) + p("I", (1 << 24) | 32),                     # 1 int
-        _t(1, 1, 0, 1, order=o) + p("I", (4 << 24) | 8),                      # 2 BOOL
-        _t(5, 2, 0, 1, order=o),                                              # 3 ptr named ''
-        _t(6, 12, 7, 5, order=o),                                             # 4 func linkage 7
-        _t(0, 13, 2, 1, order=o) + p("IIII", 6, 1, 0, 0),                     # 5 varargs proto
-        _t(6, 14, 0, 1, order=o) + p("I", 5),                                 # 6 var linkage 5
-        _t(6, 15, 2, 0, order=o) + p("IIIIII", 0, 0, 0, 6, 4, 4),             # 7 datasec -> void
-        _t(6, 19, 2, 8, kflag=1, order=o) + p("IIIIII", 6, 0xFFFFFFFF, 0xFFFFFFFF, 6, 5, 0),
-        _t(6, 6, 1, 4, order=o) + p("Ii", 6, -1),                             # 9 unsigned enum
-        _t(6, 7, 0, 0, kflag=1, order=o),                                     # 10 fwd union
-        _t(6, 11, 0, 3, order=o),                                             # 11 restrict
-        _t(6, 17, 0, 1, kflag=1, order=o) + p("i", 5),                        # 12 decl tag
-        _t(6, 1, 0, 1, order=o) + p("I", (3 << 24) | (5 << 16) | 3),          # 13 UNKN int
-        _t(0, 4, 2, 8, kflag=0, order=o) + p("IIIIII", 6, 1, 0, 0, 2, 40),    # 14 old-style bits
-        _t(6, 18, 0, 14, order=o),                                            # 15 type tag
-        _t(0, 3, 0, 0, order=o) + p("III", 14, 1, 0x10000000),                # 16 huge array
-        _t(0, 16, 0, 16, order=o),                                            # 17 float
-    ])
+    return b"".join(
+        [
+            _t(1, 1, 0, 4, order=o) + p("I", (1 << 24) | 32),  # 1 int
+            _t(1, 1, 0, 1, order=o) + p("I", (4 << 24) | 8),  # 2 BOOL
+            _t(5, 2, 0, 1, order=o),  # 3 ptr named ''
+            _t(6, 12, 7, 5, order=o),  # 4 func linkage 7
+            _t(0, 13, 2, 1, order=o) + p("IIII", 6, 1, 0, 0),  # 5 varargs proto
+            _t(6, 14, 0, 1, order=o) + p("I", 5),  # 6 var linkage 5
+            _t(6, 15, 2, 0, order=o) + p("IIIIII", 0, 0, 0, 6, 4, 4),  # 7 datasec -> void
+            _t(6, 19, 2, 8, kflag=1, order=o) + p("IIIIII", 6, 0xFFFFFFFF, 0xFFFFFFFF, 6, 5, 0),
+            _t(6, 6, 1, 4, order=o) + p("Ii", 6, -1),  # 9 unsigned enum
+            _t(6, 7, 0, 0, kflag=1, order=o),  # 10 fwd union
+            _t(6, 11, 0, 3, order=o),  # 11 restrict
+            _t(6, 17, 0, 1, kflag=1, order=o) + p("i", 5),  # 12 decl tag
+            _t(6, 1, 0, 1, order=o) + p("I", (3 << 24) | (5 << 16) | 3),  # 13 UNKN int
+            _t(0, 4, 2, 8, kflag=0, order=o) + p("IIIIII", 6, 1, 0, 0, 2, 40),  # 14 old-style bits
+            _t(6, 18, 0, 14, order=o),  # 15 type tag
+            _t(0, 3, 0, 0, order=o) + p("III", 14, 1, 0x10000000),  # 16 huge array
+            _t(0, 16, 0, 16, order=o),  # 17 float
+        ]
+    )
 
 
 RARE_STRINGS = b"\0int\0\0x\0"  # 'int' at 1, '' at 5, 'x' at 6
@@ -511,8 +516,9 @@ def dwarf_line_rows(path: Path) -> dict[str, dict[int, list[tuple[str, int, int]
     """section -> address -> [(file basename, line, column)] from llvm-dwarfdump."""
     require_tool(DWARFDUMP)
     relocs = _debug_line_relocs(path)
-    text = subprocess.run([DWARFDUMP, "-v", "--debug-line", str(path)],
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        [DWARFDUMP, "-v", "--debug-line", str(path)], capture_output=True, text=True, check=True
+    ).stdout
     rows: dict[str, dict[int, list]] = {}
     files: dict[int, str] = {}
     file_index = None
@@ -538,8 +544,7 @@ def dwarf_line_rows(path: Path) -> dict[str, dict[int, list[tuple[str, int, int]
             continue
         m = re.match(r"\s+0x([0-9a-f]{16})\s+(\d+)\s+(\d+)\s+(\d+)\s", line)
         if m:
-            address, row_line, col, fidx = (int(m.group(1), 16), int(m.group(2)),
-                                            int(m.group(3)), int(m.group(4)))
+            address, row_line, col, fidx = (int(m.group(1), 16), int(m.group(2)), int(m.group(3)), int(m.group(4)))
             row = (files[fidx], row_line, col)
             rows.setdefault(section, {}).setdefault(address, []).append(row)
     return rows
@@ -547,8 +552,7 @@ def dwarf_line_rows(path: Path) -> dict[str, dict[int, list[tuple[str, int, int]
 
 def dwarf_decl_lines(path: Path) -> dict[str, set[int]]:
     """Function name -> DW_AT_decl_line values of its DW_TAG_subprogram entries."""
-    text = subprocess.run([DWARFDUMP, "--debug-info", str(path)],
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run([DWARFDUMP, "--debug-info", str(path)], capture_output=True, text=True, check=True).stdout
     out: dict[str, set[int]] = {}
     for block in re.split(r"\n(?=0x[0-9a-f]+:\s+DW_TAG_)", text):
         if "DW_TAG_subprogram" not in block.split("\n", 1)[0]:
@@ -563,10 +567,8 @@ def dwarf_decl_lines(path: Path) -> dict[str, set[int]]:
 def readelf_functions(path: Path) -> set[tuple[str, int, str]]:
     """{(section name, byte offset, name)} of FUNC symbols, from llvm-readelf -S -s."""
     require_tool(READELF)
-    text = subprocess.run([READELF, "-S", "-s", "--wide", str(path)],
-                          capture_output=True, text=True, check=True).stdout
-    section_names = {int(m.group(1)): m.group(2)
-                     for m in re.finditer(r"^\s*\[\s*(\d+)\]\s+(\S+)", text, re.M)}
+    text = subprocess.run([READELF, "-S", "-s", "--wide", str(path)], capture_output=True, text=True, check=True).stdout
+    section_names = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\s*\[\s*(\d+)\]\s+(\S+)", text, re.M)}
     funcs = set()
     symbol = re.compile(r"^\s*\d+:\s+([0-9a-f]+)\s+\d+\s+FUNC\s+\w+\s+\w+\s+(\d+)\s+(\S+)", re.M)
     for m in symbol.finditer(text):
@@ -624,18 +626,18 @@ def test_line_info_matches_dwarf(object_id, snippet_object):
                 # the row covering this address must itself be a line-0 row.
                 section_rows = rows.get(sec, {})
                 covering = max((a for a in section_rows if a <= rec.insn * 8), default=None)
-                assert covering is not None and any(
-                    line == 0 for _, line, _ in section_rows[covering]), (
+                assert covering is not None and any(line == 0 for _, line, _ in section_rows[covering]), (
                     f"{path.name} {sec} insn {rec.insn}: BTF line 0 but covering DWARF "
-                    f"row {covering} is {section_rows.get(covering)}")
+                    f"row {covering} is {section_rows.get(covering)}"
+                )
                 CHECKED["line_info_line0"] += 1
                 continue
             # Accepted difference: the prologue record of a function carries the
             # DISubprogram's declaration line (column 0); DWARF has the scope line there.
             func = func_starts.get((sec, rec.insn))
             assert func is not None and rec.col == 0, (
-                f"{path.name} {sec} insn {rec.insn}: BTF {file_name}:{rec.line}:{rec.col} "
-                f"not among DWARF rows {here}")
+                f"{path.name} {sec} insn {rec.insn}: BTF {file_name}:{rec.line}:{rec.col} not among DWARF rows {here}"
+            )
             assert rec.line in decl_lines.get(func, set()), (func, rec, decl_lines.get(func))
             assert any(f == file_name for f, _, _ in here), (rec, here)
             CHECKED["line_info_decl_line"] += 1
@@ -645,8 +647,9 @@ def test_inlined_line_info_names_header(snippet_object):
     _, ext = _parsed(snippet_object("sections"))
     files = {os.path.basename(r.file_name) for recs in ext.line_info.values() for r in recs}
     assert {"sections.c", "inl.h"} <= files
-    from_header = {(r.line, r.line_text) for recs in ext.line_info.values() for r in recs
-                   if r.file_name.endswith("inl.h")}
+    from_header = {
+        (r.line, r.line_text) for recs in ext.line_info.values() for r in recs if r.file_name.endswith("inl.h")
+    }
     assert from_header == {(3, "    return v + 1;")}
 
 
@@ -669,6 +672,7 @@ def _raw_record_counts(data: bytes) -> tuple[int, int]:
             pos, n = pos + 8 + count * rec_size, n + count
         assert pos == end
         return n
+
     return records(fi_off, fi_len), records(li_off, li_len)
 
 
@@ -742,9 +746,18 @@ def test_core_relos_match_instructions(snippet_object):
         code = ELFFile(f).get_section_by_name("xdp").data()
     relos = ext.core_relos["xdp"]
     kinds = {r.kind_name for r in relos}
-    assert {"FIELD_BYTE_OFFSET", "FIELD_BYTE_SIZE", "FIELD_EXISTS", "FIELD_SIGNED",
-            "FIELD_LSHIFT_U64", "FIELD_RSHIFT_U64", "TYPE_EXISTS", "TYPE_SIZE",
-            "ENUMVAL_EXISTS", "ENUMVAL_VALUE"} <= kinds
+    assert {
+        "FIELD_BYTE_OFFSET",
+        "FIELD_BYTE_SIZE",
+        "FIELD_EXISTS",
+        "FIELD_SIGNED",
+        "FIELD_LSHIFT_U64",
+        "FIELD_RSHIFT_U64",
+        "TYPE_EXISTS",
+        "TYPE_SIZE",
+        "ENUMVAL_EXISTS",
+        "ENUMVAL_VALUE",
+    } <= kinds
     checked = 0
     for relo in relos:
         assert btf.name(relo.type_id) in ("pkt_meta", "verdict_kind")
@@ -788,7 +801,7 @@ def _regrow_ext(raw: bytes, extra: int) -> bytes:
             out += struct.pack("<II", name_off, count)
             pos += 8
             for _ in range(count):
-                out += raw[pos:pos + rec_size] + b"\xee" * extra
+                out += raw[pos : pos + rec_size] + b"\xee" * extra
                 pos += rec_size
         blocks_out.append(out)
     header = bytearray(raw[:hdr_len])
@@ -804,8 +817,7 @@ def _regrow_ext(raw: bytes, extra: int) -> bytes:
 
 def _good_blob() -> bytes:
     strings = b"\0int\0s\0m\0"
-    types = (_t(1, 1, 0, 4) + struct.pack("<I", (1 << 24) | 32)
-             + _t(5, 4, 1, 4) + struct.pack("<III", 7, 1, 0))
+    types = _t(1, 1, 0, 4) + struct.pack("<I", (1 << 24) | 32) + _t(5, 4, 1, 4) + struct.pack("<III", 7, 1, 0)
     return _blob(types, strings)
 
 
@@ -815,12 +827,15 @@ def test_good_blob_parses():
     assert btf.types[2].members[0].name == "m" and btf.size_of(2) == 4
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"", "header truncated: 0 bytes"),
-    (b"\x9f", "header truncated: 1 bytes"),
-    (_good_blob()[:20], "header truncated: 20 bytes, need 24"),
-    (b"\x7fELF" + bytes(40), "bad magic 7f45"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"", "header truncated: 0 bytes"),
+        (b"\x9f", "header truncated: 1 bytes"),
+        (_good_blob()[:20], "header truncated: 20 bytes, need 24"),
+        (b"\x7fELF" + bytes(40), "bad magic 7f45"),
+    ],
+)
 def test_truncated_header_and_bad_magic(data, message):
     with pytest.raises(LiftError) as err:
         parse_btf(data)
@@ -834,26 +849,29 @@ def _patched(data: bytes, offset: int, fmt: str, value: int) -> bytes:
     return bytes(out)
 
 
-@pytest.mark.parametrize("patch, message", [
-    ((2, "<B", 2), "unsupported version 2"),
-    ((4, "<I", 8), "hdr_len 8 too small"),
-    ((4, "<I", 4096), "hdr_len 4096 exceeds data"),
-    ((12, "<I", 1000), "type section [24, 1024) out of range"),
-    ((8, "<I", 2), "type section offset 2 not 4-byte aligned"),
-    ((20, "<I", 999), "string section [64, 1063) out of range"),
-    ((16, "<I", 0), "overlaps or follows string section"),
-    # type 1's name_off
-    ((24, "<I", 77), "type 1: name: string offset 77 out of range (string section is 9 bytes)"),
-    # member name_off of type 2
-    ((52, "<I", 50), "type 2: member 0: string offset 50 out of range"),
-    # member type id
-    ((56, "<I", 3), "type 2 (STRUCT 's'): member 'm' type id 3 out of range (max 2)"),
-    # kind bits of type 1
-    ((28, "<I", 25 << 24), "type 1: unknown kind 25"),
-    ((28, "<I", 0), "type 1: unknown kind 0"),
-    # vlen of the struct too large for the section
-    ((44, "<I", (4 << 24) | 3), "type 2 (STRUCT): truncated, needs 48 bytes, 24 left"),
-])
+@pytest.mark.parametrize(
+    "patch, message",
+    [
+        ((2, "<B", 2), "unsupported version 2"),
+        ((4, "<I", 8), "hdr_len 8 too small"),
+        ((4, "<I", 4096), "hdr_len 4096 exceeds data"),
+        ((12, "<I", 1000), "type section [24, 1024) out of range"),
+        ((8, "<I", 2), "type section offset 2 not 4-byte aligned"),
+        ((20, "<I", 999), "string section [64, 1063) out of range"),
+        ((16, "<I", 0), "overlaps or follows string section"),
+        # type 1's name_off
+        ((24, "<I", 77), "type 1: name: string offset 77 out of range (string section is 9 bytes)"),
+        # member name_off of type 2
+        ((52, "<I", 50), "type 2: member 0: string offset 50 out of range"),
+        # member type id
+        ((56, "<I", 3), "type 2 (STRUCT 's'): member 'm' type id 3 out of range (max 2)"),
+        # kind bits of type 1
+        ((28, "<I", 25 << 24), "type 1: unknown kind 25"),
+        ((28, "<I", 0), "type 1: unknown kind 0"),
+        # vlen of the struct too large for the section
+        ((44, "<I", (4 << 24) | 3), "type 2 (STRUCT): truncated, needs 48 bytes, 24 left"),
+    ],
+)
 def test_malformed_btf(patch, message):
     with pytest.raises(LiftError) as err:
         parse_btf(_patched(_good_blob(), *patch))
@@ -887,21 +905,22 @@ def test_modifier_loop_is_reported():
         btf.size_of(2)
 
 
-def _ext_blob(btf_strings_len: int, func_records: list[tuple[int, int]], sec_name_off: int,
-              rec_size: int = 8) -> bytes:
+def _ext_blob(btf_strings_len: int, func_records: list[tuple[int, int]], sec_name_off: int, rec_size: int = 8) -> bytes:
     block = struct.pack("<III", rec_size, sec_name_off, len(func_records))
     for insn_off, type_id in func_records:
         block += (struct.pack("<II", insn_off, type_id) + bytes(max(0, rec_size - 8)))[:rec_size]
-    header = struct.pack("<HBBIIIIIII", 0xEB9F, 1, 0, 32,
-                         0, len(block), len(block), 0, len(block), 0)
+    header = struct.pack("<HBBIIIIIII", 0xEB9F, 1, 0, 32, 0, len(block), len(block), 0, len(block), 0)
     return header + block
 
 
 def _func_btf() -> Btf:
     strings = b"\0int\0f\0xdp\0"
-    types = (_t(1, 1, 0, 4) + struct.pack("<I", (1 << 24) | 32)
-             + _t(0, 13, 0, 1)  # int (void)
-             + _t(5, 12, 1, 2))  # global func f
+    types = (
+        _t(1, 1, 0, 4)
+        + struct.pack("<I", (1 << 24) | 32)
+        + _t(0, 13, 0, 1)  # int (void)
+        + _t(5, 12, 1, 2)
+    )  # global func f
     return parse_btf(_blob(types, strings))
 
 
@@ -949,8 +968,11 @@ def _exercise(btf: Btf) -> None:
             pass
 
 
-_mutation = st.tuples(st.sampled_from(["byte", "u32", "truncate"]),
-                      st.integers(min_value=0), st.integers(min_value=0, max_value=2**32 - 1))
+_mutation = st.tuples(
+    st.sampled_from(["byte", "u32", "truncate"]),
+    st.integers(min_value=0),
+    st.integers(min_value=0, max_value=2**32 - 1),
+)
 
 
 def _mutate(data: bytes, mutations) -> bytes:
@@ -963,7 +985,7 @@ def _mutate(data: bytes, mutations) -> bytes:
         if what == "byte":
             out[pos] = value & 0xFF
         elif what == "u32" and pos + 4 <= len(out):
-            out[pos:pos + 4] = value.to_bytes(4, "little")
+            out[pos : pos + 4] = value.to_bytes(4, "little")
         elif what == "truncate":
             del out[pos:]
     return bytes(out)

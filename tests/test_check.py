@@ -15,9 +15,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import ROOT, require, require_kernel
 
 import corpus
-from conftest import ROOT, require, require_kernel
 from offload.cli import main
 from offload.targets import TARGETS
 from rules.reasons import REASONS
@@ -69,15 +69,27 @@ def test_blacklist_drops_are_map_dependent_on_blacklist(blacklist_json):
     assert second["location"]["line"] == _line_of("thesis_ddos_blacklist", r"lookup_elem\(&port_blacklist")
     # every path once: 2 DROP in software, 5 PASS to the host (analyze counts 7 paths)
     prog = doc["programs"][0]
-    assert prog["summary"]["lines"] == ["DROP paths 2: offloaded 0 (0 filters), software 2 (map-dependent 2)",
-                                        "PASS paths 5: pass to host (the program runs anyway)"]
+    assert prog["summary"]["lines"] == [
+        "DROP paths 2: offloaded 0 (0 filters), software 2 (map-dependent 2)",
+        "PASS paths 5: pass to host (the program runs anyway)",
+    ]
     assert sorted(p["id"] for p in prog["paths"]) == list(range(7))
 
 
 def test_sarif_validates_against_the_official_schema(capsys, tmp_path):
     out = tmp_path / "out.sarif"
-    code, _, err = _run(capsys, "check", _obj("thesis_ddos_blacklist"), _obj("thesis_static_rules"),
-                        "--target", "generic,bnxt", "--format", "sarif", "-o", str(out))
+    code, _, err = _run(
+        capsys,
+        "check",
+        _obj("thesis_ddos_blacklist"),
+        _obj("thesis_static_rules"),
+        "--target",
+        "generic,bnxt",
+        "--format",
+        "sarif",
+        "-o",
+        str(out),
+    )
     assert code == 1, err
     doc = json.loads(out.read_text())
     schema = json.loads(SCHEMA.read_text())
@@ -93,7 +105,9 @@ def test_sarif_validates_against_the_official_schema(capsys, tmp_path):
         assert (base / loc["artifactLocation"]["uri"]).exists()  # code scanning finds the C file
     # bnxt has no `pass` action (bnxt_tc_parse_actions): the shielded drops of
     # thesis_static_rules are offloadable in software tc but not on bnxt
-    bnxt = [r for r in results if r["properties"]["target"] == "bnxt" and r["properties"]["code"] == "target-unsupported"]
+    bnxt = [
+        r for r in results if r["properties"]["target"] == "bnxt" and r["properties"]["code"] == "target-unsupported"
+    ]
     assert bnxt and all("action pass" in r["message"]["text"] for r in bnxt)
     generic = [r for r in results if r["properties"]["target"] == "generic"]
     assert not any(r["properties"]["code"] == "target-unsupported" for r in generic)
@@ -129,17 +143,34 @@ def test_new_drop_in_changed_source_fails_the_baseline(capsys, tmp_path, blackli
     require(clang is not None, "clang-19 is not installed (make setup installs it)")
     _, previous = blacklist_json
     src = corpus.source_of("thesis_ddos_blacklist").read_text()
-    changed = src.replace("\tsaddr = iph->saddr;\n",
-                          "\tsaddr = iph->saddr;\n"
-                          "\tif (iph->ttl == 1 && bpf_map_lookup_elem(&port_blacklist, &saddr)) // new\n"
-                          "\t\treturn XDP_DROP;\n")
+    changed = src.replace(
+        "\tsaddr = iph->saddr;\n",
+        "\tsaddr = iph->saddr;\n"
+        "\tif (iph->ttl == 1 && bpf_map_lookup_elem(&port_blacklist, &saddr)) // new\n"
+        "\t\treturn XDP_DROP;\n",
+    )
     assert changed != src
     work = tmp_path / "thesis_ddos_blacklist.c"
     work.write_text(changed)
     obj = tmp_path / "thesis_ddos_blacklist.o"
-    subprocess.run([clang, "-O2", "-g", "-target", "bpf", "-I/usr/include/x86_64-linux-gnu",
-                    "-I", str(corpus.INCLUDE_DIR),
-                    "-c", str(work), "-o", str(obj)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            clang,
+            "-O2",
+            "-g",
+            "-target",
+            "bpf",
+            "-I/usr/include/x86_64-linux-gnu",
+            "-I",
+            str(corpus.INCLUDE_DIR),
+            "-c",
+            str(work),
+            "-o",
+            str(obj),
+        ],
+        check=True,
+        capture_output=True,
+    )
     code, out, _ = _run(capsys, "check", str(obj), "--baseline", str(previous), "--format", "json")
     doc = json.loads(out)
     new = [f for f in doc["findings"] if f["new"]]
@@ -157,6 +188,7 @@ def test_readme_documents_every_reason_code_and_target():
 
 def test_targets_table_rows_cite_their_source():
     from rules.flower import FLOWER_KEYS
+
     for t in TARGETS.values():
         assert t.source and t.kind in ("flower", "ebpf")
         assert t.keys <= set(FLOWER_KEYS) and t.prefix_only <= t.keys  # names from the one key table
@@ -180,14 +212,17 @@ def test_fail_on_categories(capsys):
     assert _run(capsys, "check", obj, "--fail-on", "target-unsupported")[0] == 0
 
 
-@pytest.mark.parametrize("argv", [
-    ["--target", "nosuchnic"],
-    ["--target", "generic,"],
-    ["--fail-on", "everything"],
-    ["--baseline", "/nonexistent/prev.json"],
-    ["--max-rules", "0"],
-    ["--max-len", "-1"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--target", "nosuchnic"],
+        ["--target", "generic,"],
+        ["--fail-on", "everything"],
+        ["--baseline", "/nonexistent/prev.json"],
+        ["--max-rules", "0"],
+        ["--max-len", "-1"],
+    ],
+)
 def test_bad_options_exit_2_with_one_line(capsys, argv):
     code, out, err = _run(capsys, "check", _obj("thesis_ddos_blacklist"), *argv)
     assert code == 2
@@ -211,10 +246,25 @@ def _frame(src: str, dst: str, proto: int, dport: int) -> bytes:
     """An Ethernet + IPv4 (no options) + TCP/UDP frame built by hand, padded to 60 bytes."""
     import ipaddress
     import struct
-    l4 = (struct.pack("!HHIIBBHHH", 40000, dport, 0, 0, 0x50, 0x02, 1024, 0, 0) if proto == 6
-          else struct.pack("!HHHH", 40000, dport, 8, 0))
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 1, 0, 64, proto, 0,
-                     ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed)
+
+    l4 = (
+        struct.pack("!HHIIBBHHH", 40000, dport, 0, 0, 0x50, 0x02, 1024, 0, 0)
+        if proto == 6
+        else struct.pack("!HHHH", 40000, dport, 8, 0)
+    )
+    ip = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45,
+        0,
+        20 + len(l4),
+        1,
+        0,
+        64,
+        proto,
+        0,
+        ipaddress.IPv4Address(src).packed,
+        ipaddress.IPv4Address(dst).packed,
+    )
     frame = b"\x02\x00\x00\x00\x00\x01" + b"\x02\x00\x00\x00\x00\x02" + b"\x08\x00" + ip + l4
     return frame + b"\x00" * (60 - len(frame))
 
@@ -225,9 +275,13 @@ def test_pcap_traffic_share(capsys, tmp_path):
     .6.21 in the NIC; TCP from .21 is shielded (flower cannot see the port under IP options),
     so its drops stay on the host. By hand: 5 of 10 packets in the NIC."""
     import dpkt
-    frames = ([_frame("192.168.1.21", "10.0.0.1", 17, 53)] * 3 + [_frame("10.0.0.9", "192.168.6.21", 6, 80)] * 2
-              + [_frame("192.168.1.21", "10.0.0.1", 6, 80), _frame("192.168.1.21", "10.0.0.1", 6, 22)]
-              + [_frame("10.0.0.9", "10.0.0.1", 17, 53)] * 3)
+
+    frames = (
+        [_frame("192.168.1.21", "10.0.0.1", 17, 53)] * 3
+        + [_frame("10.0.0.9", "192.168.6.21", 6, 80)] * 2
+        + [_frame("192.168.1.21", "10.0.0.1", 6, 80), _frame("192.168.1.21", "10.0.0.1", 6, 22)]
+        + [_frame("10.0.0.9", "10.0.0.1", 17, 53)] * 3
+    )
     pcap = tmp_path / "cap.pcap"
     with open(pcap, "wb") as f:
         w = dpkt.pcap.Writer(f)

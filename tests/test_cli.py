@@ -9,9 +9,9 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import ROOT, require, require_kernel, require_tool
 
 import corpus
-from conftest import ROOT, need_object, object_params, require, require_kernel, require_tool
 from offload.cli import main
 
 
@@ -41,7 +41,12 @@ def test_info_json_is_versioned(capsys):
     code, out, _ = _run(capsys, "info", "--json", _obj("tailcall_dispatch"))
     doc = json.loads(out)
     assert code == 0 and doc["schema"] == "xdp2tc.info/1"
-    assert {p["name"] for p in doc["programs"]} == {"xdp_dispatch", "xdp_handle_tcp", "xdp_handle_udp", "xdp_handle_icmp"}
+    assert {p["name"] for p in doc["programs"]} == {
+        "xdp_dispatch",
+        "xdp_handle_tcp",
+        "xdp_handle_udp",
+        "xdp_handle_icmp",
+    }
     (jmp,) = [m for m in doc["maps"] if m["name"] == "jmp_table"]
     assert jmp["static_values"] == {"0": "xdp_handle_tcp", "1": "xdp_handle_udp", "2": "xdp_handle_icmp"}
 
@@ -105,8 +110,9 @@ def test_console_script_runs():
 def test_every_corpus_object_loads_in_the_kernel():
     """The kernel's verifier is the oracle that the corpus is real XDP code."""
     require_kernel()
-    result = subprocess.run(["bash", str(corpus.CORPUS_DIR / "check_load.sh")], capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run(
+        ["bash", str(corpus.CORPUS_DIR / "check_load.sh")], capture_output=True, text=True, timeout=600
+    )
     print(result.stdout[-2000:])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert re.search(r"summary: \d+ pass, 0 fail", result.stdout)
@@ -165,6 +171,7 @@ def test_bad_option_is_one_line_before_any_work(argv, names, capsys, monkeypatch
 
     def forbidden(*_args, **_kw):
         raise AssertionError("the object was read before the options were checked")
+
     monkeypatch.setattr(cli, "load_object", forbidden)
     monkeypatch.setattr(cli, "explore", forbidden)
     code = main([argv[0], _obj("two_progs_one_section"), *argv[1:]])
@@ -185,9 +192,29 @@ def test_good_options_are_accepted():
     """The boundaries: 15-byte names (the kernel's IFNAMSIZ - 1), the largest ifindex, the
     smallest bounds."""
     from offload.cli import parser
-    args = parser().parse_args(["rules", "f.o", "--dev", "x" * 15, "--ifname", "2147483647=br-lan.100",
-                                "--ifname", "1=veth_a@b", "--max-rules", "1", "--max-len", "60",
-                                "--loop-bound", "1", "--max-insns", "1", "--max-paths", "1"])
+
+    args = parser().parse_args(
+        [
+            "rules",
+            "f.o",
+            "--dev",
+            "x" * 15,
+            "--ifname",
+            "2147483647=br-lan.100",
+            "--ifname",
+            "1=veth_a@b",
+            "--max-rules",
+            "1",
+            "--max-len",
+            "60",
+            "--loop-bound",
+            "1",
+            "--max-insns",
+            "1",
+            "--max-paths",
+            "1",
+        ]
+    )
     assert args.dev == "x" * 15 and args.ifname == [(2147483647, "br-lan.100"), (1, "veth_a@b")]
     assert (args.max_rules, args.max_len, args.loop_bound, args.max_insns, args.max_paths) == (1, 60, 1, 1, 1)
     assert parser().parse_args(["verify", "f.o", "--random", "0"]).random == 0
@@ -196,6 +223,7 @@ def test_good_options_are_accepted():
 def test_version(capsys):
     """--version prints the version pyproject.toml declares."""
     import tomllib
+
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"xdp2tc {declared}\n"

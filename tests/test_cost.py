@@ -15,11 +15,23 @@ from pathlib import Path
 
 import pytest
 import z3
+from conftest import require, require_kernel
+from oracles import interp
 
 import corpus
 from analyzer import kernel
-from analyzer.cost import (DEFAULT_PROFILE, INSN_CLASSES, Profile, ProfileError, Site, count, load_profile,
-                           path_costs, price, taken_tail_calls)
+from analyzer.cost import (
+    DEFAULT_PROFILE,
+    INSN_CLASSES,
+    Profile,
+    ProfileError,
+    Site,
+    count,
+    load_profile,
+    path_costs,
+    price,
+    taken_tail_calls,
+)
 from analyzer.explore import UNKNOWN, explore
 from analyzer.helpers import HELPER_BY_ID
 from analyzer.symbolic import ctx_field, map_found, map_val, symbols
@@ -28,8 +40,6 @@ from analyzer.verify import Verifier
 from lifter.maps import is_global_data_section
 from lifter.program import load_object
 from offload.cli import main
-from conftest import require, require_kernel
-from oracles import interp
 
 BUILD = corpus.BUILD_DIR
 
@@ -65,16 +75,22 @@ def oracle_inputs(e, v: Verifier, path, model):
         return bytes(ev(map_val(name, bits)(k, z3.BitVecVal(i, 32))).as_long() for i in range(mdef.value_size or 0))
 
     queues: dict[str, list[int]] = {}
-    for name in sorted(symbols(e.condition(path)), key=lambda n: int(n.rsplit(".", 1)[1]) if n.startswith("helper.") else 0):
+    for name in sorted(
+        symbols(e.condition(path)), key=lambda n: int(n.rsplit(".", 1)[1]) if n.startswith("helper.") else 0
+    ):
         if name.startswith("helper."):
             queues.setdefault(name.split(".")[1], []).append(ev(z3.BitVec(name, 64)).as_long())
 
     def helper_value(name: str) -> int:
         q = queues.get(name)
         return q.pop(0) if q else 0
-    return packet, {"ingress_ifindex": ev(ctx_field("ingress_ifindex")).as_long(),
-                    "rx_queue_index": ev(ctx_field("rx_queue_index")).as_long(),
-                    "map_value": map_value, "helper_value": helper_value}
+
+    return packet, {
+        "ingress_ifindex": ev(ctx_field("ingress_ifindex")).as_long(),
+        "rx_queue_index": ev(ctx_field("rx_queue_index")).as_long(),
+        "map_value": map_value,
+        "helper_value": helper_value,
+    }
 
 
 def oracle_counts(obj, res: interp.Result) -> Counter:
@@ -92,8 +108,11 @@ def oracle_counts(obj, res: interp.Result) -> Counter:
         out[f"lookup.{mdef.type.name}"] += n
         if mdef.type.keyed == "hash":
             out["hash_key_bytes"] += n * (mdef.key_size or 4)
-    for key, name in (("pkt_read_bytes", "pkt.read_bytes"), ("pkt_write_bytes", "pkt.write_bytes"),
-                      ("callback", "callback")):
+    for key, name in (
+        ("pkt_read_bytes", "pkt.read_bytes"),
+        ("pkt_write_bytes", "pkt.write_bytes"),
+        ("callback", "callback"),
+    ):
         if res.counts.get(key):
             out[name] = res.counts[key]
     return out
@@ -143,8 +162,11 @@ def test_counts_match_the_concrete_oracle(path):
                 assert v.nondeterministic[p.id], f"{prog.name} path #{p.id}: oracle returned {res.retval}"
                 skipped += 1
                 continue
-            steps = q.steps if isinstance(q.steps, int) else \
-                model.eval(plain.expand(q.steps), model_completion=True).as_long()
+            steps = (
+                q.steps
+                if isinstance(q.steps, int)
+                else model.eval(plain.expand(q.steps), model_completion=True).as_long()
+            )
             assert res.steps == steps, f"{prog.name} path #{p.id}: oracle {res.steps} insns, explorer {steps}"
             assert res.sites <= p.sites, f"{prog.name} path #{p.id}: branch sites"
             mine = Counter(counted.counts_at(p, model))
@@ -197,6 +219,7 @@ def test_merged_paths_list_only_feasible_subpaths():
     counted = count(obj, obj.program("xdp_or_stress"))
     plain = explore(obj, obj.program("xdp_or_stress"))
     from analyzer.report import insn_range
+
     for p, q in zip(counted.exploration.paths, plain.paths):
         vectors, exact = counted.vectors(p)
         assert exact and vectors
@@ -230,11 +253,14 @@ def test_profile_round_trip(tmp_path):
     assert again.to_json() == prof.to_json()
 
 
-@pytest.mark.parametrize("text, what", [
-    ("not json", "not JSON"),
-    ('{"schema": "other"}', "not an xdp2tc profile"),
-    ('{"schema": "xdp2tc.profile/1", "kernel": "k", "cpu": "c", "overhead_ns": "x"}', "finite number"),
-])
+@pytest.mark.parametrize(
+    "text, what",
+    [
+        ("not json", "not JSON"),
+        ('{"schema": "other"}', "not an xdp2tc profile"),
+        ('{"schema": "xdp2tc.profile/1", "kernel": "k", "cpu": "c", "overhead_ns": "x"}', "finite number"),
+    ],
+)
 def test_bad_profiles(tmp_path, text, what):
     path = tmp_path / "bad.json"
     path.write_text(text)
@@ -295,14 +321,16 @@ def test_cost_json(capsys):
     tcp = [p for p in disp["paths"] if p["programs"] == ["xdp_dispatch", "xdp_handle_tcp"]]
     assert tcp and all(p["chain_depth"] == 1 and p["tail_calls"][0]["kind"] == "variable" for p in tcp)
     assert all(p["ns"]["min"] <= p["ns"]["median"] <= p["ns"]["max"] for p in disp["paths"])
-    assert {e["to"].rsplit(":", 1)[1] for e in doc["graph"]["edges"]} == {"xdp_handle_tcp", "xdp_handle_udp",
-                                                                          "xdp_handle_icmp"}
+    assert {e["to"].rsplit(":", 1)[1] for e in doc["graph"]["edges"]} == {
+        "xdp_handle_tcp",
+        "xdp_handle_udp",
+        "xdp_handle_icmp",
+    }
 
 
 def test_prog_array_mapping_composes_costs(capsys):
     var, disp = built("clang/tailcall_variable.o"), built("clang/tailcall_dispatch.o")
-    code, out, _ = run_cli(capsys, "cost", "--json", str(var), "--prog-array",
-                           f"dscp_progs=0:{disp}:xdp_handle_tcp")
+    code, out, _ = run_cli(capsys, "cost", "--json", str(var), "--prog-array", f"dscp_progs=0:{disp}:xdp_handle_tcp")
     assert code == 0
     doc = json.loads(out)
     prog = next(p for p in doc["programs"] if p["program"] == "xdp_tailcall_variable")
@@ -331,7 +359,9 @@ def test_tail_call_cycle_is_an_error(capsys):
 def test_chain_deeper_than_33_is_an_error():
     """A synthetic graph of 35 programs in a row (34 tail calls), without 35 objects."""
     import networkx as nx
+
     from analyzer.tailgraph import Node, TailGraph
+
     g = TailGraph.__new__(TailGraph)
     g.graph = nx.DiGraph()
     nx.add_path(g.graph, [Node("chain.o", f"p{i}") for i in range(35)])
@@ -348,18 +378,22 @@ def test_graph_dot_and_svg(capsys):
     assert code == 0 and out.startswith('digraph "tail calls"')
     assert out.count("->") == 3 and "jmp_table[?] variable" in out
     import shutil
+
     require(shutil.which("dot") is not None, "graphviz's dot is not installed (make setup installs it)")
     code, out, _ = run_cli(capsys, "cost", "--graph", "--svg", str(disp))
     assert code == 0 and "<svg" in out
 
 
-@pytest.mark.parametrize("args, what", [
-    (["--prog-array", "nonsense"], "expected MAP=IDX:FILE:PROG"),
-    (["--prog-array", "nomap=0:x.o:p"], "no map 'nomap'"),
-    (["--profile", "/nonexistent/p.json"], "cannot read the profile"),
-    (["--svg"], "--svg needs --graph"),
-    (["--program", "nope"], "no program named 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args, what",
+    [
+        (["--prog-array", "nonsense"], "expected MAP=IDX:FILE:PROG"),
+        (["--prog-array", "nomap=0:x.o:p"], "no map 'nomap'"),
+        (["--profile", "/nonexistent/p.json"], "cannot read the profile"),
+        (["--svg"], "--svg needs --graph"),
+        (["--program", "nope"], "no program named 'nope'"),
+    ],
+)
 def test_cost_bad_input(capsys, args, what):
     code, out, err = run_cli(capsys, "cost", str(built("clang/tailcall_variable.o")), *args)
     assert code == 2
@@ -393,8 +427,9 @@ def test_calibrate_writes_a_profile(capsys, tmp_path):
     except kernel.KernelUnavailable as err:
         require(False, str(err))
     out = tmp_path / "p.json"
-    code, text, err = run_cli(capsys, "calibrate", "--out", str(out), "--repeat", "200", "--rounds", "1",
-                              "--scale", "0.1")
+    code, text, err = run_cli(
+        capsys, "calibrate", "--out", str(out), "--repeat", "200", "--rounds", "1", "--scale", "0.1"
+    )
     assert code == 0, err
     prof = load_profile(out)
     shipped = load_profile()

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 import z3
+from conftest import require
 
 import corpus
 from analyzer.explore import explore
 from analyzer.fields import Decoder, decode
 from analyzer.symbolic import PACKET, PACKET_LEN
-from conftest import require
 from lifter.program import load_object
 
 
@@ -73,8 +73,7 @@ def test_fixed_offset_l4_reads_are_named_with_the_caveat():
 def test_vlan_tag_and_inner_ipv4():
     # 802.1Q tag: TPID at 12, TCI at 14 (VID in the low 12 bits), inner ethertype at 16;
     # the IPv4 header then starts at 18 (saddr at 30, daddr at 34).
-    cond = z3.And(be(12, 2) == 0x8100, be(14, 2) & 0x0FFF == 100, be(16, 2) == 0x0800,
-                  be(34, 4) == 0x0A000001)
+    cond = z3.And(be(12, 2) == 0x8100, be(14, 2) & 0x0FFF == 100, be(16, 2) == 0x0800, be(34, 4) == 0x0A000001)
     text = render(cond)
     assert "eth.proto == 802.1q" in text
     assert "vlan.vid == 100" in text
@@ -129,8 +128,10 @@ def test_corpus_blacklist_drop_is_keyed_by_saddr():
     # after checking for IPv4: one DROP path says exactly that.
     e, text = _paths("thesis_ddos_blacklist")
     drops = [text[p.id] for p in e.paths if p.verdict == "DROP"]
-    assert any("eth.proto == ipv4" in t and "blacklist[ipv4.saddr] exists" in t and "¬" not in t.split("blacklist")[0]
-               for t in drops), drops
+    assert any(
+        "eth.proto == ipv4" in t and "blacklist[ipv4.saddr] exists" in t and "¬" not in t.split("blacklist")[0]
+        for t in drops
+    ), drops
 
 
 def test_corpus_static_rules_paths():
@@ -141,8 +142,9 @@ def test_corpus_static_rules_paths():
     assert "ipv4.saddr == 192.168.1.21" in joined
     assert "ipv4.daddr == 192.168.6.21" in joined
     passes = [text[p.id] for p in e.paths if p.verdict == "PASS"]
-    assert any("ipv4.saddr == 192.168.1.21" in t and "ipv4.proto == tcp" in t and "tcp.dport == 22" in t
-               for t in passes), passes
+    assert any(
+        "ipv4.saddr == 192.168.1.21" in t and "ipv4.proto == tcp" in t and "tcp.dport == 22" in t for t in passes
+    ), passes
 
 
 @pytest.mark.parametrize("stem", ["ipv6_filter", "vlan_tags", "icmp_filter"])

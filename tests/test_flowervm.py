@@ -81,21 +81,23 @@ def _wrong_port(printed: str) -> str:
     """thesis_static_rules with the shield `ip_proto tcp src_ip 192.168.1.21 dst_port 22 action
     pass` edited to port 23: the `src_ip 192.168.1.21 action drop` below it now takes TCP port
     22 packets from that address, which the program passes."""
-    edited, n = re.subn(r"(flower skip_sw ip_proto tcp src_ip \S+ dst_port) 22 (action pass)",
-                        r"\1 23 \2", printed)
+    edited, n = re.subn(r"(flower skip_sw ip_proto tcp src_ip \S+ dst_port) 22 (action pass)", r"\1 23 \2", printed)
     assert n == 1, "the emitted thesis_static_rules script has no such shield any more"
     return edited
 
 
 def _probe_packets() -> list[flowercheck.Probe]:
     def frame(proto, l4):
-        p = flowercheck.parse_frame(bytes.fromhex("020000000002020000000001" "0800") + bytes(20))
+        p = flowercheck.parse_frame(bytes.fromhex("0200000000020200000000010800") + bytes(20))
         p.proto, p.l4, p.tos, p.ttl = proto, l4, 0x10, 64
         p.src4, p.dst4 = bytes([192, 168, 1, 21]), bytes([192, 168, 6, 21])
         return flowercheck.build_frame(p, 0x0800, flowercheck.ipv4(p))
-    seeds = [frame(6, struct.pack("!HHIIBBHHH", 40000, 22, 1, 0, 0x50, 0x12, 512, 0, 0)),
-             frame(17, struct.pack("!HHHH", 5353, 53, 8, 0) + b"abcd"),
-             frame(1, struct.pack("!BBHHH", 8, 0, 0, 1, 1) + b"ping")]
+
+    seeds = [
+        frame(6, struct.pack("!HHIIBBHHH", 40000, 22, 1, 0, 0x50, 0x12, 512, 0, 0)),
+        frame(17, struct.pack("!HHHH", 5353, 53, 8, 0) + b"abcd"),
+        frame(1, struct.pack("!BBHHH", 8, 0, 0, 1, 1) + b"ping"),
+    ]
     return flowercheck.probe_set(seeds, PROBE_RANDOM, seed=13)
 
 
@@ -123,7 +125,7 @@ class Batch:
         self.result = flowervm.run_jobs(jobs, img)
         for c, r in zip(checks, self.result.jobs):
             flowercheck.judge(c, r)
-        for g, r in zip(self.groups, self.result.jobs[len(checks):]):
+        for g, r in zip(self.groups, self.result.jobs[len(checks) :]):
             dissectorprobe.compare(g, self.probes, r)
 
 
@@ -147,12 +149,15 @@ def test_corpus_replay_is_sound(batch):
     print("\n".join(lines))
     classes = sum((c.sent for c in batch.corpus), Counter())
     print("corpus replay per class: " + ", ".join(f"{k} {n}" for k, n in sorted(classes.items())))
-    print(f"corpus replay: {len(batch.corpus)} programs, {total} packets, {taken} taken by non-pass "
-          f"filters; boot {batch.result.boot_seconds:.1f} s, run {batch.result.total_seconds:.1f} s")
+    print(
+        f"corpus replay: {len(batch.corpus)} programs, {total} packets, {taken} taken by non-pass "
+        f"filters; boot {batch.result.boot_seconds:.1f} s, run {batch.result.total_seconds:.1f} s"
+    )
     assert taken > 0, "no packet was taken by a non-pass filter: the replay checked nothing"
     unsound = [(c.path, u) for c in batch.corpus for u in c.unsound]
-    assert not unsound, "\n".join(f"{p}: {u.probe.kind} {u.filter} program {u.verdict} "
-                                  f"{u.probe.frame.hex()}" for p, u in unsound[:5])
+    assert not unsound, "\n".join(
+        f"{p}: {u.probe.kind} {u.filter} program {u.verdict} {u.probe.frame.hex()}" for p, u in unsound[:5]
+    )
 
 
 def test_wrong_port_is_caught(batch):
@@ -173,13 +178,18 @@ def test_dissector_model_agrees(batch):
     lines = []
     for g in batch.groups:
         kinds = sorted({d.probe.kind for d in g.disagreements})
-        lines.append(f"{g.name}: {sum(g.sent.values())} packets, {len(g.disagreements)} "
-                     f"disagreements {kinds if kinds else ''}".rstrip())
+        lines.append(
+            f"{g.name}: {sum(g.sent.values())} packets, {len(g.disagreements)} "
+            f"disagreements {kinds if kinds else ''}".rstrip()
+        )
     print("\n".join(lines))
     differing = {g.name for g in batch.groups if g.disagreements}
     assert differing <= KNOWN_DISAGREEMENTS, "\n".join(
         f"{d.group} {d.probe.kind}: model {d.model}, real {d.real}: {d.probe.frame.hex()}"
-        for g in batch.groups if g.name not in KNOWN_DISAGREEMENTS for d in g.disagreements[:3])
+        for g in batch.groups
+        if g.name not in KNOWN_DISAGREEMENTS
+        for d in g.disagreements[:3]
+    )
     assert differing == KNOWN_DISAGREEMENTS, f"no longer differing: {KNOWN_DISAGREEMENTS - differing}"
 
 
@@ -221,15 +231,18 @@ def test_check_flower_command_writes_pcap(monkeypatch, tmp_path, capsys):
     assert main(["rules", str(path), "--dev", "eth0", "--assume", "no-ip-options", "--check-flower"]) == 1
     err = capsys.readouterr().err
     print(err)
-    assert re.search(r"program xdp_static_rules: \d+ packets through cls_flower, \d+ taken by a "
-                     r"non-pass filter, [1-9]\d* unsound", err), err
+    assert re.search(
+        r"program xdp_static_rules: \d+ packets through cls_flower, \d+ taken by a "
+        r"non-pass filter, [1-9]\d* unsound",
+        err,
+    ), err
     data = (tmp_path / "thesis_static_rules.xdp_static_rules.unsound.pcap").read_bytes()
     magic, major, minor, _, _, _, linktype = struct.unpack_from("<IHHiIII", data)
     assert (magic, major, minor, linktype) == (0xA1B2C3D4, 2, 4, 1)
     off, frames = 24, 0
     while off < len(data):
         _, _, caplen, wirelen = struct.unpack_from("<IIII", data, off)
-        frame = data[off + 16:off + 16 + caplen]
+        frame = data[off + 16 : off + 16 + caplen]
         assert caplen == wirelen == len(frame)
         p = flowercheck.parse_frame(frame)
         assert p.src4 == bytes([192, 168, 1, 21]) and p.proto == 6 and p.l4[2:4] == b"\x00\x16"

@@ -36,10 +36,29 @@ PROBE_LEN = 160
 def build_probe(tmp_path: Path, from_size: int, from_off: int, to_size: int, to_off: int) -> Path:
     clang = require_tool(CLANG)
     out = tmp_path / f"probe_{from_size}_{from_off}_{to_size}_{to_off}.o"
-    subprocess.run([clang, "-O2", "-target", "bpf", "-Wall", "-Werror", f"-I{corpus.CORPUS_DIR / 'include'}",
-                    "-I/usr/include/x86_64-linux-gnu", f"-DFROM_SIZE={from_size}", f"-DFROM_OFF={from_off}",
-                    f"-DTO_SIZE={to_size}", f"-DTO_OFF={to_off}", "-c", str(DATA / "csum_diff_probe.c"),
-                    "-o", str(out)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            clang,
+            "-O2",
+            "-target",
+            "bpf",
+            "-Wall",
+            "-Werror",
+            f"-I{corpus.CORPUS_DIR / 'include'}",
+            "-I/usr/include/x86_64-linux-gnu",
+            f"-DFROM_SIZE={from_size}",
+            f"-DFROM_OFF={from_off}",
+            f"-DTO_SIZE={to_size}",
+            f"-DTO_OFF={to_off}",
+            "-c",
+            str(DATA / "csum_diff_probe.c"),
+            "-o",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return out
 
 
@@ -49,13 +68,19 @@ def predicted(e, packet: bytes) -> tuple[int, bytes]:
     array = z3.K(z3.BitVecSort(64), z3.BitVecVal(0, 8))
     for i, b in enumerate(packet):
         array = z3.Store(array, z3.BitVecVal(i, 64), z3.BitVecVal(b, 8))
-    subst = [(PACKET, array), (PACKET_LEN, z3.BitVecVal(len(packet), 64)), (PACKET_FRAGS, z3.BitVecVal(0, 64)),
-             (ctx_field("ingress_ifindex"), z3.BitVecVal(1, 32)), (ctx_field("rx_queue_index"), z3.BitVecVal(0, 32))]
+    subst = [
+        (PACKET, array),
+        (PACKET_LEN, z3.BitVecVal(len(packet), 64)),
+        (PACKET_FRAGS, z3.BitVecVal(0, 64)),
+        (ctx_field("ingress_ifindex"), z3.BitVecVal(1, 32)),
+        (ctx_field("rx_queue_index"), z3.BitVecVal(0, 32)),
+    ]
 
     def ev(x):
         v = z3.simplify(z3.substitute(e.expand(x), *subst))
         assert z3.is_bv_value(v), f"prediction still open: {v}"
         return v.as_long()
+
     paths = [p for p in e.paths if z3.is_true(z3.simplify(z3.substitute(e.condition(p), *subst)))]
     assert len(paths) == 1, [p.id for p in paths]
     return output_of(paths[0], ev, packet)
@@ -76,12 +101,27 @@ def probe_packets(seed: int) -> list[bytes]:
 
 # (from_size, from address offset, to_size, to address offset): sizes 0, 3, 4, 20, 36;
 # offsets 1 make the buffer's address odd (csum_partial's byte-swapped path).
-CSUM_CASES = [(0, 0, 0, 0), (0, 0, 4, 0), (4, 0, 0, 0), (0, 0, 20, 0), (20, 0, 0, 0), (20, 0, 20, 0),
-              (4, 0, 20, 0), (0, 0, 36, 0), (0, 0, 3, 0), (3, 0, 0, 0), (0, 0, 20, 1), (20, 1, 0, 0),
-              (4, 1, 4, 1), (20, 0, 36, 1), (7, 1, 5, 0), (64, 0, 64, 0)]
+CSUM_CASES = [
+    (0, 0, 0, 0),
+    (0, 0, 4, 0),
+    (4, 0, 0, 0),
+    (0, 0, 20, 0),
+    (20, 0, 0, 0),
+    (20, 0, 20, 0),
+    (4, 0, 20, 0),
+    (0, 0, 36, 0),
+    (0, 0, 3, 0),
+    (3, 0, 0, 0),
+    (0, 0, 20, 1),
+    (20, 1, 0, 0),
+    (4, 1, 4, 1),
+    (20, 0, 36, 1),
+    (7, 1, 5, 0),
+    (64, 0, 64, 0),
+]
 
 
-@pytest.mark.parametrize("case", CSUM_CASES, ids=lambda c: "from%d@%d-to%d@%d" % c)
+@pytest.mark.parametrize("case", CSUM_CASES, ids=lambda c: "from{}@{}-to{}@{}".format(*c))
 def test_csum_diff_matches_kernel(case, tmp_path):
     kernel_ready()
     path = build_probe(tmp_path, *case)
@@ -93,7 +133,8 @@ def test_csum_diff_matches_kernel(case, tmp_path):
             want = predicted(e, packet)
             assert (got.retval, got.packet_out) == want, (
                 f"packet {n} (seed {packet[8:12][::-1].hex()}): kernel {got.packet_out[:8].hex()}, "
-                f"model {want[1][:8].hex()}")
+                f"model {want[1][:8].hex()}"
+            )
 
 
 # ---------------------------------------------------------------- icmp_too_big
@@ -113,7 +154,7 @@ def icmp_too_big_reply(frame: bytes) -> bytes:
     """What icmp_too_big.c builds from an oversized IPv4 frame, derived from its source:
     MACs swapped, a new IPv4 header (TTL 64, protocol 1, addresses swapped, total length 56)
     and ICMP type 3 code 4 with MTU 586, followed by the original IP header and 8 bytes."""
-    orig = frame[14:14 + 28]
+    orig = frame[14 : 14 + 28]
     src, dst = orig[12:16], orig[16:20]
     icmp = struct.pack("!BBHHH", 3, 4, 0, 0, 586) + orig
     icmp = icmp[:2] + struct.pack("!H", rfc1071(icmp)) + icmp[4:]
@@ -128,8 +169,9 @@ def test_icmp_too_big_reply(toolchain):
     path = corpus.BUILD_DIR / toolchain / "icmp_too_big.o"
     require(path.is_file(), f"{path} is not built (run `make -C corpus`)")
     rng = random.Random(18)
-    big = [eth(ETH_P_IP, ip4("192.0.2.1", "198.51.100.7", 17, udp(53, payload=rng.randbytes(n))))
-           for n in (573, 600, 1400)]
+    big = [
+        eth(ETH_P_IP, ip4("192.0.2.1", "198.51.100.7", 17, udp(53, payload=rng.randbytes(n)))) for n in (573, 600, 1400)
+    ]
     small = eth(ETH_P_IP, ip4("192.0.2.1", "198.51.100.7", 17, udp(53, payload=bytes(100))))
     with kernel.load(path) as loaded:
         for frame in big:
@@ -166,9 +208,25 @@ def test_arbitrary_helper_bytes_are_any_value(tmp_path):
     kernel_ready()
     clang = require_tool(CLANG)
     path = tmp_path / "helper_bytes.o"
-    subprocess.run([clang, "-O2", "-target", "bpf", "-Wall", "-Werror", f"-I{corpus.CORPUS_DIR / 'include'}",
-                    "-I/usr/include/x86_64-linux-gnu", "-c", str(DATA / "helper_bytes.c"), "-o", str(path)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            clang,
+            "-O2",
+            "-target",
+            "bpf",
+            "-Wall",
+            "-Werror",
+            f"-I{corpus.CORPUS_DIR / 'include'}",
+            "-I/usr/include/x86_64-linux-gnu",
+            "-c",
+            str(DATA / "helper_bytes.c"),
+            "-o",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     obj = load_object(path)
     e = explore(obj, obj.programs[0])
     with kernel.load(path) as loaded:
@@ -187,8 +245,13 @@ def test_arbitrary_helper_bytes_are_any_value(tmp_path):
 
 
 def vlan_frame(vid: int, pcp: int = 5, tpid: int = 0x8100) -> bytes:
-    return MAC_A + MAC_B + struct.pack("!HH", tpid, pcp << 13 | vid) + \
-        struct.pack("!H", ETH_P_IP) + ip4("10.0.0.1", "10.0.0.2", 17, udp(9))
+    return (
+        MAC_A
+        + MAC_B
+        + struct.pack("!HH", tpid, pcp << 13 | vid)
+        + struct.pack("!H", ETH_P_IP)
+        + ip4("10.0.0.1", "10.0.0.2", 17, udp(9))
+    )
 
 
 def notype_object(tmp_path: Path) -> Path:
@@ -197,13 +260,28 @@ def notype_object(tmp_path: Path) -> Path:
     section has a FUNC symbol, so libbpf >= 1.0 finds no program at all."""
     clang = require_tool(CLANG)
     asm = tmp_path / "vlan_sections.s"
-    subprocess.run([clang, "-O2", "-target", "bpf", f"-I{corpus.CORPUS_DIR / 'include'}",
-                    "-I/usr/include/x86_64-linux-gnu", "-S", str(corpus.CORPUS_DIR / "vlan_sections.c"),
-                    "-o", str(asm)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            clang,
+            "-O2",
+            "-target",
+            "bpf",
+            f"-I{corpus.CORPUS_DIR / 'include'}",
+            "-I/usr/include/x86_64-linux-gnu",
+            "-S",
+            str(corpus.CORPUS_DIR / "vlan_sections.c"),
+            "-o",
+            str(asm),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     asm.write_text("".join(ln for ln in asm.read_text().splitlines(True) if "@function" not in ln))
     out = tmp_path / "vlan_notype.o"
-    subprocess.run([clang, "-target", "bpf", "-c", str(asm), "-o", str(out)], check=True,
-                   capture_output=True, text=True)
+    subprocess.run(
+        [clang, "-target", "bpf", "-c", str(asm), "-o", str(out)], check=True, capture_output=True, text=True
+    )
     return out
 
 
@@ -219,8 +297,10 @@ def check_vlan_programs(path: Path, names: list[str]) -> None:
         assert loaded.run(drop, other).retval == kernel.XDP_PASS
     with kernel.load(path, programs=[change]) as loaded:
         got = loaded.run(change, tagged)
-        assert (got.retval, got.packet_out) == (kernel.XDP_PASS, tagged[:14] + struct.pack("!H", 5 << 13 | 4000)
-                                                + tagged[16:])
+        assert (got.retval, got.packet_out) == (
+            kernel.XDP_PASS,
+            tagged[:14] + struct.pack("!H", 5 << 13 | 4000) + tagged[16:],
+        )
         assert loaded.run(change, other).packet_out == other
     for prog in (pop, pop2):
         with kernel.load(path, programs=[prog]) as loaded:
@@ -247,6 +327,7 @@ def test_sections_without_func_symbols(tmp_path, capsys):
     kernel; the tc program is refused in one line with exit code 2."""
     kernel_ready()
     from offload.cli import main
+
     path = notype_object(tmp_path)
     obj = load_object(path)
     sections = ["xdp_drop_vlan_4011", "xdp_vlan_change", "xdp_vlan_remove_outer", "xdp_vlan_remove_outer2"]

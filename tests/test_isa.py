@@ -10,16 +10,37 @@ import struct
 from pathlib import Path
 
 import pytest
-from elftools.elf.elffile import ELFFile
-from hypothesis import given, settings, strategies as st
-
 from conftest import assemble
+from elftools.elf.elffile import ELFFile
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from lifter.decode import decode, decode_one
 from lifter.encode import encode, encode_all
 from lifter.errors import LiftError
 from lifter.insn import (
-    Alu, AluOp as A, Atomic, ByteOrder, Call, Cond as C, Endian, Exit, Goto, Imm, Jump, LegacyLoad,
-    Load, LoadImm64, MovSx, Neg, Reg, Store,
+    Alu,
+    Atomic,
+    ByteOrder,
+    Call,
+    Endian,
+    Exit,
+    Goto,
+    Imm,
+    Jump,
+    LegacyLoad,
+    Load,
+    LoadImm64,
+    MovSx,
+    Neg,
+    Reg,
+    Store,
+)
+from lifter.insn import (
+    AluOp as A,
+)
+from lifter.insn import (
+    Cond as C,
 )
 from lifter.opcodes import AtomicOp, CallSrc
 
@@ -36,44 +57,101 @@ def I(v):
 
 # One entry per line of isa_all.s, in order, without pc (filled in below).
 EXPECTED = [
-    (Alu, A.MOV, True, 0, I(1)), (Alu, A.MOV, True, 0, I(-1)), (Alu, A.MOV, False, 0, I(2)),
-    (Alu, A.MOV, True, 1, R(2)), (Alu, A.MOV, False, 1, R(2)),
-    (Alu, A.ADD, True, 1, R(2)), (Alu, A.ADD, True, 1, I(5)), (Alu, A.ADD, False, 1, R(2)),
-    (Alu, A.ADD, False, 1, I(5)), (Alu, A.SUB, True, 1, R(2)), (Alu, A.MUL, True, 1, R(2)),
-    (Alu, A.DIV, True, 1, R(2)), (Alu, A.DIV, True, 1, I(7)), (Alu, A.SDIV, True, 1, R(2)),
-    (Alu, A.SDIV, True, 1, I(7)), (Alu, A.SDIV, False, 1, R(2)), (Alu, A.MOD, True, 1, R(2)),
-    (Alu, A.SMOD, True, 1, R(2)), (Alu, A.SMOD, False, 1, I(3)), (Alu, A.OR, True, 1, R(2)),
-    (Alu, A.AND, True, 1, R(2)), (Alu, A.LSH, True, 1, R(2)), (Alu, A.RSH, True, 1, R(2)),
-    (Alu, A.ARSH, True, 1, R(2)), (Alu, A.ARSH, True, 1, I(3)), (Alu, A.ARSH, False, 1, I(3)),
-    (Neg, True, 1), (Neg, False, 1), (Alu, A.XOR, True, 1, R(2)),
-    (MovSx, True, 1, 2, 8), (MovSx, True, 1, 2, 16), (MovSx, True, 1, 2, 32),
-    (MovSx, False, 1, 2, 8), (MovSx, False, 1, 2, 16),
-    (Endian, 1, 16, ByteOrder.BE), (Endian, 1, 32, ByteOrder.BE), (Endian, 1, 64, ByteOrder.BE),
-    (Endian, 1, 16, ByteOrder.LE), (Endian, 1, 32, ByteOrder.LE), (Endian, 1, 64, ByteOrder.LE),
-    (Endian, 1, 16, ByteOrder.SWAP), (Endian, 1, 32, ByteOrder.SWAP), (Endian, 1, 64, ByteOrder.SWAP),
-    (Load, 1, 2, 1, 1, False), (Load, 1, 2, -2, 2, False), (Load, 1, 2, 4, 4, False),
-    (Load, 1, 2, 8, 8, False), (Load, 1, 2, 1, 1, True), (Load, 1, 2, 2, 2, True),
+    (Alu, A.MOV, True, 0, I(1)),
+    (Alu, A.MOV, True, 0, I(-1)),
+    (Alu, A.MOV, False, 0, I(2)),
+    (Alu, A.MOV, True, 1, R(2)),
+    (Alu, A.MOV, False, 1, R(2)),
+    (Alu, A.ADD, True, 1, R(2)),
+    (Alu, A.ADD, True, 1, I(5)),
+    (Alu, A.ADD, False, 1, R(2)),
+    (Alu, A.ADD, False, 1, I(5)),
+    (Alu, A.SUB, True, 1, R(2)),
+    (Alu, A.MUL, True, 1, R(2)),
+    (Alu, A.DIV, True, 1, R(2)),
+    (Alu, A.DIV, True, 1, I(7)),
+    (Alu, A.SDIV, True, 1, R(2)),
+    (Alu, A.SDIV, True, 1, I(7)),
+    (Alu, A.SDIV, False, 1, R(2)),
+    (Alu, A.MOD, True, 1, R(2)),
+    (Alu, A.SMOD, True, 1, R(2)),
+    (Alu, A.SMOD, False, 1, I(3)),
+    (Alu, A.OR, True, 1, R(2)),
+    (Alu, A.AND, True, 1, R(2)),
+    (Alu, A.LSH, True, 1, R(2)),
+    (Alu, A.RSH, True, 1, R(2)),
+    (Alu, A.ARSH, True, 1, R(2)),
+    (Alu, A.ARSH, True, 1, I(3)),
+    (Alu, A.ARSH, False, 1, I(3)),
+    (Neg, True, 1),
+    (Neg, False, 1),
+    (Alu, A.XOR, True, 1, R(2)),
+    (MovSx, True, 1, 2, 8),
+    (MovSx, True, 1, 2, 16),
+    (MovSx, True, 1, 2, 32),
+    (MovSx, False, 1, 2, 8),
+    (MovSx, False, 1, 2, 16),
+    (Endian, 1, 16, ByteOrder.BE),
+    (Endian, 1, 32, ByteOrder.BE),
+    (Endian, 1, 64, ByteOrder.BE),
+    (Endian, 1, 16, ByteOrder.LE),
+    (Endian, 1, 32, ByteOrder.LE),
+    (Endian, 1, 64, ByteOrder.LE),
+    (Endian, 1, 16, ByteOrder.SWAP),
+    (Endian, 1, 32, ByteOrder.SWAP),
+    (Endian, 1, 64, ByteOrder.SWAP),
+    (Load, 1, 2, 1, 1, False),
+    (Load, 1, 2, -2, 2, False),
+    (Load, 1, 2, 4, 4, False),
+    (Load, 1, 2, 8, 8, False),
+    (Load, 1, 2, 1, 1, True),
+    (Load, 1, 2, 2, 2, True),
     (Load, 1, 2, 4, 4, True),
-    (Store, 10, -1, 1, R(1)), (Store, 10, -2, 2, R(1)), (Store, 10, -4, 4, R(1)),
-    (Store, 10, -8, 8, R(1)), (Store, 10, -1, 1, I(3)), (Store, 10, -2, 2, I(3)),
-    (Store, 10, -4, 4, I(3)), (Store, 10, -8, 8, I(3)),
-    (Atomic, AtomicOp.ADD, False, 4, 1, 0, 2), (Atomic, AtomicOp.ADD, False, 8, 1, 0, 2),
-    (Atomic, AtomicOp.OR, False, 8, 1, 0, 2), (Atomic, AtomicOp.AND, False, 8, 1, 0, 2),
-    (Atomic, AtomicOp.XOR, False, 8, 1, 0, 2), (Atomic, AtomicOp.ADD, True, 8, 1, 0, 2),
-    (Atomic, AtomicOp.OR, True, 8, 1, 0, 2), (Atomic, AtomicOp.AND, True, 8, 1, 0, 2),
-    (Atomic, AtomicOp.XOR, True, 8, 1, 0, 2), (Atomic, AtomicOp.ADD, True, 4, 1, 0, 2),
-    (Atomic, AtomicOp.XCHG, True, 8, 1, 0, 2), (Atomic, AtomicOp.XCHG, True, 4, 1, 0, 2),
-    (Atomic, AtomicOp.CMPXCHG, True, 8, 1, 0, 2), (Atomic, AtomicOp.CMPXCHG, True, 4, 1, 0, 2),
+    (Store, 10, -1, 1, R(1)),
+    (Store, 10, -2, 2, R(1)),
+    (Store, 10, -4, 4, R(1)),
+    (Store, 10, -8, 8, R(1)),
+    (Store, 10, -1, 1, I(3)),
+    (Store, 10, -2, 2, I(3)),
+    (Store, 10, -4, 4, I(3)),
+    (Store, 10, -8, 8, I(3)),
+    (Atomic, AtomicOp.ADD, False, 4, 1, 0, 2),
+    (Atomic, AtomicOp.ADD, False, 8, 1, 0, 2),
+    (Atomic, AtomicOp.OR, False, 8, 1, 0, 2),
+    (Atomic, AtomicOp.AND, False, 8, 1, 0, 2),
+    (Atomic, AtomicOp.XOR, False, 8, 1, 0, 2),
+    (Atomic, AtomicOp.ADD, True, 8, 1, 0, 2),
+    (Atomic, AtomicOp.OR, True, 8, 1, 0, 2),
+    (Atomic, AtomicOp.AND, True, 8, 1, 0, 2),
+    (Atomic, AtomicOp.XOR, True, 8, 1, 0, 2),
+    (Atomic, AtomicOp.ADD, True, 4, 1, 0, 2),
+    (Atomic, AtomicOp.XCHG, True, 8, 1, 0, 2),
+    (Atomic, AtomicOp.XCHG, True, 4, 1, 0, 2),
+    (Atomic, AtomicOp.CMPXCHG, True, 8, 1, 0, 2),
+    (Atomic, AtomicOp.CMPXCHG, True, 4, 1, 0, 2),
     (LoadImm64, 1, 0x123456789),
-    (LegacyLoad, 1, None, 3), (LegacyLoad, 2, 1, 0),
-    (Jump, C.EQ, True, 1, R(2), 1), (Jump, C.EQ, True, 1, I(3), -1), (Jump, C.EQ, False, 1, R(2), 1),
-    (Jump, C.EQ, False, 1, I(3), 1), (Jump, C.NE, True, 1, R(2), 1), (Jump, C.GT, True, 1, R(2), 1),
-    (Jump, C.GE, True, 1, R(2), 1), (Jump, C.LT, True, 1, R(2), 1), (Jump, C.LE, True, 1, R(2), 1),
-    (Jump, C.SGT, True, 1, R(2), 1), (Jump, C.SGE, True, 1, R(2), 1), (Jump, C.SLT, True, 1, R(2), 1),
-    (Jump, C.SLE, True, 1, R(2), 1), (Jump, C.SET, True, 1, R(2), 1), (Jump, C.SET, False, 1, I(4), 1),
+    (LegacyLoad, 1, None, 3),
+    (LegacyLoad, 2, 1, 0),
+    (Jump, C.EQ, True, 1, R(2), 1),
+    (Jump, C.EQ, True, 1, I(3), -1),
+    (Jump, C.EQ, False, 1, R(2), 1),
+    (Jump, C.EQ, False, 1, I(3), 1),
+    (Jump, C.NE, True, 1, R(2), 1),
+    (Jump, C.GT, True, 1, R(2), 1),
+    (Jump, C.GE, True, 1, R(2), 1),
+    (Jump, C.LT, True, 1, R(2), 1),
+    (Jump, C.LE, True, 1, R(2), 1),
+    (Jump, C.SGT, True, 1, R(2), 1),
+    (Jump, C.SGE, True, 1, R(2), 1),
+    (Jump, C.SLT, True, 1, R(2), 1),
+    (Jump, C.SLE, True, 1, R(2), 1),
+    (Jump, C.SET, True, 1, R(2), 1),
+    (Jump, C.SET, False, 1, I(4), 1),
     (Jump, C.SLT, False, 1, I(-4), 1),
-    (Goto, 0, False), (Goto, 0, True),
-    (Call, CallSrc.HELPER, 1), (Call, CallSrc.HELPER, 12),
+    (Goto, 0, False),
+    (Goto, 0, True),
+    (Call, CallSrc.HELPER, 1),
+    (Call, CallSrc.HELPER, 12),
     (Exit,),
 ]
 
@@ -148,8 +226,12 @@ def test_decode_is_exact_or_an_error(first, second):
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.sampled_from(range(256)), st.integers(0, 0xFF), st.integers(-(1 << 15), (1 << 15) - 1),
-       st.integers(-(1 << 31), (1 << 31) - 1))
+@given(
+    st.sampled_from(range(256)),
+    st.integers(0, 0xFF),
+    st.integers(-(1 << 15), (1 << 15) - 1),
+    st.integers(-(1 << 31), (1 << 31) - 1),
+)
 def test_every_opcode_byte_with_random_fields(opcode, regs, off, imm):
     data = struct.pack("<BBhi", opcode, regs, off, imm) + bytes(8)
     try:
@@ -181,6 +263,7 @@ RAW_FORMS = [
 
 def test_raw_forms_print_as_llvm_objdump(tmp_path):
     from conftest import objdump
+
     from lifter.printer import format_insn
 
     code = bytes.fromhex("".join(RAW_FORMS).replace(" ", ""))

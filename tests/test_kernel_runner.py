@@ -36,8 +36,7 @@ def eth(proto: int, payload: bytes, dst: bytes = MAC_A, src: bytes = MAC_B) -> b
 
 def ip4(src: str, dst: str, proto: int, payload: bytes) -> bytes:
     addr = lambda s: bytes(int(x) for x in s.split("."))  # noqa: E731
-    return struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 0, 0, 64, proto, 0,
-                       addr(src), addr(dst)) + payload
+    return struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 0, 0, 64, proto, 0, addr(src), addr(dst)) + payload
 
 
 def tcp(dport: int, sport: int = 40000, flags: int = 0x02) -> bytes:
@@ -61,8 +60,9 @@ def udp4(src: str, dst: str, dport: int) -> bytes:
 
 
 def arp() -> bytes:
-    body = struct.pack("!HHBBH6s4s6s4s", 1, ETH_P_IP, 6, 4, 1, MAC_B, bytes([192, 168, 1, 21]),
-                       bytes(6), bytes([192, 168, 1, 1]))
+    body = struct.pack(
+        "!HHBBH6s4s6s4s", 1, ETH_P_IP, 6, 4, 1, MAC_B, bytes([192, 168, 1, 21]), bytes(6), bytes([192, 168, 1, 1])
+    )
     return eth(ETH_P_ARP, body, dst=b"\xff" * 6)
 
 
@@ -200,7 +200,8 @@ def test_ddos_blacklist_map(path):
         obj.map_update("port_blacklist", struct.pack("=H", 443), struct.pack("=I", 0))
         obj.map_update("port_blacklist", struct.pack("=H", 53), struct.pack("=I", 0))
         assert sorted(k for k, _ in obj.map_items("port_blacklist")) == sorted(
-            [struct.pack("=H", 443), struct.pack("=H", 53)])
+            [struct.pack("=H", 443), struct.pack("=H", 53)]
+        )
         assert obj.run("xdp_ddos_blacklist", packet).retval == XDP_DROP
         assert obj.run("xdp_ddos_blacklist", udp4(src, "10.0.0.1", 53)).retval == XDP_DROP
         assert obj.run("xdp_ddos_blacklist", udp4(src, "10.0.0.1", 54)).retval == XDP_PASS
@@ -386,8 +387,10 @@ def test_run_many_throughput():
             rates.append(len(packets) / (time.perf_counter() - start))
             assert [r.retval for r in results] == expected
             assert all(r.packet_out == p for r, p in zip(results[:100], packets))
-    print(f"run_many: median {statistics.median(rates):,.0f} packets/s over 5 x 20k "
-          f"(min {min(rates):,.0f}, max {max(rates):,.0f})")
+    print(
+        f"run_many: median {statistics.median(rates):,.0f} packets/s over 5 x 20k "
+        f"(min {min(rates):,.0f}, max {max(rates):,.0f})"
+    )
 
 
 @pytest.mark.parametrize("path", objects("redirect_ifindex"))
@@ -408,6 +411,7 @@ def test_frags_program_sees_whole_frame(path):
     def frame(dport: int, total: int) -> bytes:
         head = udp4("10.0.0.1", "10.0.0.2", dport)
         return head + bytes(total - len(head))
+
     with kernel.load(need(path)) as obj:
         assert obj.run("xdp_frags", frame(80, 9000)).retval == XDP_PASS
         assert obj.run("xdp_frags", frame(80, 9001)).retval == XDP_DROP

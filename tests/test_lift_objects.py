@@ -9,9 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import need_object, objdump, object_params, require
+from oracles.libbpf import LibbpfError, library, open_object
 
 import corpus
-from conftest import need_object, object_params, objdump, require
 from lifter.cfg import FALLTHROUGH, GOTO, TAKEN
 from lifter.decode import decode
 from lifter.encode import encode_all
@@ -19,7 +20,6 @@ from lifter.insn import Call, Exit
 from lifter.opcodes import CallSrc
 from lifter.printer import objdump_text
 from lifter.program import load_object
-from oracles.libbpf import LibbpfError, library, open_object
 
 OBJECTS = object_params()
 _INSN_LINE = re.compile(r"^\s*(\d+):\t([0-9a-f ]+)\t(.*)$")
@@ -73,7 +73,7 @@ def _objdump_jumps(path: Path) -> dict[tuple[str, int], tuple[str, int]]:
     section = None
     for line in objdump(path).splitlines():
         if line.startswith("Disassembly of section "):
-            section = line[len("Disassembly of section "):-1]
+            section = line[len("Disassembly of section ") : -1]
         m = _INSN_LINE.match(line)
         if not m:
             continue
@@ -119,7 +119,7 @@ def test_cfg_partitions_code_and_follows_jumps(path):
 def _libbpf_map_match(ours, lmap):
     if not lmap.internal:
         return next((m for m in ours if m.name == lmap.name and m.origin != "global"), None)
-    suffix = lmap.name[lmap.name.index("."):]
+    suffix = lmap.name[lmap.name.index(".") :]
     return next((m for m in ours if m.origin == "global" and m.name.startswith(suffix)), None)
 
 
@@ -138,8 +138,12 @@ def test_programs_and_maps_equal_libbpf(path):
     except LibbpfError as err:
         # libbpf refuses calls to undefined functions (e.g. GCC 12's __sync_* libcalls); the
         # lifter must keep such a call visibly unresolved, never bind it to something.
-        unresolved = [i for f in obj.functions.values() for i in f.insns
-                      if isinstance(i, Call) and i.kind is CallSrc.LOCAL and i.callee is None]
+        unresolved = [
+            i
+            for f in obj.functions.values()
+            for i in f.insns
+            if isinstance(i, Call) and i.kind is CallSrc.LOCAL and i.callee is None
+        ]
         assert unresolved, f"libbpf cannot open {path} (errno {err}) but the lifter saw nothing wrong"
         return
     ours = {(p.name, p.section): p for p in obj.programs}
@@ -153,8 +157,13 @@ def test_programs_and_maps_equal_libbpf(path):
         mdef = _libbpf_map_match(obj.maps, lmap)
         assert mdef is not None, f"libbpf map {lmap.name} not found among ours"
         matched.add(mdef.name)
-        assert (mdef.type.id, mdef.key_size, mdef.value_size, mdef.max_entries, mdef.flags) == \
-            (lmap.type, lmap.key_size, lmap.value_size, lmap.max_entries, lmap.flags), lmap.name
+        assert (mdef.type.id, mdef.key_size, mdef.value_size, mdef.max_entries, mdef.flags) == (
+            lmap.type,
+            lmap.key_size,
+            lmap.value_size,
+            lmap.max_entries,
+            lmap.flags,
+        ), lmap.name
         if lmap.initial is not None:
             assert mdef.initial == lmap.initial, lmap.name
     # Maps libbpf does not create: only global-data sections it skips (none expected).
@@ -165,8 +174,9 @@ def test_every_planned_object_is_built():
     """The object lists the tests run over cannot shrink silently: corpus.expected_objects()
     is what `make -C corpus list` (the Makefile itself) plans, and every one of them is built.
     Nothing built at all is a missing capability (skip outside CI); a partial build fails."""
-    plan = subprocess.run(["make", "-s", "-C", str(corpus.CORPUS_DIR), "list"], check=True,
-                          capture_output=True, text=True).stdout.split()
+    plan = subprocess.run(
+        ["make", "-s", "-C", str(corpus.CORPUS_DIR), "list"], check=True, capture_output=True, text=True
+    ).stdout.split()
     assert sorted(corpus.CORPUS_DIR / p for p in plan) == corpus.expected_objects()
     built = corpus.built_objects()
     require(bool(built), "corpus is not built (run `make corpus`)")

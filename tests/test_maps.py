@@ -7,9 +7,9 @@ import re
 import subprocess
 
 import pytest
+from conftest import need_object, object_params, require, require_tool
 
 import corpus
-from conftest import need_object, object_params, require, require_tool
 from lifter.program import load_object
 
 TOOLCHAINS = ("clang", "clang-v4", "gcc", "nobtf")
@@ -27,8 +27,7 @@ def test_legacy_map_record(toolchain):
     obj = load_object(_built("legacy_maps", toolchain))
     (mdef,) = [m for m in obj.maps if m.origin != "global"]
     assert (mdef.name, mdef.section, mdef.origin) == ("legacy_blocklist", "maps", "legacy")
-    assert (mdef.type.name, mdef.key_size, mdef.value_size, mdef.max_entries, mdef.flags) == \
-        ("hash", 4, 4, 1024, 0)
+    assert (mdef.type.name, mdef.key_size, mdef.value_size, mdef.max_entries, mdef.flags) == ("hash", 4, 4, 1024, 0)
     (prog,) = obj.programs
     assert (prog.name, prog.section) == ("xdp_legacy", "prog")
 
@@ -63,12 +62,12 @@ def test_objects_without_btf_still_lift():
 
 def _readelf_symbols(path):
     tool = require_tool("llvm-readelf-19")
-    out = subprocess.run([tool, "-s", "-S", "--wide", str(path)], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run([tool, "-s", "-S", "--wide", str(path)], check=True, capture_output=True, text=True).stdout
     sections = dict(re.findall(r"^\s*\[\s*(\d+)\]\s+(\S+)", out, re.M))
     symbols = []
     for value, size, kind, ndx, name in re.findall(
-            r"^\s*\d+:\s+([0-9a-f]+)\s+(\d+)\s+(\w+)\s+\w+\s+\w+\s+(\w+)\s+(\S+)$", out, re.M):
+        r"^\s*\d+:\s+([0-9a-f]+)\s+(\d+)\s+(\w+)\s+\w+\s+\w+\s+(\w+)\s+(\S+)$", out, re.M
+    ):
         if kind == "OBJECT" and ndx.isdigit():
             symbols.append((sections[ndx], name, int(value, 16), int(size)))
     return symbols
@@ -81,7 +80,8 @@ def _readelf_data_sections(path) -> dict[str, tuple[str, int]]:
     out = subprocess.run([tool, "-S", "--wide", str(path)], check=True, capture_output=True, text=True).stdout
     found = {}
     for name, kind, size, flags in re.findall(
-            r"^\s*\[\s*\d+\]\s+(\S+)\s+(\S+)\s+[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)\s+\S+\s+(\S*)\s", out, re.M):
+        r"^\s*\[\s*\d+\]\s+(\S+)\s+(\S+)\s+[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)\s+\S+\s+(\S*)\s", out, re.M
+    ):
         if re.match(r"\.(rodata|data|bss)(\.|$)", name) and "A" in flags and int(size, 16):
             found[name] = (kind, int(size, 16))
     return found
@@ -91,7 +91,9 @@ def _readelf_bytes(path, section: str) -> bytes:
     """A section's contents from llvm-readelf's hex dump."""
     tool = require_tool("llvm-readelf-19")
     out = subprocess.run([tool, "-x", section, str(path)], check=True, capture_output=True, text=True).stdout
-    return bytes.fromhex("".join("".join(m.split()) for m in re.findall(r"^0x[0-9a-f]+ ((?:[0-9a-f]{2,8} ){1,4})", out, re.M)))
+    return bytes.fromhex(
+        "".join("".join(m.split()) for m in re.findall(r"^0x[0-9a-f]+ ((?:[0-9a-f]{2,8} ){1,4})", out, re.M))
+    )
 
 
 @pytest.mark.parametrize("path", object_params())

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import struct
-from functools import lru_cache
+from functools import cache
 
 import pytest
 import z3
@@ -52,7 +52,7 @@ def _id(p) -> str:
     return str(p.relative_to(corpus.CORPUS_DIR))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _scripts(path) -> list:
     """(exploration, rule set, printed script) per XDP program of the object."""
     obj = load_object(path)
@@ -76,6 +76,7 @@ def _with_filters(path) -> list:
 
 # ---------------------------------------------------------------- issue 21
 
+
 @pytest.mark.parametrize("path", _objects(), ids=_id)
 def test_no_zero_mask_keys(path):
     """No emitted key has an all-zero mask (read by the oracle, not the emitter)."""
@@ -89,6 +90,7 @@ def test_zero_mask_address_matches_nothing():
     """The kernel rule (cls_flower fl_set_key + fl_init_dissector) in the oracle and in
     the product's model: `src_ip 0.0.0.0/0` matches no packet, `0.0.0.0/1` does."""
     from rules.dissector import evaluate
+
     frame = _udp(0x0A000002, 0x0A000009, 1000, 53, 64)
     dead = "filter add dev x ingress protocol ip prio 1 flower ip_proto udp src_ip 0.0.0.0/0 action drop"
     live = dead.replace("0.0.0.0/0", "0.0.0.0/1")
@@ -101,6 +103,7 @@ def test_zero_mask_address_matches_nothing():
 
 
 # ---------------------------------------------------------------- issue 17: parsers, proof
+
 
 def _product_keys(f) -> dict:
     out = {}
@@ -117,8 +120,13 @@ def test_parsers_agree(path):
         ours, theirs = parse_script(text), tcflower.parse(text)
         assert len(ours) == len(theirs)
         for a, b in zip(ours, theirs):
-            assert (a.lineno, a.chain, a.prio, a.match.protocol, list(a.action)) == \
-                (b.lineno, b.chain, b.prio, b.protocol, b.action)
+            assert (a.lineno, a.chain, a.prio, a.match.protocol, list(a.action)) == (
+                b.lineno,
+                b.chain,
+                b.prio,
+                b.protocol,
+                b.action,
+            )
             assert _product_keys(a) == b.keys, a.lineno
 
 
@@ -142,7 +150,7 @@ def test_printed_script_proves(path):
     """The printed text, proved afresh: sound, every path a `proven` filter claims is
     reached from chain 0, and every block is taken whole unless the script says
     `partly in software` for its paths."""
-    for e, rs, text in _with_filters(path):
+    for _e, rs, text in _with_filters(path):
         proof = prove_text(text, rs.synth, rs.blocks)
         assert proof.ok, (proof.errors, proof.sound, proof.reached)
         assert set(proof.reached) == _claims(text)
@@ -161,10 +169,16 @@ def _mutants(text: str):
     drops = [i for i in idx if not re.search(r" action (goto|pass)", lines[i])]
     gotos = [i for i in idx if " action goto " in lines[i]]
     shields = [i for i in idx if lines[i].endswith(" action pass")]
+
     def without(*gone):
         return "\n".join(x for i, x in enumerate(lines) if i not in gone and i + 1 not in gone) + "\n"
-    picks = {"first drop filter": drops[:1], "last drop filter": drops[-1:],
-             "first goto": gotos[:1], "first shield": shields[:1]}
+
+    picks = {
+        "first drop filter": drops[:1],
+        "last drop filter": drops[-1:],
+        "first goto": gotos[:1],
+        "first shield": shields[:1],
+    }
     for what, i in picks.items():
         if i:
             yield what, without(i[0])
@@ -177,9 +191,11 @@ def _mutants(text: str):
         start = words.index("flower") + 1 + (words[words.index("flower") + 1].startswith("skip"))
         end = words.index("action")
         for k in range(start, end, 2):
-            cut = words[:k] + words[k + 2:]
-            yield f"key {words[k]} of the first drop filter", "\n".join(
-                lines[:drops[0]] + [" ".join(cut)] + lines[drops[0] + 1:]) + "\n"
+            cut = words[:k] + words[k + 2 :]
+            yield (
+                f"key {words[k]} of the first drop filter",
+                "\n".join(lines[: drops[0]] + [" ".join(cut)] + lines[drops[0] + 1 :]) + "\n",
+            )
 
 
 def _mutation_objects() -> list:
@@ -192,8 +208,7 @@ def _takes(text: str, synth):
     """z3: the packets the script drops or redirects (tc semantics over the model)."""
     filters = parse_script(text)
     hit = hits(filters, synth.d)
-    return z3.Or([h for f, h in zip(filters, hit) if f.action[0] in ("drop", "mirred")]
-                 or [z3.BoolVal(False)])
+    return z3.Or([h for f, h in zip(filters, hit) if f.action[0] in ("drop", "mirred")] or [z3.BoolVal(False)])
 
 
 @pytest.mark.parametrize("path", _mutation_objects(), ids=_id)
@@ -202,7 +217,7 @@ def test_mutations_are_caught(path):
     a block not taken whole) unless the script still takes exactly the same packets (z3,
     the two scripts compared). A key dropped from a drop filter: the proof fails or proves
     the wider filter sound (harmless). At least one mutant per script is caught."""
-    for e, rs, text in _with_filters(path):
+    for _e, rs, text in _with_filters(path):
         base = prove_text(text, rs.synth, rs.blocks)
         assert base.ok
         caught = 0
@@ -226,27 +241,43 @@ def test_mutations_are_caught(path):
 
 # ---------------------------------------------------------------- issue 17's shape
 
+
 def _clang(stem):
     return need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o")
 
 
 #: Hand-derived from the sources' headers: per key, the (value, mask) of level value i (i < K).
 SHAPES = {
-    "or_flags_tcp": {"ip_ttl": lambda i: (10 + 2 * i, 0xFF), "src_port": lambda i: (4000 + 7 * i, 0xFFFF),
-                     "dst_port": lambda i: (3000 + 5 * i, 0xFFFF),
-                     "src_ip": lambda i: (0x0A000000 + (3 * i << 8), 0xFFFFFF00)},
-    "or_direct_udp": {"ip_ttl": lambda i: (2 + 3 * i, 0xFF), "src_port": lambda i: (1000 + 3 * i, 0xFFFF),
-                      "dst_port": lambda i: (2000 + 3 * i, 0xFFFF),
-                      "dst_ip": lambda i: (0xC0A80001 + 7 * i, 0xFFFFFFFF)},
+    "or_flags_tcp": {
+        "ip_ttl": lambda i: (10 + 2 * i, 0xFF),
+        "src_port": lambda i: (4000 + 7 * i, 0xFFFF),
+        "dst_port": lambda i: (3000 + 5 * i, 0xFFFF),
+        "src_ip": lambda i: (0x0A000000 + (3 * i << 8), 0xFFFFFF00),
+    },
+    "or_direct_udp": {
+        "ip_ttl": lambda i: (2 + 3 * i, 0xFF),
+        "src_port": lambda i: (1000 + 3 * i, 0xFFFF),
+        "dst_port": lambda i: (2000 + 3 * i, 0xFFFF),
+        "dst_ip": lambda i: (0xC0A80001 + 7 * i, 0xFFFFFFFF),
+    },
 }
 
 
-@pytest.mark.parametrize("stem, k", [("or_flags_tcp", 4), ("or_flags_tcp", 16), ("or_flags_tcp", 48),
-                                     ("or_direct_udp", 4), ("or_direct_udp", 16), ("or_direct_udp", 48)])
+@pytest.mark.parametrize(
+    "stem, k",
+    [
+        ("or_flags_tcp", 4),
+        ("or_flags_tcp", 16),
+        ("or_flags_tcp", 48),
+        ("or_direct_udp", 4),
+        ("or_direct_udp", 16),
+        ("or_direct_udp", 48),
+    ],
+)
 def test_issue17_shape_layout(stem, k):
     """chain 0 -> 1 -> 2 -> 3 -> drop, one key per chain besides ip_proto, exactly the K
     hand-derived values per level, all four levels present, nothing left in software."""
-    (e, rs, text), = _scripts(_clang(f"{stem}_k{k}"))
+    ((e, rs, text),) = _scripts(_clang(f"{stem}_k{k}"))
     lines = tcflower.parse(text)
     assert sorted({x.chain for x in lines}) == [0, 1, 2, 3]
     seen = {}
@@ -265,7 +296,7 @@ def test_issue17_flag_udp_stays_in_software():
     """Issue 17's own program: the low byte of the source address is not a prefix, so no
     filter can hold that level; the DROP path is reported in software, nothing is printed."""
     for k in (2, 4, 16, 48):
-        (e, rs, text), = _scripts(_clang(f"or_flags_udp_k{k}"))
+        ((e, rs, text),) = _scripts(_clang(f"or_flags_udp_k{k}"))
         assert "\nfilter add" not in text
         drops = {p.id for p in e.paths if p.verdict == "DROP"}
         software = {p for ps, _ in rs.software for p in ps}
@@ -273,10 +304,14 @@ def test_issue17_flag_udp_stays_in_software():
 
 
 def _udp(src: int, dst: int, sport: int, dport: int, ttl: int, proto: int = 17) -> bytes:
-    l4 = struct.pack("!HHHH", sport, dport, 8, 0) if proto == 17 else \
-        struct.pack("!HHIIBBHHH", sport, dport, 1, 0, 5 << 4, 0x10, 65535, 0, 0)
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 0, 0, ttl, proto, 0,
-                     src.to_bytes(4, "big"), dst.to_bytes(4, "big"))
+    l4 = (
+        struct.pack("!HHHH", sport, dport, 8, 0)
+        if proto == 17
+        else struct.pack("!HHIIBBHHH", sport, dport, 1, 0, 5 << 4, 0x10, 65535, 0, 0)
+    )
+    ip = struct.pack(
+        "!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 0, 0, ttl, proto, 0, src.to_bytes(4, "big"), dst.to_bytes(4, "big")
+    )
     return (bytes.fromhex("020000000002020000000001") + b"\x08\x00" + ip + l4).ljust(60, b"\0")
 
 
@@ -292,13 +327,12 @@ PACKETS = [
 ]
 
 
-@pytest.mark.parametrize("stem, packet, verdict, printed", PACKETS,
-                         ids=[f"{s}-{v}" for s, _, v, _ in PACKETS])
+@pytest.mark.parametrize("stem, packet, verdict, printed", PACKETS, ids=[f"{s}-{v}" for s, _, v, _ in PACKETS])
 def test_issue17_packets(stem, packet, verdict, printed):
     """The kernel gives the hand-derived verdict, the printed script (run by the oracle)
     the hand-derived action; a printed drop is never a kernel pass."""
     path = _clang(stem)
-    (e, rs, text), = _scripts(path)
+    ((e, rs, text),) = _scripts(path)
     assert tcflower.run(tcflower.parse(text), packet) == printed
     kernel_ready()
     with kernel.load(path, programs=[e.program.name]) as loaded:

@@ -67,14 +67,12 @@ NO_FILTER = {
 #: Corpus programs whose `Offload:` header promises filters that `rules` does not emit today:
 #: expected failures, strict, so the tests fail (XPASS) the day that changes.
 DEFECTS = {
-    "tcp_flags": "issue 11: tcp_flags drops (0x3/0x3, 0x0/0xff, 0x29/0x29) get 0 filters and no "
-                 "software reason",
-    "vlan_tags": "issue 11: vlan_id 666 and dst_ip 10.0.0.1 (0-2 tags) drops get 0 filters and no "
-                 "software reason",
+    "tcp_flags": "issue 11: tcp_flags drops (0x3/0x3, 0x0/0xff, 0x29/0x29) get 0 filters and no software reason",
+    "vlan_tags": "issue 11: vlan_id 666 and dst_ip 10.0.0.1 (0-2 tags) drops get 0 filters and no software reason",
     "vlan_sections": "issue 14: the vlan_id 4011 drop needs VLAN match keys, not emitted yet",
     "ip_fragments": "issue 11: the ip_flags frag drop gets 0 filters ('only atypical packets')",
     "ipv6_filter": "issue 11: IPv6 drops not proved (flower walks extension headers, the program "
-                   "does not; needs --assume no-ipv6-ext)",
+    "does not; needs --assume no-ipv6-ext)",
 }
 #: Paths ending UNKNOWN (cut), by name; every other program has none.
 CUT_PATHS = {"tailcall_variable": 1}  # tail-calls into a slot filled at run time
@@ -85,8 +83,12 @@ IFNAMES = {"redirect_ifindex": {4: "eth4"}}
 def _objects() -> list:
     """Every clang object the corpus Makefile plans, built or not (a missing one fails under
     CI), DEFECTS marked as strict expected failures."""
-    return [pytest.param(p, id=p.name, marks=[pytest.mark.xfail(strict=True, reason=DEFECTS[p.stem])]
-                         if p.stem in DEFECTS else []) for p in corpus.expected_objects("clang")]
+    return [
+        pytest.param(
+            p, id=p.name, marks=[pytest.mark.xfail(strict=True, reason=DEFECTS[p.stem])] if p.stem in DEFECTS else []
+        )
+        for p in corpus.expected_objects("clang")
+    ]
 
 
 @functools.cache
@@ -103,8 +105,9 @@ def _build(path, assume=ASSUME):
 
 def _no_filter_is_expected(path) -> None:
     """A program without a non-pass filter must be named in NO_FILTER (never a skip)."""
-    assert path.stem in NO_FILTER, (f"{path.stem}: no non-pass filter, but the corpus says: "
-                                    f"{corpus.header(path.stem)['offload']}")
+    assert path.stem in NO_FILTER, (
+        f"{path.stem}: no non-pass filter, but the corpus says: {corpus.header(path.stem)['offload']}"
+    )
 
 
 @pytest.mark.parametrize("path", _objects())
@@ -125,9 +128,11 @@ def test_offloadable_programs_get_filters(path):
 
 # ---------------------------------------------------------------- layout helpers
 
+
 def test_cover_is_exact():
     """Value covers: ranges for ports, CIDR blocks for addresses, singles otherwise."""
     from rules.ruleset import _cover
+
     assert _cover("dst_port", (22, 23, 24, 80)) == [ruleset.Range(22, 24), Exact(80, 0xFFFF)]
     assert _cover("dst_port", (22, 23), ranges=False) == [Exact(22, 0xFFFE)]  # 22-23: one aligned block
     assert _cover("dst_port", (23, 24), ranges=False) == [Exact(23, 0xFFFF), Exact(24, 0xFFFF)]
@@ -138,12 +143,13 @@ def test_cover_is_exact():
 
 # ---------------------------------------------------------------- the tc parser accepts them
 
+
 @pytest.mark.parametrize("path", _objects())
 def test_rules_parse(path, tmp_path):
     """Every emitted filter line goes through the real iproute2 parser (netns oracle)."""
     require(path.is_file(), f"{path} is not built")
     lines = []
-    for e, rs in _build(path):
+    for _e, rs in _build(path):
         assert rs.unproved == 0
         for r in rs.rules:
             lines.append(tc.filter_line("eth0", r.match, r.action, r.prio, r.chain or None))
@@ -156,6 +162,7 @@ def test_rules_parse(path, tmp_path):
 
 # ---------------------------------------------------------------- the kernel agrees
 
+
 def _packet(model: z3.ModelRef) -> bytes:
     n = model.eval(PACKET_LEN, model_completion=True).as_long()
     return bytes(model.eval(PACKET[z3.BitVecVal(i, 64)], model_completion=True).as_long() for i in range(n))
@@ -166,13 +173,26 @@ def _random_packet(rng: random.Random) -> bytes:
     proto = rng.choice((6, 17, 1, 6, 17))
     src = rng.choice((0xC0A80115, 0x0A010007, rng.getrandbits(32)))
     dst = rng.choice((0xC0A80615, 0xC0A80009, rng.getrandbits(32)))
-    l4 = struct.pack("!HH", rng.choice((22, 53, 80, 1024, 20000, rng.getrandbits(16))),
-                     rng.choice((22, 53, 80, 1024, 5001, rng.getrandbits(16))))
+    l4 = struct.pack(
+        "!HH",
+        rng.choice((22, 53, 80, 1024, 20000, rng.getrandbits(16))),
+        rng.choice((22, 53, 80, 1024, 5001, rng.getrandbits(16))),
+    )
     l4 += bytes(rng.getrandbits(8) for _ in range(16))
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, rng.getrandbits(8), 20 + len(l4), 0,
-                     rng.choice((0, 0x4000, 0x2000, 0x0010)), rng.choice((1, 64)), proto, 0,
-                     src.to_bytes(4, "big"), dst.to_bytes(4, "big"))
-    eth = bytes.fromhex("020000000002" "020000000001") + rng.choice((b"\x08\x00", b"\x86\xdd", b"\x08\x06"))
+    ip = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45,
+        rng.getrandbits(8),
+        20 + len(l4),
+        0,
+        rng.choice((0, 0x4000, 0x2000, 0x0010)),
+        rng.choice((1, 64)),
+        proto,
+        0,
+        src.to_bytes(4, "big"),
+        dst.to_bytes(4, "big"),
+    )
+    eth = bytes.fromhex("020000000002020000000001") + rng.choice((b"\x08\x00", b"\x86\xdd", b"\x08\x06"))
     return (eth + ip + l4).ljust(60, b"\0")
 
 
@@ -219,9 +239,15 @@ def test_rules_agree_with_kernel(path):
         packets += [_random_packet(rng) for _ in range(RANDOM)]
         with kernel.load(path, programs=[e.program.name]) as loaded:
             for p in packets:
-                if not z3.is_true(z3.simplify(z3.substitute(
-                        assumed, (PACKET_LEN, z3.BitVecVal(len(p), 64)),
-                        *[(PACKET[z3.BitVecVal(i, 64)], z3.BitVecVal(b, 8)) for i, b in enumerate(p[:40])]))):
+                if not z3.is_true(
+                    z3.simplify(
+                        z3.substitute(
+                            assumed,
+                            (PACKET_LEN, z3.BitVecVal(len(p), 64)),
+                            *[(PACKET[z3.BitVecVal(i, 64)], z3.BitVecVal(b, 8)) for i, b in enumerate(p[:40])],
+                        )
+                    )
+                ):
                     continue  # outside what the rules were proved for (e.g. IP options)
                 r = _first_match(rs.rules, p)
                 if r is None or r.outcome is None or r.outcome.is_pass:
@@ -234,12 +260,22 @@ def test_rules_agree_with_kernel(path):
 
 # ---------------------------------------------------------------- seed chapter 6
 
+
 def _thesis_651() -> list[tuple[FlowerMatch, str]]:
     """Seed 000 6.5.1, the thesis's rule list as printed (prio order)."""
     X, Y = 0xC0A80115, 0xC0A80615
     return [
-        (FlowerMatch("ip", (("ip_proto", exact("ip_proto", 6)), ("src_ip", exact("src_ip", X)),
-                            ("dst_port", exact("dst_port", 22)))), "pass"),
+        (
+            FlowerMatch(
+                "ip",
+                (
+                    ("ip_proto", exact("ip_proto", 6)),
+                    ("src_ip", exact("src_ip", X)),
+                    ("dst_port", exact("dst_port", 22)),
+                ),
+            ),
+            "pass",
+        ),
         (FlowerMatch("ip", (("ip_proto", exact("ip_proto", 6)), ("src_ip", exact("src_ip", X)))), "drop"),
         (FlowerMatch("ip", (("src_ip", exact("src_ip", X)),)), "drop"),
         (FlowerMatch("ip", (("dst_ip", exact("dst_ip", Y)),)), "drop"),
@@ -261,7 +297,7 @@ def test_seed_651_equivalent_to_thesis():
     thesis's on ordinary packets (not fragments); on fragments the thesis's list drops
     packets the program passes (z3 finds one) and ours does not."""
     path = need_object(_clang("thesis_static_rules"))
-    (e, rs), = _build(path)
+    ((e, rs),) = _build(path)
     assert rs.proved >= 2 and rs.unproved == 0
     d = dissect()
     ours = _drops([(r.match, r.action[0]) for r in rs.rules if r.chain == 0], d)
@@ -284,7 +320,7 @@ def test_seed_offloads_where_thesis_gave_up(stem):
     """6.5.2 (goto), 6.5.3 (i == 20), 6.5.4 (drop and count): proven drop filters, even
     without extra assumptions."""
     path = need_object(_clang(stem))
-    (e, rs), = _build(path, ())
+    ((e, rs),) = _build(path, ())
     drops = [r for r in rs.rules if r.action == ("drop",)]
     # build() drops unproved filters, so `r.proved` holds by construction: what can fail is
     # that a filter was left out unproved, that a path was cut, or that no drop remains.
@@ -295,13 +331,14 @@ def test_seed_offloads_where_thesis_gave_up(stem):
 def test_or_stress_uses_chains():
     """6.8.3: 4 nested ifs of K ORs each take 4K filters through chains, not K^4."""
     path = need_object(_clang("or_stress_k8"))
-    (e, rs), = _build(path)
+    ((e, rs),) = _build(path)
     assert len({r.chain for r in rs.rules}) == 4 and len(rs.rules) == 4 * 8
     assert rs.unproved == 0 and not [p for p in e.paths if p.verdict == "UNKNOWN"]
     assert sum(1 for r in rs.rules if r.action == ("drop",)) == 8  # the innermost level's K values
 
 
 # ---------------------------------------------------------------- the command
+
 
 def test_rules_command_json(capsys):
     path = need_object(_clang("thesis_static_rules"))
@@ -332,11 +369,14 @@ def test_rules_bad_ifname(capsys):
 
 # ---------------------------------------------------------------- one device, one program (issue 20)
 
+
 def _header_drops(stem: str) -> dict[str, set[tuple[str, int]]]:
     """{program: {(ip_proto, dst_port)}} from the corpus header's hand-written `Offload:` line."""
     spec = corpus.header(stem)["offload"]
-    return {prog: {(proto, int(port)) for proto, port in re.findall(r"ip_proto (\w+) dst_port (\d+) drop", what)}
-            for prog, what in re.findall(r"(\w+) -> ([^;]*)", spec)}
+    return {
+        prog: {(proto, int(port)) for proto, port in re.findall(r"ip_proto (\w+) dst_port (\d+) drop", what)}
+        for prog, what in re.findall(r"(\w+) -> ([^;]*)", spec)
+    }
 
 
 def test_several_entry_programs_need_program(capsys):
@@ -363,8 +403,12 @@ def test_out_dir_writes_one_script_per_entry_program(tmp_path, capsys):
     for prog in expected:
         lines = [ln for ln in (tmp_path / f"{prog}.tc").read_text().splitlines() if ln and not ln.startswith("#")]
         assert sum(ln.startswith("qdisc ") for ln in lines) == 1
-        found[prog] = {(proto, int(port)) for ln in lines if ln.endswith("action drop")
-                       for proto, port in re.findall(r"ip_proto (\w+) .*dst_port (\d+)", ln)}
+        found[prog] = {
+            (proto, int(port))
+            for ln in lines
+            if ln.endswith("action drop")
+            for proto, port in re.findall(r"ip_proto (\w+) .*dst_port (\d+)", ln)
+        }
         assert found[prog] == expected[prog], prog
     kernel_ready()
     build = {"tcp": tcp4, "udp": udp4}

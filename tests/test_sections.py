@@ -5,6 +5,7 @@ called through a relocation, and a callback address taken with ld_imm64."""
 from __future__ import annotations
 
 from conftest import assemble, objdump
+
 from lifter.insn import Call, FuncRef, LoadImm64
 from lifter.printer import objdump_text
 from lifter.program import load_object

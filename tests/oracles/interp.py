@@ -20,8 +20,28 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lifter.insn import (Alu, AluOp, Atomic, ByteOrder, Call, Cond, Endian, Exit, FuncRef, Goto, Imm, Jump,
-                         LegacyLoad, Load, LoadImm64, MapRef, MovSx, Neg, Store, slots)
+from lifter.insn import (
+    Alu,
+    AluOp,
+    Atomic,
+    ByteOrder,
+    Call,
+    Cond,
+    Endian,
+    Exit,
+    FuncRef,
+    Goto,
+    Imm,
+    Jump,
+    LegacyLoad,
+    Load,
+    LoadImm64,
+    MapRef,
+    MovSx,
+    Neg,
+    Store,
+    slots,
+)
 from lifter.opcodes import AtomicOp, CallSrc
 
 M64 = (1 << 64) - 1
@@ -79,9 +99,18 @@ def _s32(v: int) -> int:
 
 
 class Machine:
-    def __init__(self, obj, program, packet: bytes, *, ingress_ifindex: int = 1, rx_queue_index: int = 0,
-                 map_value: Callable[[str, bytes], bytes | None], helper_value: Callable[[str], int],
-                 max_steps: int = 5_000_000):
+    def __init__(
+        self,
+        obj,
+        program,
+        packet: bytes,
+        *,
+        ingress_ifindex: int = 1,
+        rx_queue_index: int = 0,
+        map_value: Callable[[str, bytes], bytes | None],
+        helper_value: Callable[[str], int],
+        max_steps: int = 5_000_000,
+    ):
         self.obj = obj
         self.program = program
         self.maps = {m.name: m for m in obj.maps}
@@ -138,7 +167,7 @@ class Machine:
         buf = self._buf(ptr.region)
         if at < 0 or at + size > len(buf):
             raise BadAccess(f"{kind} read out of bounds")
-        return int.from_bytes(buf[at:at + size], "little")
+        return int.from_bytes(buf[at : at + size], "little")
 
     def store(self, ptr, off: int, size: int, value, count: bool = True) -> None:
         if not isinstance(ptr, Ptr):
@@ -164,13 +193,13 @@ class Machine:
         buf = self._buf(ptr.region)
         if at < 0 or at + size > len(buf):
             raise BadAccess(f"{kind} write out of bounds")
-        buf[at:at + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+        buf[at : at + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
 
     def read_bytes(self, ptr, n: int) -> bytes:
         if isinstance(ptr, Ptr) and ptr.region[0] == "stack":
             self.memory.setdefault(("ptrs",) + ptr.region, {})
         buf = self._buf(ptr.region)
-        return bytes(buf[ptr.off:ptr.off + n])
+        return bytes(buf[ptr.off : ptr.off + n])
 
     # -- running
 
@@ -213,8 +242,13 @@ class Machine:
         r = self.regs
         nxt = self.pc + slots(insn)
         if isinstance(insn, Alu):
-            self.result.counts["mul" if insn.op == AluOp.MUL else
-                               "div" if insn.op in (AluOp.DIV, AluOp.SDIV, AluOp.MOD, AluOp.SMOD) else "alu"] += 1
+            self.result.counts[
+                "mul"
+                if insn.op == AluOp.MUL
+                else "div"
+                if insn.op in (AluOp.DIV, AluOp.SDIV, AluOp.MOD, AluOp.SMOD)
+                else "alu"
+            ] += 1
             src = insn.src.value if isinstance(insn.src, Imm) else r[insn.src.n]
             r[insn.dst] = self.alu(insn, r[insn.dst], src)
         elif isinstance(insn, Neg):
@@ -285,8 +319,13 @@ class Machine:
                 return Ptr(b.region, b.off + _s64(a))
             if insn.wide and insn.op == AluOp.SUB and isinstance(a, Ptr) and isinstance(b, int):
                 return Ptr(a.region, a.off - _s64(b))
-            if insn.wide and insn.op == AluOp.SUB and isinstance(a, Ptr) and isinstance(b, Ptr) \
-                    and a.region == b.region:
+            if (
+                insn.wide
+                and insn.op == AluOp.SUB
+                and isinstance(a, Ptr)
+                and isinstance(b, Ptr)
+                and a.region == b.region
+            ):
                 return (a.off - b.off) & M64
             raise Unsupported("pointer arithmetic")
         if not isinstance(a, int) or not isinstance(b, int):
@@ -355,9 +394,19 @@ class Machine:
         c = insn.cond
         if signed and c in (Cond.GT, Cond.GE, Cond.LT, Cond.LE):
             c = Cond("s" + c.value)
-        return {Cond.EQ: ua == ub, Cond.NE: ua != ub, Cond.SET: (ua & ub) != 0,
-                Cond.GT: ua > ub, Cond.GE: ua >= ub, Cond.LT: ua < ub, Cond.LE: ua <= ub,
-                Cond.SGT: sa > sb, Cond.SGE: sa >= sb, Cond.SLT: sa < sb, Cond.SLE: sa <= sb}[c]
+        return {
+            Cond.EQ: ua == ub,
+            Cond.NE: ua != ub,
+            Cond.SET: (ua & ub) != 0,
+            Cond.GT: ua > ub,
+            Cond.GE: ua >= ub,
+            Cond.LT: ua < ub,
+            Cond.LE: ua <= ub,
+            Cond.SGT: sa > sb,
+            Cond.SGE: sa >= sb,
+            Cond.SLT: sa < sb,
+            Cond.SLE: sa <= sb,
+        }[c]
 
     def atomic(self, insn: Atomic) -> None:
         base = self.regs[insn.base]
@@ -375,8 +424,13 @@ class Machine:
         if insn.op == AtomicOp.CMPXCHG:
             new = v if old == self.regs[0] & mask else old
         else:
-            new = {AtomicOp.ADD: old + v, AtomicOp.OR: old | v, AtomicOp.AND: old & v, AtomicOp.XOR: old ^ v,
-                   AtomicOp.XCHG: v}[insn.op] & mask
+            new = {
+                AtomicOp.ADD: old + v,
+                AtomicOp.OR: old | v,
+                AtomicOp.AND: old & v,
+                AtomicOp.XOR: old ^ v,
+                AtomicOp.XCHG: v,
+            }[insn.op] & mask
         self.store(base, insn.off, insn.size, new, count=False)
         if insn.fetch:
             self.regs[0 if insn.op == AtomicOp.CMPXCHG else insn.src] = old
@@ -414,8 +468,9 @@ class Machine:
         if insn.kind == CallSrc.LOCAL and insn.callee is not None:
             self.result.counts["call_local"] += 1
             callee = self.obj.functions[insn.callee]
-            self.frames.append({"func": callee, "ret": insn.pc + 1, "saved": list(self.regs[6:10]),
-                                "loop": None, "fp": self.regs[10]})
+            self.frames.append(
+                {"func": callee, "ret": insn.pc + 1, "saved": list(self.regs[6:10]), "loop": None, "fp": self.regs[10]}
+            )
             self._new_stack()
             self.pc = callee.start
             return None
@@ -457,7 +512,8 @@ class Machine:
         elif h == 51:  # redirect_map
             name = self._map(r[1])
             key = (r[2] & ((1 << (8 * (self.maps[name].key_size or 4))) - 1)).to_bytes(
-                self.maps[name].key_size or 4, "little")
+                self.maps[name].key_size or 4, "little"
+            )
             self.result.counts["redirect_map_lookups"] += 1
             r[0] = 4 if self._exists(name, key) else r[3] & 3
         elif h == 44:  # xdp_adjust_head: data stays after struct xdp_frame (40 bytes) + metadata
@@ -481,12 +537,12 @@ class Machine:
             ok = off + n <= self.end - self.head
             if ok:
                 if h == 189:
-                    data = bytes(self.memory[("pkt",)][self.head + off:self.head + off + n])
+                    data = bytes(self.memory[("pkt",)][self.head + off : self.head + off + n])
                     self._write_raw(buf, data)
                     self.result.counts["pkt_read_bytes"] += n
                 else:
                     data = self.read_bytes(buf, n)
-                    self.memory[("pkt",)][self.head + off:self.head + off + n] = data
+                    self.memory[("pkt",)][self.head + off : self.head + off + n] = data
                     self.result.counts["pkt_write_bytes"] += n
             r[0] = 0 if ok else (-EINVAL) & M64
         elif h == 181:
@@ -501,7 +557,7 @@ class Machine:
 
     def _write_raw(self, ptr: Ptr, data: bytes) -> None:
         buf = self._buf(ptr.region)
-        buf[ptr.off:ptr.off + len(data)] = data
+        buf[ptr.off : ptr.off + len(data)] = data
         if ptr.region[0] == "stack":
             slots_ = self.memory.setdefault(("ptrs",) + ptr.region, {})
             for o in list(slots_):
@@ -560,8 +616,15 @@ class Machine:
 
     def _call_callback(self, key: tuple, index: int, count: int, ctx, ret: int) -> None:
         callee = self.obj.functions[key]
-        self.frames.append({"func": callee, "ret": ret, "saved": list(self.regs[6:10]), "fp": self.regs[10],
-                            "loop": (key, index, count, ctx)})
+        self.frames.append(
+            {
+                "func": callee,
+                "ret": ret,
+                "saved": list(self.regs[6:10]),
+                "fp": self.regs[10],
+                "loop": (key, index, count, ctx),
+            }
+        )
         self.regs[1], self.regs[2] = index, ctx
         self.regs[3] = self.regs[4] = self.regs[5] = None
         self._new_stack()

@@ -100,18 +100,28 @@ def open_object(path: Path) -> LibbpfObject:
         while prog:
             count = lib.bpf_program__insn_cnt(prog)
             raw = ctypes.string_at(lib.bpf_program__insns(prog), count * 8) if count else b""
-            programs.append(LibbpfProgram(lib.bpf_program__name(prog).decode(),
-                                          lib.bpf_program__section_name(prog).decode(), count, raw))
+            programs.append(
+                LibbpfProgram(
+                    lib.bpf_program__name(prog).decode(), lib.bpf_program__section_name(prog).decode(), count, raw
+                )
+            )
             prog = lib.bpf_object__next_program(obj, prog)
         m = lib.bpf_object__next_map(obj, None)
         while m:
             size = ctypes.c_size_t(0)
             init = lib.bpf_map__initial_value(m, ctypes.byref(size))
-            maps.append(LibbpfMap(lib.bpf_map__name(m).decode(), lib.bpf_map__type(m),
-                                  lib.bpf_map__key_size(m), lib.bpf_map__value_size(m),
-                                  lib.bpf_map__max_entries(m), lib.bpf_map__map_flags(m),
-                                  bool(lib.bpf_map__is_internal(m)),
-                                  ctypes.string_at(init, size.value) if init else None))
+            maps.append(
+                LibbpfMap(
+                    lib.bpf_map__name(m).decode(),
+                    lib.bpf_map__type(m),
+                    lib.bpf_map__key_size(m),
+                    lib.bpf_map__value_size(m),
+                    lib.bpf_map__max_entries(m),
+                    lib.bpf_map__map_flags(m),
+                    bool(lib.bpf_map__is_internal(m)),
+                    ctypes.string_at(init, size.value) if init else None,
+                )
+            )
             m = lib.bpf_object__next_map(obj, m)
         return LibbpfObject(programs, maps)
     finally:

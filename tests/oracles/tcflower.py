@@ -20,12 +20,23 @@ import ipaddress
 import struct
 from dataclasses import dataclass, field
 
-ETHERTYPES = {"ip": 0x0800, "ipv6": 0x86DD, "arp": 0x0806, "802.1Q": 0x8100,
-              "802.1ad": 0x88A8, "all": None}
+ETHERTYPES = {"ip": 0x0800, "ipv6": 0x86DD, "arp": 0x0806, "802.1Q": 0x8100, "802.1ad": 0x88A8, "all": None}
 L4_NAMES = {"tcp": 6, "udp": 17, "sctp": 132, "icmp": 1, "icmpv6": 58}
-WIDTH = {"ip_proto": 8, "ip_tos": 8, "ip_ttl": 8, "src_port": 16, "dst_port": 16,
-         "tcp_flags": 12, "type": 8, "code": 8, "vlan_id": 12, "vlan_prio": 3,
-         "vlan_ethtype": 16, "dst_mac": 48, "src_mac": 48}
+WIDTH = {
+    "ip_proto": 8,
+    "ip_tos": 8,
+    "ip_ttl": 8,
+    "src_port": 16,
+    "dst_port": 16,
+    "tcp_flags": 12,
+    "type": 8,
+    "code": 8,
+    "vlan_id": 12,
+    "vlan_prio": 3,
+    "vlan_ethtype": 16,
+    "dst_mac": 48,
+    "src_mac": 48,
+}
 ADDRESS_KEYS = ("src_ip", "dst_ip")
 
 
@@ -71,7 +82,7 @@ def parse(text: str) -> list[Line]:
             name, text_value = w[i], w[i + 1]
             _key(line, name, text_value, n)
             i += 2
-        line.action = w[i + 1:]
+        line.action = w[i + 1 :]
         if line.protocol not in ETHERTYPES or not line.prio:
             raise ValueError(f"line {n}: protocol/prio")
         out.append(line)
@@ -123,6 +134,7 @@ def _key(line: Line, name: str, text: str, n: int) -> None:
 
 # --- the frame --------------------------------------------------------------------------
 
+
 def fields(frame: bytes) -> dict:
     """What the kernel's dissector gives flower for this frame (only the keys above)."""
     f: dict = {}
@@ -145,18 +157,18 @@ def fields(frame: bytes) -> dict:
         ihl = (frame[off] & 15) * 4
         f["addr"] = 4
         f["ip_tos"], f["ip_ttl"], f["ip_proto"] = frame[off + 1], frame[off + 8], frame[off + 9]
-        f["src_ip"] = int.from_bytes(frame[off + 12:off + 16], "big")
-        f["dst_ip"] = int.from_bytes(frame[off + 16:off + 20], "big")
-        frag = struct.unpack("!H", frame[off + 6:off + 8])[0] & 0x3FFF
+        f["src_ip"] = int.from_bytes(frame[off + 12 : off + 16], "big")
+        f["dst_ip"] = int.from_bytes(frame[off + 16 : off + 20], "big")
+        frag = struct.unpack("!H", frame[off + 6 : off + 8])[0] & 0x3FFF
         f["ip_flags"] = (1 if frag else 0) | (2 if frag and not frag & 0x1FFF else 0)
         if not frag:
             _l4(f, frame, off + ihl)
     elif eth == 0x86DD and len(frame) >= off + 40:
         f["addr"] = 6
-        f["ip_tos"] = (struct.unpack("!H", frame[off:off + 2])[0] >> 4) & 0xFF
+        f["ip_tos"] = (struct.unpack("!H", frame[off : off + 2])[0] >> 4) & 0xFF
         f["ip_proto"], f["ip_ttl"] = frame[off + 6], frame[off + 7]
-        f["src_ip6"] = int.from_bytes(frame[off + 8:off + 24], "big")
-        f["dst_ip6"] = int.from_bytes(frame[off + 24:off + 40], "big")
+        f["src_ip6"] = int.from_bytes(frame[off + 8 : off + 24], "big")
+        f["dst_ip6"] = int.from_bytes(frame[off + 24 : off + 40], "big")
         if f["ip_proto"] not in (0, 43, 44, 60):
             _l4(f, frame, off + 40)
     return f
@@ -165,9 +177,9 @@ def fields(frame: bytes) -> dict:
 def _l4(f: dict, frame: bytes, at: int) -> None:
     proto = f["ip_proto"]
     if proto in (6, 17, 132) and len(frame) >= at + 4:
-        f["src_port"], f["dst_port"] = struct.unpack("!HH", frame[at:at + 4])
+        f["src_port"], f["dst_port"] = struct.unpack("!HH", frame[at : at + 4])
     if proto == 6 and len(frame) >= at + 20 and frame[at + 12] >> 4 >= 5:
-        f["tcp_flags"] = struct.unpack("!H", frame[at + 12:at + 14])[0] & 0xFFF
+        f["tcp_flags"] = struct.unpack("!H", frame[at + 12 : at + 14])[0] & 0xFFF
     if proto in (1, 58) and len(frame) >= at + 8:
         f["type"], f["code"] = frame[at], frame[at + 1]
 
