@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from rules.dissector import dissect_concrete, evaluate
-from rules.flower import FlowerMatch, exact, prefix
+from rules.flower import FlowerMatch, exact, prefix, render
 from rules.tc import filter_line, qdisc_line
 
 from . import flowervm
@@ -47,8 +47,19 @@ GROUPS = [
     ("802.1ad/cvlan_id", "802.1ad", (("vlan_ethtype", 0x8100),), "cvlan_id"),
     ("802.1ad/ip/ip_ttl", "802.1ad", (("vlan_ethtype", 0x8100), ("cvlan_ethtype", 0x0800)), "ip_ttl"),
 ]
-#: Whole-range matches the model treats as "any packet of the family" (issue 21 is about them).
-ZERO_MASK = [("ip/src_ip/0", FlowerMatch("ip", (("src_ip", prefix("src_ip", 0, 0)),)))]
+#: All-zero address masks (issue 21): in Linux such a filter matches nothing, and so must the
+#: model. The product never emits them (rules/tc.filter_line refuses), so their lines are
+#: written here from the key's tokens.
+ZERO_MASK = [
+    ("ip/src_ip/0", FlowerMatch("ip", (("src_ip", prefix("src_ip", 0, 0)),))),
+    ("ip/dst_ip/0", FlowerMatch("ip", (("dst_ip", prefix("dst_ip", 0, 0)),))),
+]
+
+
+def _zero_mask_line(m: FlowerMatch, prio: int) -> str:
+    """A probe filter with an all-zero mask, which filter_line refuses to print."""
+    keys = " ".join(render(m))
+    return f"filter add dev {DEV} ingress protocol {m.protocol} prio {prio} flower skip_hw {keys} action pass"
 
 
 @dataclass
@@ -94,10 +105,12 @@ def groups(probes: list[Probe]) -> list[Group]:
             except ValueError:
                 continue  # a value the key cannot take in tc (e.g. an ethertype flower refuses)
         out.append(Group(name, matches))
+    zero = {name for name, _ in ZERO_MASK}
     out += [Group(name, [m]) for name, m in ZERO_MASK]
     for g in out:
         lines = [qdisc_line(DEV)] + [
-            filter_line(DEV, m, ("pass",), prio=i + 1, skip="skip_hw") for i, m in enumerate(g.matches)
+            _zero_mask_line(m, i + 1) if g.name in zero else filter_line(DEV, m, ("pass",), prio=i + 1, skip="skip_hw")
+            for i, m in enumerate(g.matches)
         ]
         g.job = flowervm.Job(g.name, DEV, lines, [p.frame for p in probes])
     return out

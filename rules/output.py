@@ -109,6 +109,9 @@ def tc_script(e: Exploration, rs: RuleSet, dev: str, skip: str) -> str:
                 f"# path {f['path']} {f['verdict']} stays in software ({f['code']}: {f['detail']}) "
                 f"when {decoder.render(e.condition(path))}"
             )
+    # a comment is one line whatever its text holds (a decoded condition, a file name):
+    # a line break inside one would hand tc -batch the rest as a command
+    out = [" ".join(c.split()) for c in out]
     out.append(qdisc_line(dev))
     out += block
     return "\n".join(out) + "\n"

@@ -24,7 +24,7 @@ import z3
 
 from .dissector import dissect, match_formula
 from .final import finish
-from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range
+from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range, render
 from .reasons import Reason
 from .synthesis import PASS, Outcome, Synthesis, Synthesizer, maybe_sat
 
@@ -113,7 +113,9 @@ def lay_out(syn: Synthesis) -> list[Rule]:
     next_chain = 1
     lead = _lead(syn.blocks)
     for b in syn.blocks:
-        for m in b.shields:
+        # a block's shields all pass, so their order is free: sorted, the script does not
+        # depend on the order z3's counterexamples came in
+        for m in sorted(b.shields, key=lambda m: render(m)):
             rules.append(Rule(0, m, ("pass",), PASS, b.paths, "shield"))
         fixed = [(n, Exact(v[0], _full(n))) for n, v in b.sets.items() if len(v) == 1]
         fixed += list(b.masked.items())

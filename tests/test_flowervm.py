@@ -37,10 +37,10 @@ PROBE_RANDOM = 40
 IFNAMES = {"redirect_ifindex": {4: "eth9"}}
 
 #: Where rules/dissector.py and the real classifier are known to differ (each one asserted).
-#: Issue 21: the model lets `src_ip 0.0.0.0/0` match every IPv4 packet; in Linux the key's zero
-#: mask keeps the dissector from reading the addresses, so control.addr_type stays 0 while the
-#: filter's mask requires it: the filter matches nothing.
-KNOWN_DISAGREEMENTS = {"ip/src_ip/0"}
+#: None since issue 21's fix: `src_ip 0.0.0.0/0` (and dst_ip) match nothing in Linux, as an
+#: all-zero address mask keeps the dissector from filling control.addr_type, which the filter
+#: requires; the model now says the same, and the ZERO_MASK probe groups check it.
+KNOWN_DISAGREEMENTS: set[str] = set()
 
 
 def _need_vm() -> flowervm.Image:
