@@ -47,6 +47,11 @@ NO_FILTER = {
     "config_array": "map-dependent: filters from map contents (templates) are not built yet",
     "devmap_section": "a devmap egress program: not attached to a device's ingress",
     "flag_counter": "map-dependent: templates are not built yet",
+    **{
+        f"or_flags_udp_k{k}": "issue 17's shape: a level on the source address's low byte needs a "
+        "non-prefix mask (0.0.0.255), which tc's src_ip cannot take"
+        for k in (2, 4, 16, 48)
+    },
     "icmp_too_big": "XDP_TX of a reply built from the packet's own bytes: no flower action",
     "globals": "depends on .bss/.data globals the control plane writes: templates not yet",
     "ingress_ifindex": "decides on the ingress ifindex and RX queue (ctx), not on headers",
