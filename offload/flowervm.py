@@ -542,7 +542,8 @@ def run_jobs(
 
 
 def _boot_time(console: str) -> float:
-    m = re.search(r"^@@ready ([\d.]+)", console, re.M)
+    # not anchored: under load a kernel console message can land on the same serial line
+    m = re.search(r"@@ready ([\d.]+)", console)
     if not m:
         tail = " | ".join(console.strip().splitlines()[-3:])
         raise VmError(f"the flower VM did not reach /init's batch: {tail[-300:] or 'no console output'}")
