@@ -234,6 +234,7 @@ def angr_analysis_json(a, conditions: bool = True) -> dict:
         }
         if conditions:
             doc["condition"] = " && ".join(str(c) for c in p.state.solver.constraints) or "true"
+        doc["fields"] = None  # header fields are decoded from z3 terms (fields.py), not claripy's
         return doc
 
     return {
