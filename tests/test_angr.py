@@ -58,7 +58,8 @@ SLOW = {
 #: Known disagreements: (object, program) -> (packet hex, kernel's answer, explanation).
 KNOWN: dict[tuple[str, str], tuple[str, str, str]] = {
     ("icmp_too_big.o", "xdp_icmp_too_big"): (
-        "angr path #4's model: an IPv4 frame (ethertype 0800, version/ihl 45, all else zero) that the program trims to 70 bytes; printed in full in the xfail message",
+        "angr path #4's model: an IPv4 frame (ethertype 0800, version/ihl 45, all else zero) "
+        "that the program trims to 70 bytes; printed in full in the xfail message",
         "TX(3) with IP checksum 7ac6 and ICMP checksum b5b1, as the z3 engine predicts",
         "the angr engine still models bpf_csum_diff as a fresh value (ffff in its model); the z3 "
         "engine models it exactly since issue 18, and the kernel says angr is wrong",
