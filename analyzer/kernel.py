@@ -861,6 +861,20 @@ def program_map_ids(prog_id: int) -> tuple[str, list[int]]:
         os.close(fd)
 
 
+def map_id(fd: int) -> int:
+    """The kernel id of the map behind `fd` (BPF_OBJ_GET_INFO_BY_FD)."""
+    info = _BpfMapInfo()
+    _obj_info(fd, info, f"map fd {fd}")
+    return info.id
+
+
+def prog_id(fd: int) -> int:
+    """The kernel id of the program behind `fd` (BPF_OBJ_GET_INFO_BY_FD)."""
+    info = _BpfProgInfo()
+    _obj_info(fd, info, f"program fd {fd}")
+    return info.id
+
+
 def kernel_btf(btf_id: int) -> bytes:
     """The raw BTF blob the kernel holds under `btf_id` (a map's or program's BTF)."""
     lib = _library()

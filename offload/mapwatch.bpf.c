@@ -6,8 +6,9 @@
  * struct file -> private_data, the struct bpf_map; CO-RE relocated against the running
  * kernel's BTF) and, when its id is in `watched`, remember the map id, command, key and
  * entry time per thread. At exit, report it over the `events` ring buffer when the
- * command succeeded (a batch command is reported whatever it returned: a partial batch may
- * still have changed the map). The fd is resolved in the kernel, in the caller's context,
+ * command succeeded (batch commands and deletes whatever they returned: a partial batch
+ * may still have changed the map). A delete is also reported at entry, before the kernel
+ * removes the entry, so sync can take the entry's drop filters away without waiting. The fd is resolved in the kernel, in the caller's context,
  * because a short-lived writer (`bpftool map update`) is gone before user space could look
  * its fd up in /proc.
  */
@@ -61,6 +62,8 @@ struct event {
 	__u32 cmd;
 	__u32 key_size;
 	__s32 ret;
+	__u32 early; /* 1: a delete reported at its syscall's entry, before it takes effect */
+	__u32 pad;
 	__u8 key[KEY_MAX];
 };
 
@@ -141,6 +144,11 @@ int xdp2tc_map_enter(struct enter_ctx *ctx)
 	}
 	__u64 tid = bpf_get_current_pid_tgid();
 	bpf_map_update_elem(&pending, &tid, &ev, BPF_ANY);
+	if (ev.key_size && (cmd == BPF_MAP_DELETE_ELEM || cmd == BPF_MAP_LOOKUP_AND_DELETE_ELEM)) {
+		/* sync removes the entry's drops now, while the kernel is still deleting it */
+		ev.early = 1;
+		bpf_ringbuf_output(&events, &ev, sizeof(ev), 0);
+	}
 	return 0;
 }
 
@@ -153,7 +161,10 @@ int xdp2tc_map_exit(struct exit_ctx *ctx)
 	if (!ev)
 		return 0;
 	ev->ret = ctx->ret;
-	if (ctx->ret == 0 || is_batch(ev->cmd))
+	/* a delete is reported whatever it returned: its early event may have removed
+	 * filters that a failed delete leaves valid, and sync re-reads the entry */
+	if (ctx->ret == 0 || is_batch(ev->cmd) || ev->cmd == BPF_MAP_DELETE_ELEM ||
+	    ev->cmd == BPF_MAP_LOOKUP_AND_DELETE_ELEM)
 		bpf_ringbuf_output(&events, ev, sizeof(*ev), 0);
 	bpf_map_delete_elem(&pending, &tid);
 	return 0;

@@ -29,8 +29,8 @@ from analyzer import kernel
 OBJECT = Path(__file__).resolve().parent.parent / "build" / "mapwatch.o"
 TRACEFS = Path("/sys/kernel/tracing")
 KEY_MAX = 64
-#: struct event in mapwatch.bpf.c: enter_ns, map_id, cmd, key_size, ret, key[KEY_MAX].
-EVENT = struct.Struct(f"<QIIIi{KEY_MAX}s")
+#: struct event in mapwatch.bpf.c: enter_ns, map_id, cmd, key_size, ret, early, pad, key[KEY_MAX].
+EVENT = struct.Struct(f"<QIIIiII{KEY_MAX}s")
 
 BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM, BPF_MAP_LOOKUP_AND_DELETE_ELEM = 2, 3, 21
 DELETES = (BPF_MAP_DELETE_ELEM, BPF_MAP_LOOKUP_AND_DELETE_ELEM)
@@ -38,13 +38,15 @@ DELETES = (BPF_MAP_DELETE_ELEM, BPF_MAP_LOOKUP_AND_DELETE_ELEM)
 
 @dataclass(frozen=True)
 class MapEvent:
-    """A successful change to a watched map: its id, the bpf command, the key (None: unknown,
-    re-read the whole map) and CLOCK_MONOTONIC ns at the syscall's entry."""
+    """A change to a watched map: its id, the bpf command, the key (None: unknown, re-read
+    the whole map), CLOCK_MONOTONIC ns at the syscall's entry, and whether it is a delete
+    seen at its entry (`early`: the entry is about to go; its exit event follows)."""
 
     map_id: int
     cmd: int
     key: bytes | None
     enter_ns: int
+    early: bool = False
 
     @property
     def delete(self) -> bool:
@@ -78,8 +80,8 @@ class MapWatcher:
             self._obj.map_update("watched", map_id.to_bytes(4, "little"), b"\1")
 
     def _record(self, data: bytes) -> None:
-        enter_ns, map_id, cmd, key_size, _ret, key = EVENT.unpack_from(data)
-        self._events.append(MapEvent(map_id, cmd, key[:key_size] if key_size else None, enter_ns))
+        enter_ns, map_id, cmd, key_size, _ret, early, _pad, key = EVENT.unpack_from(data)
+        self._events.append(MapEvent(map_id, cmd, key[:key_size] if key_size else None, enter_ns, bool(early)))
 
     def poll(self, timeout_ms: int) -> list[MapEvent]:
         """Events that arrived within `timeout_ms` (returns as soon as there is one)."""

@@ -189,13 +189,17 @@ class TcDevice:
             [d for c, d in self.present.items() if c not in want],
         )
 
-    def plan_change(self, old: list[SyncFilter], new: list[SyncFilter]) -> Batch:
-        """The batch for one map entry's filters going from `old` to `new`, without looking at
-        the rest (the per-change fast path: cost independent of the map's size)."""
-        old_c = {f.cookie(self.skip) for f in old}
-        new_c = {f.cookie(self.skip): f for f in new}
+    def plan_changes(self, changes: list[tuple[list[SyncFilter], list[SyncFilter]]]) -> Batch:
+        """One batch for map entries' filters going from `old` to `new` (a list of such
+        pairs), without looking at the rest (the per-change fast path: its cost does not
+        grow with the map). A filter still wanted by another pair is kept."""
+        old_c: dict[str, SyncFilter] = {}
+        new_c: dict[str, SyncFilter] = {}
+        for old, new in changes:
+            old_c.update((f.cookie(self.skip), f) for f in old)
+            new_c.update((f.cookie(self.skip), f) for f in new)
         adds = [f for c, f in new_c.items() if c not in self.present]
-        drops = [self.present[c] for c in old_c - set(new_c) if c in self.present]
+        drops = [self.present[c] for c in old_c.keys() - new_c.keys() if c in self.present]
         return self._batch(adds, drops)
 
     def _batch(self, adds: list[SyncFilter], removes: list[DeviceFilter]) -> Batch:
