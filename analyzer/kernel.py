@@ -592,14 +592,7 @@ class LoadedObject:
 
     def map_delete(self, name: str, key: bytes) -> bool:
         """Delete `key`; False if it was not there. (Arrays cannot delete: EINVAL.)"""
-        info = self.map(name)
-        k = _map_buf(key, info.key_size, "key", info)
-        if _lib.bpf_map_delete_elem(info.fd, k) != 0:
-            err = ctypes.get_errno()
-            if err == errno_mod.ENOENT:
-                return False
-            _map_check(-err or -1, "delete", info)
-        return True
+        return map_delete(self.map(name), key)
 
     def map_keys(self, name: str) -> Iterator[bytes]:
         """Every key, via bpf_map_get_next_key (a snapshot is taken first, so callers may
@@ -682,6 +675,17 @@ def map_lookup(info: MapInfo, key: bytes) -> bytes | None:
             return None
         _map_check(-err or -1, "lookup", info)
     return v.raw[: info.value_bytes]
+
+
+def map_delete(info: MapInfo, key: bytes) -> bool:
+    """bpf_map_delete_elem on any map fd; False if the key was not there."""
+    k = _map_buf(key, info.key_size, "key", info)
+    if _library().bpf_map_delete_elem(info.fd, k) != 0:
+        err = ctypes.get_errno()
+        if err == errno_mod.ENOENT:
+            return False
+        _map_check(-err or -1, "delete", info)
+    return True
 
 
 def map_dump(info: MapInfo, batch: int = 4096) -> dict[bytes, bytes]:

@@ -93,6 +93,7 @@ class SyncDaemon:
     # -- start
     def start(self) -> Batch:
         """Read the device and the maps, fill, and write the first batch (the reconcile)."""
+        began = time.monotonic()
         try:
             self.device.load(parse_filters(self.device.show()))
         except TcError as err:
@@ -108,7 +109,10 @@ class SyncDaemon:
         self._next_poll = time.monotonic() + self.interval
         batch = self.device.plan(self._desired())
         entries = sum(len(m.entries) for m in self.contents.maps.values())
-        self._write(batch, f"reconcile: {entries} entries, {len(self._desired())} filters wanted", None)
+        took = (time.monotonic() - began) * 1000
+        self._write(
+            batch, f"reconcile: {entries} entries, {len(self._desired())} filters wanted in {took:.0f} ms", None
+        )
         return batch
 
     def _index(self, filters: list[SyncFilter]) -> None:

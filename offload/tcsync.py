@@ -30,6 +30,7 @@ program never writes its slot, so the read-modify-write races with nothing), els
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import subprocess
@@ -45,6 +46,8 @@ COOKIE_TAG = b"x2tc".hex()
 #: Actions after which a packet continues to the program or to other filters: adding them
 #: early and removing them late keeps every instant sound.
 SHIELD_ACTIONS = ("pass", "goto")
+#: tc filter handles are 32-bit, 0 meaning "none".
+MAX_HANDLE = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,16 @@ class SyncFilter:
         return self.action[0] in SHIELD_ACTIONS
 
     def cookie(self, skip: str | None) -> str:
-        """The action cookie naming this filter (module docstring)."""
-        what = f"{self.chain}|{self.prio}|{self.match}|{' '.join(self.action)}|{skip}"
-        return COOKIE_TAG + hashlib.sha256(what.encode()).hexdigest()[:24]
+        """The action cookie naming this filter (module docstring); computed once per skip."""
+        cookies = self._cookies
+        if skip not in cookies:
+            what = f"{self.chain}|{self.prio}|{self.match}|{' '.join(self.action)}|{skip}"
+            cookies[skip] = COOKIE_TAG + hashlib.sha256(what.encode()).hexdigest()[:24]
+        return cookies[skip]
+
+    @functools.cached_property
+    def _cookies(self) -> dict[str | None, str]:
+        return {}
 
     def order(self) -> tuple[int, int]:
         return (self.chain, self.prio)
@@ -162,6 +172,7 @@ class TcDevice:
         self.present: dict[str, DeviceFilter] = {}  # cookie -> sync's filter on the device
         self.wanted: dict[str, SyncFilter] = {}  # cookie -> filter (only those sync added)
         self.used: set[tuple[int, int, int]] = set()  # (chain, prio, handle) taken on the device
+        self._next: dict[tuple[int, int], int] = {}  # (chain, prio) -> where the next handle search starts
 
     # -- reading the device
     def show(self, stats: bool = False) -> str:
@@ -245,10 +256,20 @@ class TcDevice:
         return f.shield if f is not None else d.action in SHIELD_ACTIONS
 
     def _handle(self, f: SyncFilter) -> int:
-        h = 1
-        while (f.chain, f.prio, h) in self.used:
-            h += 1
+        """The lowest free handle at the filter's (chain, prio) from where the last search
+        ended (handles freed since are found again when the search wraps)."""
+        where = (f.chain, f.prio)
+        h = self._next.get(where, 1)
+        for _ in range(2):
+            while (f.chain, f.prio, h) in self.used and h <= MAX_HANDLE:
+                h += 1
+            if h <= MAX_HANDLE:
+                break
+            h = 1
+        else:
+            raise TcError(f"no free handle at chain {f.chain} prio {f.prio}")
         self.used.add((f.chain, f.prio, h))
+        self._next[where] = h + 1
         return h
 
     def commit(self, batch: Batch) -> None:
