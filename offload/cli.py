@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -374,6 +375,7 @@ def _sync(args: argparse.Namespace) -> int:
     daemon = SyncDaemon(
         filling, live, device, apply=args.apply, out=sys.stdout, watcher=watcher, interval=args.interval
     )
+    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop ends sync like ^C
     try:
         try:
             daemon.start()
@@ -386,6 +388,10 @@ def _sync(args: argparse.Namespace) -> int:
     finally:
         daemon.close()
     return 1 if daemon.failed else 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _exploration_flags(

@@ -74,8 +74,9 @@ struct {
 	__type(value, __u8);
 } watched SEC(".maps");
 
+/* per thread between entry and exit; LRU so threads killed inside bpf() never fill it */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u64);
 	__type(value, struct event);

@@ -43,7 +43,7 @@ class DdosBlacklistFilling:
         for name in sorted(self.maps):
             m = contents.get(name)
             for key in m.entries if m else ():
-                out += self.entry(contents, name, key)
+                out += DdosBlacklistFilling.entry(self, contents, name, key)
         return out
 
 

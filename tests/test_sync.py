@@ -231,6 +231,29 @@ def test_an_early_delete_event_removes_the_drop_and_a_failed_delete_restores_it(
         daemon.close()
 
 
+class _RefillOnPorts(DdosBlacklistFilling):
+    """A filling that cannot give one port's filters alone (as an aggregating template might)."""
+
+    def entry(self, contents, map_name, key):
+        return None if map_name == "port_blacklist" else super().entry(contents, map_name, key)
+
+
+def test_a_filling_can_ask_for_a_whole_refill(ddos):
+    obj, folder = ddos
+    obj.map_update("blacklist", _ip("10.2.2.2"), bytes(4))
+    live = open_maps(load_object(DDOS), MapSourceSpec("pinned", str(folder)))
+    daemon = SyncDaemon(_RefillOnPorts(), live, TcDevice("veth-x2tc"), out=io.StringIO(), interval=60)
+    try:
+        daemon.start()
+        obj.map_update("port_blacklist", (53).to_bytes(2, "little"), bytes(4))
+        batch = daemon.handle([Change("port_blacklist", (53).to_bytes(2, "little"))])
+        # the whole fill is diffed against the device: only the two new filters are added
+        assert [line.split()[1] for line in batch.lines] == ["add", "add"]
+        assert all("dst_port 53" in line for line in batch.lines)
+    finally:
+        daemon.close()
+
+
 # --------------------------------------------------------------------------- batches
 
 
@@ -308,6 +331,8 @@ def test_applied_batches_pass_tcs_parser_in_a_netns(capsys, monkeypatch, ddos):
         err = capsys.readouterr().err
         # the parser took the batch; only a kernel without cls_flower refuses it
         assert code == 0 or (code == 1 and KERNEL_ERROR in err), err
+        assert cli.main([*args[:2], "--dev", "nosuch0", *args[4:], "--apply"]) == 2
+        assert "nosuch0" in capsys.readouterr().err
         device = TcDevice("veth0", tc=("tc", "-n", ns))
         with pytest.raises(TcError, match="cookie must be a hex string"):
             device.apply(type(device.plan([]))(lines=[lines[0].replace(COOKIE_TAG, "zz")]))
