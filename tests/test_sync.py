@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -370,3 +371,65 @@ def test_hardware_counters_are_added_to_the_programs_percpu_counter():
         dump = json.loads(_bpftool("-j", "map", "dump", "id", str(kernel.map_id(info.fd))))
         per_cpu = {v["cpu"]: int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in dump[0]["values"]}
         assert per_cpu[1] == 10 and per_cpu[0] == 0
+
+
+class _DropCountFilling:
+    """thesis_drop_count (seed 000 §6.5.4): one static drop whose packets the program counts
+    in dropped_stat[0] (hand-derived from the C source)."""
+
+    maps = frozenset()
+    counter_maps = frozenset({"dropped_stat"})
+
+    def fill(self, contents):
+        match = FlowerMatch("ip", (("src_ip", prefix("src_ip", 0xC0A80115, 32)),))
+        ref = CounterRef("dropped_stat", (0).to_bytes(4, "little"), 0, 8, "packets")
+        return [SyncFilter(match, ("drop",), 1, counters=(ref,))]
+
+    def entry(self, contents, map_name, key):
+        return []
+
+
+def test_apply_runs_batches_and_folds_counters_through_a_fake_tc(tmp_path):
+    require_kernel()
+    stats, log, fake = tmp_path / "stats.json", tmp_path / "batches.txt", tmp_path / "tc"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        "args = sys.argv[1:]\n"
+        f"if args[:2] == ['-batch', '-']:\n    open({str(log)!r}, 'a').write(sys.stdin.read())\n    sys.exit(0)\n"
+        f"if args[0] == '-s':\n    sys.stdout.write(open({str(stats)!r}).read())\n    sys.exit(0)\n"
+        "sys.stdout.write('[]')\n"
+    )
+    fake.chmod(0o755)
+    filling = _DropCountFilling()
+    (drop,) = filling.fill(None)
+
+    def doc(hw_packets: int) -> str:
+        stats_obj = {"bytes": hw_packets * 64, "packets": hw_packets, "hw_bytes": hw_packets * 64}
+        stats_obj["hw_packets"] = hw_packets
+        action = {"order": 1, "kind": "gact", "control_action": {"type": "drop"}, "cookie": drop.cookie("skip_sw")}
+        action["stats"] = stats_obj
+        return json.dumps(
+            [{"protocol": "ip", "pref": 1, "kind": "flower", "chain": 0, "options": {"handle": 1, "actions": [action]}}]
+        )
+
+    with kernel.load(_obj(DROP_COUNT)) as obj:
+        prog = kernel.prog_id(obj.programs["xdp_drop_count"])
+        live = open_maps(load_object(DROP_COUNT), MapSourceSpec("prog", str(prog)))
+        daemon = SyncDaemon(
+            filling, live, TcDevice("eth0", tc=(str(fake),)), apply=True, out=io.StringIO(), interval=0.001
+        )
+        try:
+            stats.write_text(doc(100))
+            daemon.start()
+            assert log.read_text().startswith(
+                "filter add dev eth0 ingress protocol ip prio 1 chain 0 handle 0x1 flower"
+            )
+            daemon.step(5)  # first reading: the baseline
+            stats.write_text(doc(112))
+            daemon.step(5)
+        finally:
+            daemon.close()
+        dump = json.loads(_bpftool("-j", "map", "dump", "id", str(kernel.map_id(obj.map("dropped_stat").fd))))
+        total = sum(int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in dump[0]["values"])
+        assert total == 12
