@@ -258,7 +258,6 @@ def _library() -> ctypes.CDLL | None:
         "bpf_object__find_program_by_name": (vp, [vp, cp]),
         "bpf_program__attach": (vp, [vp]),
         "bpf_link__destroy": (i32, [vp]),
-        "libbpf_get_error": (ctypes.c_long, [vp]),
         "ring_buffer__new": (vp, [i32, vp, vp, vp]),
         "ring_buffer__poll": (i32, [vp, i32]),
         "ring_buffer__free": (None, [vp]),
@@ -576,10 +575,9 @@ class LoadedObject:
         prog = lib.bpf_object__find_program_by_name(self._handle, program.encode())
         if not prog:
             raise KeyError(f"{self.path}: no program {program!r}")
-        link = lib.bpf_program__attach(prog)
-        err = lib.libbpf_get_error(link) if link else -(ctypes.get_errno() or errno_mod.EINVAL)
-        if not link or err:
-            err = -err if err else ctypes.get_errno()
+        link = lib.bpf_program__attach(prog)  # libbpf >= 1.0: NULL and errno on failure
+        if not link:
+            err = ctypes.get_errno() or errno_mod.EINVAL
             raise KernelLoadError(f"{self.path}: attaching {program} failed: {os.strerror(err)}")
         self._links.append(link)
 
@@ -597,18 +595,7 @@ class LoadedObject:
     def map_keys(self, name: str) -> Iterator[bytes]:
         """Every key, via bpf_map_get_next_key (a snapshot is taken first, so callers may
         delete while iterating)."""
-        info = self.map(name)
-        cur = ctypes.create_string_buffer(max(info.key_size, 1))
-        nxt = ctypes.create_string_buffer(max(info.key_size, 1))
-        keys = []
-        prev = None
-        while _lib.bpf_map_get_next_key(info.fd, prev, nxt) == 0:
-            keys.append(nxt.raw[: info.key_size])
-            ctypes.memmove(cur, nxt, info.key_size)
-            prev = cur
-            if len(keys) > info.max_entries:  # a hash map changing under us; stop
-                break
-        return iter(keys)
+        return iter(map_keys(self.map(name)))
 
     def map_items(self, name: str) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs; keys that vanish between the two syscalls are skipped."""
@@ -723,19 +710,29 @@ def map_dump(info: MapInfo, batch: int = 4096) -> dict[bytes, bytes]:
 
 
 def _map_dump_by_key(info: MapInfo) -> dict[bytes, bytes]:
-    lib = _library()
-    cur = ctypes.create_string_buffer(max(info.key_size, 1))
-    nxt = ctypes.create_string_buffer(max(info.key_size, 1))
     out: dict[bytes, bytes] = {}
-    prev = None
-    while lib.bpf_map_get_next_key(info.fd, prev, nxt) == 0 and len(out) <= info.max_entries:
-        key = nxt.raw[: info.key_size]
+    for key in map_keys(info):
         value = map_lookup(info, key)
         if value is not None:  # deleted between the two syscalls
             out[key] = value
+    return out
+
+
+def map_keys(info: MapInfo) -> list[bytes]:
+    """Every key of a map now, via bpf_map_get_next_key (stops after max_entries keys: a hash
+    map changing under the walk can restart it)."""
+    lib = _library()
+    cur = ctypes.create_string_buffer(max(info.key_size, 1))
+    nxt = ctypes.create_string_buffer(max(info.key_size, 1))
+    keys = []
+    prev = None
+    while lib.bpf_map_get_next_key(info.fd, prev, nxt) == 0:
+        keys.append(nxt.raw[: info.key_size])
         ctypes.memmove(cur, nxt, info.key_size)
         prev = cur
-    return out
+        if len(keys) > info.max_entries:
+            break
+    return keys
 
 
 @dataclass(frozen=True)
@@ -882,8 +879,8 @@ def prog_id(fd: int) -> int:
 def kernel_btf(btf_id: int) -> bytes:
     """The raw BTF blob the kernel holds under `btf_id` (a map's or program's BTF)."""
     lib = _library()
-    btf = lib.btf__load_from_kernel_by_id(btf_id)
-    if not btf or lib.libbpf_get_error(btf):
+    btf = lib.btf__load_from_kernel_by_id(btf_id)  # libbpf >= 1.0: NULL and errno on failure
+    if not btf:
         err = ctypes.get_errno()
         raise KernelRunError(f"BTF id {btf_id}: cannot load: {os.strerror(err)}", err)
     try:

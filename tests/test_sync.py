@@ -131,6 +131,24 @@ def test_prog_source_finds_the_programs_maps(ddos):
         live.close()
 
 
+def test_an_lpm_trie_is_read_key_by_key_and_decoded_through_btf():
+    require_kernel()
+    path = _obj(ROOT / "corpus/build/clang/lpm_src_block.o")
+    with kernel.load(path) as obj:
+        key = (24).to_bytes(4, "little") + _ip("10.1.2.0")
+        obj.map_update("blocked_prefixes", key, b"\x01")
+        live = open_maps(
+            load_object(path), MapSourceSpec("prog", str(kernel.prog_id(obj.programs["xdp_lpm_src_block"])))
+        )
+        try:
+            m = live.maps["blocked_prefixes"]
+            assert m.entries().entries == {key: (b"\x01",)}  # LPM tries have no batched lookup
+            addr = int.from_bytes(_ip("10.1.2.0"), "little")
+            assert m.describe(key, (b"\x01",)) == f"blocked_prefixes[{{prefixlen=24, addr={addr}}}] = 1"
+        finally:
+            live.close()
+
+
 def test_a_map_that_only_shares_the_name_is_refused():
     require_kernel()
     folder = BPFFS / f"xdp2tc-sync-{os.getpid()}-{uuid.uuid4().hex[:6]}"
