@@ -87,6 +87,7 @@ class SyncDaemon:
     static: list[SyncFilter] = field(default_factory=list)
     batches: int = 0
     failed: int = 0  # batches tc refused
+    dirty: bool = False  # a batch failed: the next poll tick plans everything again
     folder: CounterFolder | None = None
     _next_poll: float = 0.0
 
@@ -140,10 +141,14 @@ class SyncDaemon:
             changes += self._from_events(self.watcher.poll(wait))
         elif wait:
             time.sleep(wait / 1000)
+        retry = False
         if time.monotonic() >= self._next_poll:
             changes += self._from_poll()
             self._fold()
             self._next_poll = time.monotonic() + self.interval
+            retry, self.dirty = self.dirty, False
+        if retry:  # a batch failed: plan everything against the device as re-read
+            return self.handle(changes, whole=True)
         return self.handle(changes) if changes else None
 
     def _from_events(self, events: list[MapEvent]) -> list[Change]:
@@ -161,9 +166,10 @@ class SyncDaemon:
                     changes.append(Change(name, key))
         return changes
 
-    def handle(self, changes: list[Change]) -> Batch:
+    def handle(self, changes: list[Change], whole: bool = False) -> Batch:
         """Bring `contents` and the desired filters up to date with `changes`, then write the
-        one batch that gets the device there."""
+        one batch that gets the device there (`whole`: diff every desired filter, not only
+        the changed entries')."""
         pairs: list[tuple[list[SyncFilter], list[SyncFilter]]] = []
         refill = False
         last = {(ch.map, ch.key): ch for ch in changes}  # a delete's exit event overrides its entry event
@@ -193,6 +199,7 @@ class SyncDaemon:
                 self.by_origin.pop((ch.map, ch.key), None)
         if refill:
             self._index(self.filling.fill(self.contents))
+        if refill or whole:
             batch = self.device.plan(self._desired())
         else:
             batch = self.device.plan_changes(pairs)
@@ -218,6 +225,7 @@ class SyncDaemon:
         if not batch:
             return
         self.batches += 1
+        self.out.write(f"# batch {self.batches} at {stamp()}: {why}\n")
         if self.apply:
             try:
                 self.device.apply(batch)
@@ -228,7 +236,7 @@ class SyncDaemon:
                 self._resync()
                 return
         else:
-            self.out.write(f"# batch {self.batches} at {stamp()}: {why}\n{batch.text()}")
+            self.out.write(batch.text())
             self.out.flush()
         self.device.commit(batch)
         done = time.monotonic_ns()
@@ -239,6 +247,7 @@ class SyncDaemon:
 
     def _resync(self) -> None:
         """After a failed batch: read the device again and plan from there next time."""
+        self.dirty = True
         try:
             self.device.load(parse_filters(self.device.show()))
             for cookie in list(self.device.wanted):

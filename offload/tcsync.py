@@ -187,6 +187,7 @@ class TcDevice:
         """Take the device's filters as the starting point (restart-safe reconcile)."""
         self.present = {f.cookie: f for f in filters if f.ours}
         self.used = {(f.chain, f.prio, f.handle) for f in filters}
+        self._next = {}
 
     # -- the diff
     def plan(self, desired: list[SyncFilter]) -> Batch:
@@ -287,6 +288,7 @@ class TcDevice:
         """Give back the handles a batch reserved but did not apply."""
         for f, h in batch.added:
             self.used.discard((f.chain, f.prio, h))
+            self._next.pop((f.chain, f.prio), None)
 
     # -- writing
     def apply(self, batch: Batch) -> None:

@@ -407,14 +407,19 @@ class _DropCountFilling:
         return []
 
 
-def test_apply_runs_batches_and_folds_counters_through_a_fake_tc(tmp_path):
+def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_path):
     require_kernel()
     stats, log, fake = tmp_path / "stats.json", tmp_path / "batches.txt", tmp_path / "tc"
+    refuse = tmp_path / "refuse"  # non-empty: the fake tc refuses batches
+    refuse.write_text("yes")
     fake.write_text(
         f"#!{sys.executable}\n"
         "import sys\n"
         "args = sys.argv[1:]\n"
-        f"if args[:2] == ['-batch', '-']:\n    open({str(log)!r}, 'a').write(sys.stdin.read())\n    sys.exit(0)\n"
+        f"if args[:2] == ['-batch', '-']:\n"
+        f"    if open({str(refuse)!r}).read():\n        print('Error: refused by the test', file=sys.stderr)\n"
+        "        sys.exit(1)\n"
+        f"    open({str(log)!r}, 'a').write(sys.stdin.read())\n    sys.exit(0)\n"
         f"if args[0] == '-s':\n    sys.stdout.write(open({str(stats)!r}).read())\n    sys.exit(0)\n"
         "sys.stdout.write('[]')\n"
     )
@@ -440,6 +445,9 @@ def test_apply_runs_batches_and_folds_counters_through_a_fake_tc(tmp_path):
         try:
             stats.write_text(doc(100))
             daemon.start()
+            assert daemon.failed == 1 and not log.exists()
+            refuse.write_text("")
+            daemon.step(5)  # the next tick plans everything again
             assert log.read_text().startswith(
                 "filter add dev eth0 ingress protocol ip prio 1 chain 0 handle 0x1 flower"
             )
