@@ -32,6 +32,7 @@ from offload import (  # check: the CI gate (issue 11); cost model (issue 5)
     costcmd,
     flowercheck,  # rules --check-flower (issue 13)
 )
+from offload.mapsource import open_maps
 from offload.options import OneLineParser, at_least, ifname_pair, interface_name, maps_from, netns_name, seconds
 from offload.programs import EGRESS_SECTIONS, device_programs
 from offload.sync import SyncDaemon, filling_for, open_watcher
@@ -362,8 +363,6 @@ def _sync(args: argparse.Namespace) -> int:
         kernel.check_kernel()
     except kernel.KernelUnavailable as err:
         raise LiftError(str(err), file=obj.path) from None
-    from offload.mapsource import open_maps
-
     live = open_maps(obj, args.maps_from)
     missing = sorted((filling.maps | filling.counter_maps) - live.maps.keys())
     if missing:

@@ -106,9 +106,6 @@ class LiveMaps:
         wanted = self.maps if names is None else {n: self.maps[n] for n in names}
         return MapContents({n: m.entries() for n, m in wanted.items()})
 
-    def by_id(self) -> dict[int, LiveMap]:
-        return {m.kernel.id: m for m in self.maps.values()}
-
     def close(self) -> None:
         for m in self.maps.values():
             m.kernel.close()

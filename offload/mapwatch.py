@@ -32,9 +32,6 @@ KEY_MAX = 64
 #: struct event in mapwatch.bpf.c: enter_ns, map_id, cmd, key_size, ret, early, pad, key[KEY_MAX].
 EVENT = struct.Struct(f"<QIIIiII{KEY_MAX}s")
 
-BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM, BPF_MAP_LOOKUP_AND_DELETE_ELEM = 2, 3, 21
-DELETES = (BPF_MAP_DELETE_ELEM, BPF_MAP_LOOKUP_AND_DELETE_ELEM)
-
 
 @dataclass(frozen=True)
 class MapEvent:
@@ -47,10 +44,6 @@ class MapEvent:
     key: bytes | None
     enter_ns: int
     early: bool = False
-
-    @property
-    def delete(self) -> bool:
-        return self.cmd in DELETES
 
 
 class WatcherUnavailable(RuntimeError):

@@ -10,6 +10,7 @@ import sys
 import unicodedata
 
 from lifter.errors import EXIT_BAD_INPUT
+from offload.mapsource import parse_spec
 
 #: IFNAMSIZ in include/uapi/linux/if.h: 16 bytes with the terminating NUL.
 IFNAMSIZ = 16
@@ -79,8 +80,6 @@ class OneLineParser(argparse.ArgumentParser):
 
 def maps_from(text: str):
     """`--maps-from pinned:DIR|prog:ID` (offload/mapsource.py parses it; DIR must exist)."""
-    from offload.mapsource import parse_spec
-
     try:
         return parse_spec(text)
     except ValueError as err:
