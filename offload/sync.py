@@ -17,6 +17,7 @@ time, the changes and, for watched writes, the time since the write's syscall.
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
 import time
@@ -114,6 +115,10 @@ class SyncDaemon:
         self._write(
             batch, f"reconcile: {entries} entries, {len(self._desired())} filters wanted in {took:.0f} ms", None
         )
+        # The filled state lives as long as the daemon: keep it out of the collector's full
+        # passes, which would otherwise walk every entry's objects in the middle of a change.
+        gc.collect()
+        gc.freeze()
         return batch
 
     def _index(self, filters: list[SyncFilter]) -> None:

@@ -85,7 +85,8 @@ class SyncFilter:
         """The action cookie naming this filter (module docstring); computed once per skip."""
         cookies = self._cookies
         if skip not in cookies:
-            what = f"{self.chain}|{self.prio}|{self.match}|{' '.join(self.action)}|{skip}"
+            # the match's normalised keys (repr of ints and key names: stable across runs)
+            what = f"{self.chain}|{self.prio}|{self.match.protocol}|{self.match.keys!r}|{' '.join(self.action)}|{skip}"
             cookies[skip] = COOKIE_TAG + hashlib.sha256(what.encode()).hexdigest()[:24]
         return cookies[skip]
 
