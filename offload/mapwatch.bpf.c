@@ -7,8 +7,9 @@
  * kernel's BTF) and, when its id is in `watched`, remember the map id, command, key and
  * entry time per thread. At exit, report it over the `events` ring buffer when the
  * command succeeded (batch commands and deletes whatever they returned: a partial batch
- * may still have changed the map). A delete is also reported at entry, before the kernel
- * removes the entry, so sync can take the entry's drop filters away without waiting. The fd is resolved in the kernel, in the caller's context,
+ * may still have changed the map). Deletes, and updates of maps whose values are at most
+ * VALUE_MAX bytes (not per-CPU), are also reported at entry, with the new value, before the
+ * kernel writes: sync takes the drops the change makes wrong away without waiting. The fd is resolved in the kernel, in the caller's context,
  * because a short-lived writer (`bpftool map update`) is gone before user space could look
  * its fd up in /proc.
  */
@@ -18,10 +19,13 @@
 #include <bpf/bpf_core_read.h>
 
 #define KEY_MAX 64
+#define VALUE_MAX 64
 
 /* Only the fields read here; `___xdp2tc` is stripped by libbpf when matching kernel types. */
 struct bpf_map___xdp2tc {
+	enum bpf_map_type map_type;
 	__u32 key_size;
+	__u32 value_size;
 	__u32 id;
 } __attribute__((preserve_access_index));
 struct file___xdp2tc {
@@ -62,9 +66,12 @@ struct event {
 	__u32 cmd;
 	__u32 key_size;
 	__s32 ret;
-	__u32 early; /* 1: a delete reported at its syscall's entry, before it takes effect */
+	__u32 early; /* 1: reported at its syscall's entry, before it takes effect */
 	__u32 pad;
 	__u8 key[KEY_MAX];
+	__u32 value_size; /* an early update's new value (0: not known) */
+	__u32 pad2;
+	__u8 value[VALUE_MAX];
 };
 
 struct {
@@ -97,18 +104,20 @@ int xdp2tc_map_enter(struct enter_ctx *ctx)
 {
 	__u32 cmd = ctx->cmd;
 	__u32 fd;
-	__u64 keyp = 0;
+	__u64 keyp = 0, valuep = 0;
 
 	if (cmd == BPF_MAP_UPDATE_ELEM || cmd == BPF_MAP_DELETE_ELEM || cmd == BPF_MAP_LOOKUP_AND_DELETE_ELEM) {
 		struct {
 			__u32 map_fd;
 			__u32 pad;
 			__u64 key;
+			__u64 value;
 		} attr;
 		if (bpf_probe_read_user(&attr, sizeof(attr), (void *)ctx->uattr))
 			return 0;
 		fd = attr.map_fd;
 		keyp = attr.key;
+		valuep = cmd == BPF_MAP_UPDATE_ELEM ? attr.value : 0;
 	} else if (is_batch(cmd)) {
 		/* union bpf_attr.batch: in_batch, out_batch, keys, values, count, map_fd */
 		if (bpf_probe_read_user(&fd, sizeof(fd), (void *)(ctx->uattr + 36)))
@@ -143,13 +152,23 @@ int xdp2tc_map_enter(struct enter_ctx *ctx)
 		if (bpf_probe_read_user(ev.key, n, (void *)keyp) == 0)
 			ev.key_size = n;
 	}
-	__u64 tid = bpf_get_current_pid_tgid();
-	bpf_map_update_elem(&pending, &tid, &ev, BPF_ANY);
-	if (ev.key_size && (cmd == BPF_MAP_DELETE_ELEM || cmd == BPF_MAP_LOOKUP_AND_DELETE_ELEM)) {
-		/* sync removes the entry's drops now, while the kernel is still deleting it */
+	__u32 vs = BPF_CORE_READ(map, value_size);
+	__u32 type = BPF_CORE_READ(map, map_type);
+	int percpu = type == BPF_MAP_TYPE_PERCPU_HASH || type == BPF_MAP_TYPE_PERCPU_ARRAY ||
+		     type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+	if (valuep && !percpu && vs > 0 && vs <= VALUE_MAX) {
+		__u32 n = ((vs - 1) & (VALUE_MAX - 1)) + 1;
+		if (bpf_probe_read_user(ev.value, n, (void *)valuep) == 0)
+			ev.value_size = n;
+	}
+	/* A delete, or an update whose new value was read: reported now, while the kernel is
+	 * still writing, so sync can take away the drops the change makes wrong. */
+	if (ev.key_size && (ev.value_size || cmd == BPF_MAP_DELETE_ELEM || cmd == BPF_MAP_LOOKUP_AND_DELETE_ELEM)) {
 		ev.early = 1;
 		bpf_ringbuf_output(&events, &ev, sizeof(ev), 0);
 	}
+	__u64 tid = bpf_get_current_pid_tgid();
+	bpf_map_update_elem(&pending, &tid, &ev, BPF_ANY);
 	return 0;
 }
 
@@ -162,11 +181,13 @@ int xdp2tc_map_exit(struct exit_ctx *ctx)
 	if (!ev)
 		return 0;
 	ev->ret = ctx->ret;
-	/* a delete is reported whatever it returned: its early event may have removed
-	 * filters that a failed delete leaves valid, and sync re-reads the entry */
-	if (ctx->ret == 0 || is_batch(ev->cmd) || ev->cmd == BPF_MAP_DELETE_ELEM ||
-	    ev->cmd == BPF_MAP_LOOKUP_AND_DELETE_ELEM)
+	/* after an early event, whatever the command returned: the early event may have
+	 * removed filters that a failed command leaves valid, and sync re-reads the entry */
+	if (ctx->ret == 0 || is_batch(ev->cmd) || ev->early) {
+		ev->early = 0;
+		ev->value_size = 0;
 		bpf_ringbuf_output(&events, ev, sizeof(*ev), 0);
+	}
 	bpf_map_delete_elem(&pending, &tid);
 	return 0;
 }

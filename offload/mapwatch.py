@@ -28,22 +28,25 @@ from analyzer import kernel
 #: build/mapwatch.o in a source checkout (where `make watcher` puts it).
 OBJECT = Path(__file__).resolve().parent.parent / "build" / "mapwatch.o"
 TRACEFS = Path("/sys/kernel/tracing")
-KEY_MAX = 64
-#: struct event in mapwatch.bpf.c: enter_ns, map_id, cmd, key_size, ret, early, pad, key[KEY_MAX].
-EVENT = struct.Struct(f"<QIIIiII{KEY_MAX}s")
+KEY_MAX = VALUE_MAX = 64
+#: struct event in mapwatch.bpf.c: enter_ns, map_id, cmd, key_size, ret, early, pad,
+#: key[KEY_MAX], value_size, pad2, value[VALUE_MAX].
+EVENT = struct.Struct(f"<QIIIiII{KEY_MAX}sII{VALUE_MAX}s")
 
 
 @dataclass(frozen=True)
 class MapEvent:
     """A change to a watched map: its id, the bpf command, the key (None: unknown, re-read
-    the whole map), CLOCK_MONOTONIC ns at the syscall's entry, and whether it is a delete
-    seen at its entry (`early`: the entry is about to go; its exit event follows)."""
+    the whole map), CLOCK_MONOTONIC ns at the syscall's entry, and whether it was seen at
+    its entry (`early`: a delete, or an update with its new `value`, about to happen; the
+    exit event follows whatever the command returns)."""
 
     map_id: int
     cmd: int
     key: bytes | None
     enter_ns: int
     early: bool = False
+    value: bytes | None = None
 
 
 class WatcherUnavailable(RuntimeError):
@@ -73,8 +76,17 @@ class MapWatcher:
             self._obj.map_update("watched", map_id.to_bytes(4, "little"), b"\1")
 
     def _record(self, data: bytes) -> None:
-        enter_ns, map_id, cmd, key_size, _ret, early, _pad, key = EVENT.unpack_from(data)
-        self._events.append(MapEvent(map_id, cmd, key[:key_size] if key_size else None, enter_ns, bool(early)))
+        enter_ns, map_id, cmd, key_size, _ret, early, _pad, key, value_size, _pad2, value = EVENT.unpack_from(data)
+        self._events.append(
+            MapEvent(
+                map_id,
+                cmd,
+                key[:key_size] if key_size else None,
+                enter_ns,
+                bool(early),
+                value[:value_size] if value_size else None,
+            )
+        )
 
     def poll(self, timeout_ms: int) -> list[MapEvent]:
         """Events that arrived within `timeout_ms` (returns as soon as there is one)."""

@@ -64,12 +64,16 @@ def filling_for(obj: BpfObject, prog: Program) -> Filling | None:
 
 @dataclass
 class Change:
-    """One changed entry: where, and when its syscall entered (None: seen by polling)."""
+    """One changed entry: where, and when its syscall entered (None: seen by polling).
+    `early`: seen at the syscall's entry, before the kernel writes: `value` is what the entry
+    is about to hold (None: it is being deleted); only the safe half of the change is done
+    (drops taken away, pass shields added) until the exit event re-reads the entry."""
 
     map: str
     key: bytes | None  # None: re-read the whole map
     enter_ns: int | None = None
-    assume_absent: bool = False  # a delete seen at its syscall's entry
+    early: bool = False
+    value: tuple[bytes, ...] | None = None
 
 
 @dataclass
@@ -158,7 +162,11 @@ class SyncDaemon:
 
     def _from_events(self, events: list[MapEvent]) -> list[Change]:
         ids = {m.kernel.id: name for name, m in self.live.maps.items() if name in self.filling.maps}
-        return [Change(ids[e.map_id], e.key, e.enter_ns, e.early) for e in events if e.map_id in ids]
+        return [
+            Change(ids[e.map_id], e.key, e.enter_ns, e.early, None if e.value is None else (e.value,))
+            for e in events
+            if e.map_id in ids
+        ]
 
     def _from_poll(self) -> list[Change]:
         """Batched-lookup diff of every watched map against what the daemon holds."""
@@ -176,8 +184,9 @@ class SyncDaemon:
         one batch that gets the device there (`whole`: diff every desired filter, not only
         the changed entries')."""
         pairs: list[tuple[list[SyncFilter], list[SyncFilter]]] = []
+        early: list[tuple[list[SyncFilter], list[SyncFilter]]] = []
         refill = False
-        last = {(ch.map, ch.key): ch for ch in changes}  # a delete's exit event overrides its entry event
+        last = {(ch.map, ch.key): ch for ch in changes}  # an exit event overrides its entry event
         for ch in last.values():
             entries = self.contents.maps[ch.map].entries
             if ch.key is None:
@@ -185,7 +194,10 @@ class SyncDaemon:
                 entries.update(self.live.maps[ch.map].entries().entries)
                 refill = True
                 continue
-            value = None if ch.assume_absent else self.live.maps[ch.map].read(ch.key)
+            if ch.early:
+                self._early(ch, entries, early)
+                continue
+            value = self.live.maps[ch.map].read(ch.key)
             if value is None:
                 entries.pop(ch.key, None)
             else:
@@ -207,10 +219,36 @@ class SyncDaemon:
         if refill or whole:
             batch = self.device.plan(self._desired())
         else:
-            batch = self.device.plan_changes(pairs)
+            batch = self.device.plan_changes(pairs, early)
         first = min((c.enter_ns for c in changes if c.enter_ns), default=None)
         self._write(batch, self._describe(changes), first)
         return batch
+
+    def _early(self, ch: Change, entries: dict, early: list) -> None:
+        """The filters the entry will have once the syscall lands (contents left as they
+        are); the entry's filters become old + new, so its exit event's diff adds the new
+        drops and removes what the write really took away (or restores what a failed write
+        left valid)."""
+        held = entries.get(ch.key)
+        if ch.value is None:
+            entries.pop(ch.key, None)
+        else:
+            entries[ch.key] = ch.value
+        try:
+            new = self.filling.entry(self.contents, ch.map, ch.key)
+        finally:
+            if held is None:
+                entries.pop(ch.key, None)
+            else:
+                entries[ch.key] = held
+        if new is None:  # needs a whole fill: wait for the exit event
+            return
+        old = self.by_origin.get((ch.map, ch.key), [])
+        early.append((old, new))
+        seen = {f.cookie(self.device.skip) for f in old}
+        both = old + [f for f in new if f.cookie(self.device.skip) not in seen]
+        if both:
+            self.by_origin[(ch.map, ch.key)] = both
 
     def _describe(self, changes: list[Change]) -> str:
         shown = []
@@ -218,6 +256,10 @@ class SyncDaemon:
             live = self.live.maps[ch.map]
             if ch.key is None:
                 shown.append(f"{ch.map}[*]")
+                continue
+            if ch.early:
+                what = live.describe(ch.key, ch.value) if ch.value else live.describe(ch.key) + " deleted"
+                shown.append(what + " (at syscall entry)")
                 continue
             value = self.contents.maps[ch.map].entries.get(ch.key)
             shown.append(live.describe(ch.key, value) if value is not None else live.describe(ch.key) + " deleted")

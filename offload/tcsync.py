@@ -202,15 +202,25 @@ class TcDevice:
             [d for c, d in self.present.items() if c not in want],
         )
 
-    def plan_changes(self, changes: list[tuple[list[SyncFilter], list[SyncFilter]]]) -> Batch:
+    def plan_changes(
+        self,
+        changes: list[tuple[list[SyncFilter], list[SyncFilter]]],
+        early: list[tuple[list[SyncFilter], list[SyncFilter]]] = (),
+    ) -> Batch:
         """One batch for map entries' filters going from `old` to `new` (a list of such
         pairs), without looking at the rest (the per-change fast path: its cost does not
-        grow with the map). A filter still wanted by another pair is kept."""
+        grow with the map). A filter still wanted by another pair is kept. `early` pairs are
+        changes about to happen: only their safe half is done, `pass` filters added and
+        verdict filters removed (a goto is neither added nor removed before the write)."""
         old_c: dict[str, SyncFilter] = {}
         new_c: dict[str, SyncFilter] = {}
         for old, new in changes:
             old_c.update((f.cookie(self.skip), f) for f in old)
             new_c.update((f.cookie(self.skip), f) for f in new)
+        for old, new in early:
+            keep = {f.cookie(self.skip) for f in new}
+            new_c.update((f.cookie(self.skip), f) for f in new if f.action[0] == "pass")
+            old_c.update((c, f) for f in old if not f.shield and (c := f.cookie(self.skip)) not in keep)
         adds = [f for c, f in new_c.items() if c not in self.present]
         drops = [self.present[c] for c in old_c.keys() - new_c.keys() if c in self.present]
         return self._batch(adds, drops)

@@ -241,11 +241,49 @@ def test_an_early_delete_event_removes_the_drop_and_a_failed_delete_restores_it(
     daemon, _ = _daemon(folder, None, interval=60)
     try:
         daemon.start()
-        early = daemon.handle([Change("blacklist", _ip("10.1.1.1"), assume_absent=True)])
+        early = daemon.handle([Change("blacklist", _ip("10.1.1.1"), early=True)])
         assert early.lines[0].startswith("filter del ")
         # the entry is still there (the delete failed): its exit event re-reads it
         back = daemon.handle([Change("blacklist", _ip("10.1.1.1"))])
         assert "src_ip 10.1.1.1 action drop" in back.lines[0]
+    finally:
+        daemon.close()
+
+
+class _ValueDecides(DdosBlacklistFilling):
+    """A blacklist whose value decides (as xdp-filter's action maps do): 0 drops the address,
+    anything else passes it (a shield at a higher priority)."""
+
+    def entry(self, contents, map_name, key):
+        filters = super().entry(contents, map_name, key)
+        value = contents.get(map_name).value(key)
+        if map_name == "blacklist" and value is not None and value[0] != bytes(4):
+            return [SyncFilter(f.match, ("pass",), 5, origin=f.origin) for f in filters]
+        return filters
+
+
+def test_an_early_update_removes_the_drop_it_makes_wrong_and_its_exit_settles_it(ddos):
+    obj, folder = ddos
+    key = _ip("10.3.3.3")
+    obj.map_update("blacklist", key, bytes(4))
+    live = open_maps(load_object(DDOS), MapSourceSpec("pinned", str(folder)))
+    daemon = SyncDaemon(_ValueDecides(), live, TcDevice("veth-x2tc"), out=io.StringIO(), interval=60)
+
+    def steps(batch):
+        return [(line.split()[1], int(line.split(" prio ")[1].split()[0])) for line in batch.lines]
+
+    try:
+        daemon.start()
+        # the value is about to become 1 (pass): the shield comes first, then the drop goes
+        early = daemon.handle([Change("blacklist", key, early=True, value=((1).to_bytes(4, "little"),))])
+        assert steps(early) == [("add", 5), ("del", 10)]
+        # the write failed (the entry still holds 0): the exit event puts the drop back
+        assert steps(daemon.handle([Change("blacklist", key)])) == [("add", 10), ("del", 5)]
+        # the write happens: entry then exit
+        daemon.handle([Change("blacklist", key, early=True, value=((1).to_bytes(4, "little"),))])
+        obj.map_update("blacklist", key, (1).to_bytes(4, "little"))
+        assert not daemon.handle([Change("blacklist", key)])  # nothing left to do
+        assert [f.action for f in daemon.by_origin[("blacklist", key)]] == [("pass",)]
     finally:
         daemon.close()
 
