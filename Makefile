@@ -17,7 +17,7 @@ APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev linux-libc-dev iprou
 
 DEMO_OBJ  := corpus/build/clang/thesis_static_rules.o
 
-.PHONY: demo test lint setup system-deps venv corpus external flowervm clean bench
+.PHONY: demo test lint setup system-deps venv corpus external flowervm clean bench watcher
 
 demo: setup corpus
 	$(XDP2TC) info $(DEMO_OBJ)
@@ -27,7 +27,7 @@ demo: setup corpus
 	@echo "# check, the CI gate: it exits 1 when a path stays in software (--fail-on any)"
 	-$(XDP2TC) check $(DEMO_OBJ)
 
-test: setup corpus external flowervm lint
+test: setup corpus watcher external flowervm lint
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 setup: system-deps venv
@@ -75,6 +75,14 @@ $(VENV)/.installed: pyproject.toml
 corpus: system-deps
 	$(MAKE) -s -C corpus -j2 CLANG=$(CLANG) BPF_GCC=$(BPF_GCC) LLVM_OBJCOPY=$(LLVM_OBJCOPY)
 
+# sync's map-change watcher (offload/mapwatch.bpf.c): a tracing program of the project's own,
+# built like the corpus (clang, BTF for CO-RE) into build/ (ignored).
+watcher: build/mapwatch.o
+
+build/mapwatch.o: offload/mapwatch.bpf.c | system-deps
+	@mkdir -p $(@D)
+	$(CLANG) -O2 -g -target bpf -Wall -Werror -I/usr/include/x86_64-linux-gnu -c $< -o $@.tmp && mv $@.tmp $@
+
 # Compiled XDP objects nobody here wrote (Debian's xdp-tools, libxdp1, xdp-tests), into an
 # ignored folder; never committed.
 external:
@@ -95,7 +103,7 @@ flowervm: venv
 	fi
 	$(PY) -m offload.flowervm fetch
 
-bench: setup corpus external
+bench: setup corpus watcher external
 	$(PY) bench/lift.py
 	$(PY) bench/analyze.py
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -31,8 +32,11 @@ from offload import (  # check: the CI gate (issue 11); cost model (issue 5)
     costcmd,
     flowercheck,  # rules --check-flower (issue 13)
 )
-from offload.options import OneLineParser, at_least, ifname_pair, interface_name
+from offload.mapsource import open_maps
+from offload.options import OneLineParser, at_least, ifname_pair, interface_name, maps_from, netns_name, seconds
 from offload.programs import EGRESS_SECTIONS, device_programs
+from offload.sync import SyncDaemon, filling_for, open_watcher
+from offload.tcsync import TcDevice, TcError
 from rules import output as rules_output
 from rules import ruleset
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, MIN_FRAME
@@ -346,6 +350,49 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sync(args: argparse.Namespace) -> int:
+    """`xdp2tc sync` (issue 12, item 3; offload/sync.py): fill, reconcile, then follow."""
+    obj = load_object(args.file)
+    prog = device_programs(obj, args.program, per_program_output=False)[0]
+    filling = filling_for(obj, prog)
+    if filling is None:
+        raise LiftError(
+            f"program {prog.name}: no rule template fills filters from its maps (issue 12 item 1)", file=obj.path
+        )
+    try:
+        kernel.check_kernel()
+    except kernel.KernelUnavailable as err:
+        raise LiftError(str(err), file=obj.path) from None
+    live = open_maps(obj, args.maps_from)
+    missing = sorted((filling.maps | filling.counter_maps) - live.maps.keys())
+    if missing:
+        live.close()
+        raise LiftError(f"--maps-from {args.maps_from}: no live map {', '.join(missing)}", file=obj.path)
+    tc = ("tc", "-n", args.netns) if args.netns else ("tc",)
+    device = TcDevice(args.dev, "skip_hw" if args.sw else "skip_sw", tc)
+    watcher = None if args.once else open_watcher(sys.stdout)
+    daemon = SyncDaemon(
+        filling, live, device, apply=args.apply, out=sys.stdout, watcher=watcher, interval=args.interval
+    )
+    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop ends sync like ^C
+    try:
+        try:
+            daemon.start()
+        except TcError as err:
+            raise LiftError(f"--dev {args.dev}: {err}", file=obj.path) from None
+        if not args.once:
+            daemon.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        daemon.close()
+    return 1 if daemon.failed else 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _exploration_flags(
     p: argparse.ArgumentParser, program_help: str = "only this program (default: every XDP program)"
 ) -> None:
@@ -443,6 +490,29 @@ def parser() -> argparse.ArgumentParser:
         help="device name of an ifindex the program redirects to (repeatable)",
     )
     flowercheck.add_option(p)  # --check-flower (issue 13)
+    p = sub.add_parser("sync", help="keep tc filters in step with a running program's maps (a daemon)")
+    p.add_argument("file")
+    p.add_argument("--dev", required=True, type=interface_name, help="the device the filters go on")
+    p.add_argument(
+        "--maps-from",
+        required=True,
+        type=maps_from,
+        metavar="pinned:DIR|prog:ID",
+        help="the live maps: pinned in bpffs under DIR (one file per map name), or those of loaded program ID",
+    )
+    p.add_argument("--program", "-p", help="this program (default: the object's only entry program)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--apply", action="store_true", help="run each batch with tc -batch")
+    mode.add_argument("--dry-run", action="store_true", help="print each batch with a timestamp (the default)")
+    p.add_argument(
+        "--interval",
+        type=seconds,
+        default=1.0,
+        help="seconds between map re-reads (changes the watcher cannot see) and counter folds (default 1)",
+    )
+    p.add_argument("--once", action="store_true", help="reconcile (one batch) and exit; no watcher")
+    p.add_argument("--netns", type=netns_name, help="run tc in this network namespace (tc -n NETNS)")
+    p.add_argument("--sw", action="store_true", help="skip_hw instead of skip_sw (test in software)")
     # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
     costcmd.add_parsers(sub, _exploration_flags)
     # --- end cost model ---
@@ -457,6 +527,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "analyze": _analyze,
     "verify": _verify,
     "rules": flowercheck.with_check(_rules),  # --check-flower (issue 13)
+    "sync": _sync,  # issue 12, offload/sync.py
 }
 # --- cost model (issue 5) ---
 COMMANDS.update(costcmd.COMMANDS)

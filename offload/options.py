@@ -10,6 +10,7 @@ import sys
 import unicodedata
 
 from lifter.errors import EXIT_BAD_INPUT
+from offload.mapsource import parse_spec
 
 #: IFNAMSIZ in include/uapi/linux/if.h: 16 bytes with the terminating NUL.
 IFNAMSIZ = 16
@@ -75,3 +76,32 @@ class OneLineParser(argparse.ArgumentParser):
         where = self.prog.replace(" ", ": ")
         print(f"{where}: {message}".replace("\n", "\\n"), file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+
+
+def maps_from(text: str):
+    """`--maps-from pinned:DIR|prog:ID` (offload/mapsource.py parses it; DIR must exist)."""
+    try:
+        return parse_spec(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def seconds(text: str) -> float:
+    """A positive number of seconds (at most a day)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError(f"{text} is out of range (must be > 0 and at most 86400)")
+    return value
+
+
+def netns_name(text: str) -> str:
+    """A network namespace name as `ip netns` stores it (a file in /run/netns): not empty,
+    not `.`/`..`, no `/`, whitespace, control or SCRIPT_SPECIAL characters."""
+    bad = sorted({c for c in text if c == "/" or c.isspace() or unicodedata.category(c) == "Cc" or c in SCRIPT_SPECIAL})
+    if not text or text in (".", "..") or bad:
+        why = f"contains {''.join(bad)!r}" if bad else "empty, '.' or '..'"
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid network namespace name: {why}")
+    return text

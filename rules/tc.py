@@ -12,6 +12,7 @@ parser rejection, reported with tc's message.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -68,9 +69,13 @@ def filter_line(
     return " ".join(words)
 
 
+#: What a token may not contain: a blank (str.isspace's set) or a quote, backslash or '#'.
+_UNSAFE = re.compile(r"[\s#\"'\\\x1c-\x1f\x85]")
+
+
 def _token(word, what: str) -> str:
     word = str(word)
-    if not word or any(c.isspace() or c in "#\"'\\" for c in word):
+    if not word or _UNSAFE.search(word):
         raise ValueError(f"{what} token {word!r} is empty or has a blank, quote or '#'")
     return word
 

@@ -1,0 +1,196 @@
+"""`xdp2tc sync` latency (issue 12, Performance): map change -> tc batch written.
+
+Set-up: corpus/thesis_ddos_blacklist.o's two maps are created by bpftool and pinned under a
+fresh bpffs folder, `blacklist` with room for ENTRIES + CHANGES addresses and ENTRIES
+addresses in it; `xdp2tc sync --dry-run` runs as a separate process (filled by the tiny
+hand-written filling of tests/sync_filling.py, until the rule templates land) with its
+stdout on a pipe. Then CHANGES changes, one at a time: add an address, or delete one (half
+each, alternating). Latency = CLOCK_MONOTONIC when the daemon had written the batch (the
+`mono=` of its `# batch N written` line, after the flush) minus CLOCK_MONOTONIC taken here
+right before the update/delete syscall. For deletes the first batch is the one the watcher's
+early (syscall-entry) event triggers: that is the window during which the stale drop is
+still on the device in --dry-run terms (with --apply, add tc's own time). The daemon's own
+`since_syscall_us` (from the kernel's timestamp at syscall entry) is reported alongside.
+
+Initial fill: the daemon's own reconcile time (its header: maps read in batches, filled,
+planned), the time from starting the process to its reconcile batch written (Python, imports
+and lifting the object included), and its peak memory (VmHWM), for ENTRIES entries.
+
+    .venv/bin/python bench/sync.py [--entries 10000] [--changes 1000] [--repeat 3] [--json FILE]
+
+Root and `make corpus watcher` needed. Medians over --repeat runs of each run's p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from analyzer import kernel  # noqa: E402
+
+OBJ = ROOT / "corpus/build/clang/thesis_ddos_blacklist.o"
+DAEMON = (
+    "import sys; sys.path.insert(0, {tests!r}); import sync_filling; from offload import cli, sync; "
+    "sync.FILLINGS.append(sync_filling.factory); sys.exit(cli.main(sys.argv[1:]))"
+)
+
+
+def bpftool(*args: str) -> None:
+    subprocess.run(["bpftool", *args], check=True, capture_output=True)
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def address(i: int) -> bytes:
+    return (0x0A000000 + i).to_bytes(4, "big")  # 10.x.y.z
+
+
+def create_maps(folder: Path, capacity: int) -> None:
+    for name, key in (("blacklist", "4"), ("port_blacklist", "2")):
+        bpftool(
+            "map", "create", str(folder / name), "type", "hash", "key", key, "value", "4",
+            "entries", str(capacity), "name", name,
+        )  # fmt: skip
+
+
+class Reader(threading.Thread):
+    """The daemon's stdout, line by line: `# batch N written ... mono=NS [since_syscall_us=X]`
+    lines go to a queue as (mono_ns, since_syscall_us or None)."""
+
+    def __init__(self, stream):
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.written: queue.Queue = queue.Queue()
+        self.lines = 0
+        self.fill_ms = 0.0  # the daemon's own reconcile time (maps read, filled, planned)
+
+    def run(self) -> None:
+        for line in self.stream:
+            self.lines += 1
+            if line.startswith("# batch 1 at ") and " reconcile: " in line:
+                self.fill_ms = float(line.split(" wanted in ")[1].split()[0])
+            if line.startswith("# batch ") and " written: " in line:
+                fields = dict(w.split("=", 1) for w in line.split() if "=" in w)
+                lag = fields.get("since_syscall_us")
+                self.written.put((int(fields["mono"]), float(lag) if lag else None))
+
+
+def run_once(entries: int, changes: int, interval: float) -> dict:
+    folder = Path("/sys/fs/bpf") / f"xdp2tc-bench-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    folder.mkdir()
+    proc = None
+    try:
+        create_maps(folder, entries + changes + 16)
+        live = kernel.open_pinned_map(str(folder / "blacklist"))
+        for i in range(entries):
+            kernel.map_update(live, address(i), bytes(4))
+        argv = [sys.executable, "-c", DAEMON.format(tests=str(ROOT / "tests")), "sync", str(OBJ), "--dev", "bench0"]
+        argv += ["--maps-from", f"pinned:{folder}", "--dry-run", "--interval", str(interval)]
+        start = time.monotonic_ns()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, bufsize=1)
+        reader = Reader(proc.stdout)
+        reader.start()
+        filled, _ = reader.written.get(timeout=120)
+        hwm = 0
+        with open(f"/proc/{proc.pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1])
+        time.sleep(0.2)  # the watcher attaches right after the reconcile batch
+        adds, deletes, lags = [], [], []
+        present = list(range(entries))
+        fresh = entries
+        for n in range(changes):
+            if n % 2 == 0:
+                key, op = address(fresh), "add"
+                fresh += 1
+            else:
+                key, op = address(present.pop(n % len(present))), "delete"
+            t0 = time.monotonic_ns()
+            if op == "add":
+                kernel.map_update(live, key, bytes(4))
+            else:
+                kernel.map_delete(live, key)
+            mono, lag = reader.written.get(timeout=30)
+            (adds if op == "add" else deletes).append((mono - t0) / 1e3)
+            if lag is not None:
+                lags.append(lag)
+            time.sleep(0.002)
+            while not reader.written.empty():  # a delete's exit event may add a (no-op) batch
+                reader.written.get_nowait()
+        live.close()
+        both = adds + deletes
+        return {
+            "entries": entries,
+            "changes": changes,
+            "initial_fill_ms": reader.fill_ms,
+            "start_to_first_batch_ms": (filled - start) / 1e6,
+            "daemon_peak_rss_kib": hwm,
+            "p50_us": percentile(both, 50),
+            "p99_us": percentile(both, 99),
+            "max_us": max(both),
+            "add_p50_us": percentile(adds, 50),
+            "add_p99_us": percentile(adds, 99),
+            "delete_p50_us": percentile(deletes, 50),
+            "delete_p99_us": percentile(deletes, 99),
+            "daemon_since_syscall_p50_us": percentile(lags, 50) if lags else None,
+            "daemon_since_syscall_p99_us": percentile(lags, 99) if lags else None,
+            "watched_batches": len(lags),
+        }
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=10)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--entries", type=int, default=10_000)
+    ap.add_argument("--changes", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--interval", type=float, default=5.0, help="the daemon's poll interval (s)")
+    ap.add_argument("--json", help="write the results here too")
+    args = ap.parse_args()
+    runs = []
+    for r in range(args.repeat):
+        res = run_once(args.entries, args.changes, args.interval)
+        runs.append(res)
+        print(
+            f"run {r + 1}: fill {res['entries']} entries {res['initial_fill_ms']:.0f} ms "
+            f"({res['start_to_first_batch_ms']:.0f} ms from process start) "
+            f"(peak RSS {res['daemon_peak_rss_kib'] / 1024:.0f} MiB); {res['changes']} changes: "
+            f"p50 {res['p50_us']:.0f} us, p99 {res['p99_us']:.0f} us, max {res['max_us']:.0f} us "
+            f"(add p50/p99 {res['add_p50_us']:.0f}/{res['add_p99_us']:.0f}, delete "
+            f"{res['delete_p50_us']:.0f}/{res['delete_p99_us']:.0f}; daemon since syscall p50/p99 "
+            f"{res['daemon_since_syscall_p50_us']}/{res['daemon_since_syscall_p99_us']} us)"
+        )
+    summary = {k: statistics.median(r[k] for r in runs) for k in ("initial_fill_ms", "p50_us", "p99_us", "max_us")}
+    print(
+        f"median of {args.repeat} runs: p50 {summary['p50_us']:.0f} us, p99 {summary['p99_us']:.0f} us "
+        f"(targets: p50 < 1000 us, p99 < 5000 us); initial fill {summary['initial_fill_ms']:.0f} ms"
+    )
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"runs": runs, "median": summary}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,499 @@
+"""`xdp2tc sync` (issue 12, items 2-5): live map sources, the map-change watcher, the batch
+writer's order and reconcile, tc's parser on applied batches, and counters folded back.
+
+Oracles: bpftool (an independent reader and writer of the same kernel maps; its writes come
+from another process, as an operator's would), iproute2 `tc` in a network namespace (the
+parser judges every applied line; this kernel has no cls_flower, so the kernel's refusal
+is the expected end), hand-derived filter lines for the seed's §6.6 blacklist, and a
+hand-written `tc -s -j filter show` document for the counters.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, require, require_kernel, require_tool
+from sync_filling import DdosBlacklistFilling, factory
+
+from analyzer import kernel
+from lifter.errors import LiftError
+from lifter.program import load_object
+from offload import cli, mapwatch, sync
+from offload.mapsource import MapSourceSpec, open_maps
+from offload.sync import Change, SyncDaemon
+from offload.tcsync import COOKIE_TAG, CounterFolder, CounterRef, SyncFilter, TcDevice, TcError, parse_filters
+from rules.flower import FlowerMatch, exact, prefix
+from rules.tc import KERNEL_ERROR, check_syntax
+
+DDOS = ROOT / "corpus/build/clang/thesis_ddos_blacklist.o"
+DROP_COUNT = ROOT / "corpus/build/clang/thesis_drop_count.o"
+BPFFS = Path("/sys/fs/bpf")
+
+
+def _obj(path: Path) -> Path:
+    require(path.is_file(), f"{path.name} is not built (run `make corpus`)")
+    return path
+
+
+def _bpftool(*args: str) -> str:
+    proc = subprocess.run(["bpftool", *args], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.fixture
+def ddos():
+    """thesis_ddos_blacklist loaded, its maps pinned under a fresh bpffs folder (by bpftool,
+    by map id): (loaded object, folder)."""
+    require_kernel()
+    obj = kernel.load(_obj(DDOS))
+    folder = BPFFS / f"xdp2tc-sync-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    folder.mkdir()
+    try:
+        for name in ("blacklist", "port_blacklist"):
+            _bpftool("map", "pin", "id", str(kernel.map_id(obj.map(name).fd)), str(folder / name))
+        yield obj, folder
+    finally:
+        obj.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _ip(a: str) -> bytes:
+    return bytes(int(x) for x in a.split("."))
+
+
+# --------------------------------------------------------------------------- options
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--maps-from", "pinned:/no/such/dir"], "is not a directory"),
+        (["--maps-from", "prog:0"], "a program id is an integer"),
+        (["--maps-from", "json:x.json"], "expected pinned:DIR or prog:ID"),
+        (["--maps-from", "prog:1", "--apply", "--dry-run"], "not allowed with"),
+        (["--maps-from", "prog:1", "--interval", "0"], "out of range"),
+        (["--maps-from", "prog:1", "--netns", "a/b"], "not a valid network namespace name"),
+    ],
+)
+def test_sync_options_are_checked_up_front(args, message, capsys):
+    assert cli.main(["sync", "x.o", "--dev", "eth0", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+# --------------------------------------------------------------------------- map sources
+
+
+def test_pinned_source_reads_what_bpftool_dumps(ddos):
+    obj, folder = ddos
+    obj.map_update("blacklist", _ip("10.0.0.1"), (7).to_bytes(4, "little"))
+    _bpftool("map", "update", "pinned", str(folder / "port_blacklist"), "key", "50", "0", "value", "1", "0", "0", "0")
+    live = open_maps(load_object(DDOS), MapSourceSpec("pinned", str(folder)))
+    try:
+        got = live.contents()
+        for name in ("blacklist", "port_blacklist"):
+            dump = json.loads(_bpftool("-j", "map", "dump", "pinned", str(folder / name)))
+            want = {
+                bytes(int(b, 16) for b in e["key"]): (bytes(int(b, 16) for b in e["value"]),)
+                for e in dump
+                if isinstance(e.get("key"), list)
+            }
+            assert got.get(name).entries == want
+        assert got.get("port_blacklist").entries == {(50).to_bytes(2, "little"): ((1).to_bytes(4, "little"),)}
+        # BTF from the kernel: __u32 keys print as numbers, not bytes
+        assert live.maps["blacklist"].btf is not None
+        assert live.maps["blacklist"].describe(_ip("10.0.0.1"), ((7).to_bytes(4, "little"),)) == (
+            f"blacklist[{int.from_bytes(_ip('10.0.0.1'), 'little')}] = 7"
+        )
+    finally:
+        live.close()
+
+
+def test_prog_source_finds_the_programs_maps(ddos):
+    obj, _ = ddos
+    obj.map_update("blacklist", _ip("192.0.2.1"), bytes(4))
+    prog = kernel.prog_id(obj.programs["xdp_ddos_blacklist"])
+    live = open_maps(load_object(DDOS), MapSourceSpec("prog", str(prog)))
+    try:
+        assert set(live.maps) == {"blacklist", "port_blacklist"}
+        assert live.maps["blacklist"].kernel.id == kernel.map_id(obj.map("blacklist").fd)
+        assert live.contents(["blacklist"]).get("blacklist").entries == {_ip("192.0.2.1"): (bytes(4),)}
+    finally:
+        live.close()
+
+
+def test_an_lpm_trie_is_read_key_by_key_and_decoded_through_btf():
+    require_kernel()
+    path = _obj(ROOT / "corpus/build/clang/lpm_src_block.o")
+    with kernel.load(path) as obj:
+        key = (24).to_bytes(4, "little") + _ip("10.1.2.0")
+        obj.map_update("blocked_prefixes", key, b"\x01")
+        live = open_maps(
+            load_object(path), MapSourceSpec("prog", str(kernel.prog_id(obj.programs["xdp_lpm_src_block"])))
+        )
+        try:
+            m = live.maps["blocked_prefixes"]
+            assert m.entries().entries == {key: (b"\x01",)}  # LPM tries have no batched lookup
+            addr = int.from_bytes(_ip("10.1.2.0"), "little")
+            assert m.describe(key, (b"\x01",)) == f"blocked_prefixes[{{prefixlen=24, addr={addr}}}] = 1"
+        finally:
+            live.close()
+
+
+def test_a_map_that_only_shares_the_name_is_refused():
+    require_kernel()
+    folder = BPFFS / f"xdp2tc-sync-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    folder.mkdir()
+    try:
+        blacklist = str(folder / "blacklist")
+        _bpftool(
+            "map", "create", blacklist, "type", "hash", "key", "8", "value", "4", "entries", "8", "name", "blacklist"
+        )
+        with pytest.raises(LiftError, match="map blacklist: the live map's key size is 8, the object's is 4"):
+            open_maps(load_object(_obj(DDOS)), MapSourceSpec("pinned", str(folder)))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- the daemon
+
+
+def _daemon(folder: Path, watcher, interval: float = 1.0) -> tuple[SyncDaemon, io.StringIO]:
+    out = io.StringIO()
+    live = open_maps(load_object(DDOS), MapSourceSpec("pinned", str(folder)))
+    daemon = SyncDaemon(
+        DdosBlacklistFilling(), live, TcDevice("veth-x2tc"), out=out, watcher=watcher, interval=interval
+    )
+    return daemon, out
+
+
+def _step_until_batch(daemon: SyncDaemon, tries: int = 50):
+    for _ in range(tries):
+        batch = daemon.step(100)
+        if batch:
+            return batch
+    raise AssertionError("no batch came")
+
+
+def test_daemon_follows_bpftool_writes_through_the_watcher(ddos):
+    obj, folder = ddos
+    obj.map_update("blacklist", _ip("10.0.0.1"), bytes(4))
+    try:
+        watcher = mapwatch.MapWatcher()
+    except mapwatch.WatcherUnavailable as err:
+        require(False, f"map watcher: {err}")
+    daemon, out = _daemon(folder, watcher, interval=60)
+    try:
+        first = daemon.start()
+        assert [line.split(" flower ")[1].split(" cookie ")[0] for line in first.lines] == [
+            "skip_sw src_ip 10.0.0.1 action drop"
+        ]
+        # an address, from another process
+        _bpftool("map", "update", "pinned", str(folder / "blacklist"), "key", "10", "0", "0", "9", "value", *"0000")
+        added = _step_until_batch(daemon)
+        assert (
+            len(added.lines) == 1 and " prio 10 " in added.lines[0] and "src_ip 10.0.0.9 action drop" in added.lines[0]
+        )
+        # a port: the thesis' two rules (§6.6: dst_port 50 for tcp and for udp)
+        _bpftool("map", "update", "pinned", str(folder / "port_blacklist"), "key", "50", "0", "value", *"0000")
+        ports = _step_until_batch(daemon)
+        assert sorted(line.split(" skip_sw ")[1].split(" cookie")[0] for line in ports.lines) == [
+            "ip_proto tcp dst_port 50 action drop",
+            "ip_proto udp dst_port 50 action drop",
+        ]
+        # deleting the address takes exactly its filter away, by the handle it was added with
+        handle = added.lines[0].split(" handle ")[1].split()[0]
+        _bpftool("map", "delete", "pinned", str(folder / "blacklist"), "key", "10", "0", "0", "9")
+        gone = _step_until_batch(daemon)
+        assert gone.lines == [f"filter del dev veth-x2tc ingress protocol ip prio 10 chain 0 handle {handle} flower"]
+        text = out.getvalue()
+        assert "changes: blacklist[" in text and "since_syscall_us=" in text
+    finally:
+        daemon.close()
+
+
+def test_daemon_polls_when_there_is_no_watcher(ddos):
+    obj, folder = ddos
+    daemon, _ = _daemon(folder, None, interval=0.01)
+    try:
+        assert not daemon.start()
+        obj.map_update("blacklist", _ip("198.51.100.7"), bytes(4))
+        batch = _step_until_batch(daemon)
+        assert "src_ip 198.51.100.7 action drop" in batch.lines[0]
+        obj.map_delete("blacklist", _ip("198.51.100.7"))
+        assert _step_until_batch(daemon).lines[0].startswith("filter del ")
+    finally:
+        daemon.close()
+
+
+def test_an_early_delete_event_removes_the_drop_and_a_failed_delete_restores_it(ddos):
+    obj, folder = ddos
+    obj.map_update("blacklist", _ip("10.1.1.1"), bytes(4))
+    daemon, _ = _daemon(folder, None, interval=60)
+    try:
+        daemon.start()
+        early = daemon.handle([Change("blacklist", _ip("10.1.1.1"), early=True)])
+        assert early.lines[0].startswith("filter del ")
+        # the entry is still there (the delete failed): its exit event re-reads it
+        back = daemon.handle([Change("blacklist", _ip("10.1.1.1"))])
+        assert "src_ip 10.1.1.1 action drop" in back.lines[0]
+    finally:
+        daemon.close()
+
+
+class _ValueDecides(DdosBlacklistFilling):
+    """A blacklist whose value decides (as xdp-filter's action maps do): 0 drops the address,
+    anything else passes it (a shield at a higher priority)."""
+
+    def entry(self, contents, map_name, key):
+        filters = super().entry(contents, map_name, key)
+        value = contents.get(map_name).value(key)
+        if map_name == "blacklist" and value is not None and value[0] != bytes(4):
+            return [SyncFilter(f.match, ("pass",), 5, origin=f.origin) for f in filters]
+        return filters
+
+
+def test_an_early_update_removes_the_drop_it_makes_wrong_and_its_exit_settles_it(ddos):
+    obj, folder = ddos
+    key = _ip("10.3.3.3")
+    obj.map_update("blacklist", key, bytes(4))
+    live = open_maps(load_object(DDOS), MapSourceSpec("pinned", str(folder)))
+    daemon = SyncDaemon(_ValueDecides(), live, TcDevice("veth-x2tc"), out=io.StringIO(), interval=60)
+
+    def steps(batch):
+        return [(line.split()[1], int(line.split(" prio ")[1].split()[0])) for line in batch.lines]
+
+    try:
+        daemon.start()
+        # the value is about to become 1 (pass): the shield comes first, then the drop goes
+        early = daemon.handle([Change("blacklist", key, early=True, value=((1).to_bytes(4, "little"),))])
+        assert steps(early) == [("add", 5), ("del", 10)]
+        # the write failed (the entry still holds 0): the exit event puts the drop back
+        assert steps(daemon.handle([Change("blacklist", key)])) == [("add", 10), ("del", 5)]
+        # the write happens: entry then exit
+        daemon.handle([Change("blacklist", key, early=True, value=((1).to_bytes(4, "little"),))])
+        obj.map_update("blacklist", key, (1).to_bytes(4, "little"))
+        assert not daemon.handle([Change("blacklist", key)])  # nothing left to do
+        assert [f.action for f in daemon.by_origin[("blacklist", key)]] == [("pass",)]
+    finally:
+        daemon.close()
+
+
+class _RefillOnPorts(DdosBlacklistFilling):
+    """A filling that cannot give one port's filters alone (as an aggregating template might)."""
+
+    def entry(self, contents, map_name, key):
+        return None if map_name == "port_blacklist" else super().entry(contents, map_name, key)
+
+
+def test_a_filling_can_ask_for_a_whole_refill(ddos):
+    obj, folder = ddos
+    obj.map_update("blacklist", _ip("10.2.2.2"), bytes(4))
+    live = open_maps(load_object(DDOS), MapSourceSpec("pinned", str(folder)))
+    daemon = SyncDaemon(_RefillOnPorts(), live, TcDevice("veth-x2tc"), out=io.StringIO(), interval=60)
+    try:
+        daemon.start()
+        obj.map_update("port_blacklist", (53).to_bytes(2, "little"), bytes(4))
+        batch = daemon.handle([Change("port_blacklist", (53).to_bytes(2, "little"))])
+        # the whole fill is diffed against the device: only the two new filters are added
+        assert [line.split()[1] for line in batch.lines] == ["add", "add"]
+        assert all("dst_port 53" in line for line in batch.lines)
+    finally:
+        daemon.close()
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def _f(prio: int, action: str, port: int, origin=None) -> SyncFilter:
+    match = FlowerMatch("ip", (("ip_proto", exact("ip_proto", 6)), ("dst_port", exact("dst_port", port))))
+    return SyncFilter(match, (action,), prio, origin=origin)
+
+
+def test_batch_order_shields_first_in_and_last_out():
+    dev = TcDevice("eth0")
+    shield, drop = _f(1, "pass", 22), _f(5, "drop", 23)
+    first = dev.plan([drop, shield])
+    assert [" action pass " in line for line in first.lines] == [True, False]
+    dev.commit(first)
+    # the drop goes, a new drop and a new shield come, the old shield goes: in that order
+    new_shield, new_drop = _f(2, "pass", 24), _f(6, "drop", 25)
+    change = dev.plan([new_shield, new_drop])
+    # (verb, prio): prio 2 is the new shield, 5 the old drop, 6 the new drop, 1 the old shield
+    steps = [(line.split()[1], int(line.split(" prio ")[1].split()[0])) for line in change.lines]
+    assert steps == [("add", 2), ("del", 5), ("add", 6), ("del", 1)]
+
+
+def test_reconcile_keeps_wanted_filters_removes_stale_ones_and_leaves_foreign_alone():
+    wanted, stale = _f(5, "drop", 23), _f(5, "drop", 99)
+    dev = TcDevice("eth0")
+
+    def item(handle, cookie, kind="drop"):
+        # `tc -j filter show dev eth0 ingress` as iproute2 prints a flower filter (tc/tc_filter.c
+        # print_filter: protocol, pref, kind, chain; tc/f_flower.c: options.handle as "0x.." text;
+        # tc/m_action.c: actions[] with order, kind, control_action, cookie)
+        action = {"order": 1, "kind": "gact", "control_action": {"type": kind}, "index": handle, "ref": 1, "bind": 1}
+        if cookie:
+            action["cookie"] = cookie
+        return {
+            "protocol": "ip",
+            "pref": 5,
+            "kind": "flower",
+            "chain": 0,
+            "options": {"handle": f"0x{handle:x}", "keys": {}, "skip_sw": True, "actions": [action]},
+        }
+
+    doc = json.dumps(
+        [
+            {"protocol": "ip", "pref": 5, "kind": "flower", "chain": 0},
+            item(1, wanted.cookie("skip_sw")),
+            item(2, stale.cookie("skip_sw")),
+            item(3, None),  # someone else's filter
+        ]
+    )
+    dev.load(parse_filters(doc))
+    batch = dev.plan([wanted, _f(5, "drop", 80)])
+    assert batch.lines[0] == "filter del dev eth0 ingress protocol ip prio 5 chain 0 handle 0x2 flower"
+    assert batch.lines[1].startswith("filter add dev eth0 ingress protocol ip prio 5 chain 0 handle 0x4 flower")
+    assert "dst_port 80" in batch.lines[1] and len(batch.lines) == 2
+
+
+def test_applied_batches_pass_tcs_parser_in_a_netns(capsys, monkeypatch, ddos):
+    require_tool("tc")
+    require_tool("ip")
+    obj, folder = ddos
+    obj.map_update("blacklist", _ip("10.0.0.1"), bytes(4))
+    obj.map_update("port_blacklist", (50).to_bytes(2, "little"), bytes(4))
+    ns = f"xdp2tc-sync-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "add", "veth0", "type", "veth", "peer", "name", "veth1"], check=True)
+        subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", "veth0", "ingress"], check=True)
+        monkeypatch.setattr(sync, "FILLINGS", [factory])
+        args = ["sync", str(DDOS), "--dev", "veth0", "--maps-from", f"pinned:{folder}", "--netns", ns, "--once"]
+        assert cli.main([*args, "--dry-run"]) == 0
+        lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("filter ")]
+        assert len(lines) == 3
+        assert all(r.accepted for r in check_syntax(lines)), [r.message for r in check_syntax(lines)]
+        code = cli.main([*args, "--apply"])
+        err = capsys.readouterr().err
+        # the parser took the batch; only a kernel without cls_flower refuses it
+        assert code == 0 or (code == 1 and KERNEL_ERROR in err), err
+        assert cli.main([*args[:2], "--dev", "nosuch0", *args[4:], "--apply"]) == 2
+        assert "nosuch0" in capsys.readouterr().err
+        device = TcDevice("veth0", tc=("tc", "-n", ns))
+        with pytest.raises(TcError, match="cookie must be a hex string"):
+            device.apply(type(device.plan([]))(lines=[lines[0].replace(COOKIE_TAG, "zz")]))
+    finally:
+        subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+
+
+# --------------------------------------------------------------------------- counters
+
+
+def test_hardware_counters_are_added_to_the_programs_percpu_counter():
+    require_kernel()
+    match = FlowerMatch("ip", (("src_ip", prefix("src_ip", 0xC0A80115, 32)),))
+    ref = CounterRef("dropped_stat", (0).to_bytes(4, "little"), 0, 8, "packets")
+    drop = SyncFilter(match, ("drop",), 1, counters=(ref,))
+    cookie = drop.cookie("skip_sw")
+
+    def doc(hw_packets: int) -> str:
+        # `tc -s -j filter show`: tc/tc_util.c print_tcstats_basic_hw puts hw_packets and
+        # hw_bytes next to the totals in the action's "stats" object
+        stats = {"bytes": hw_packets * 60, "packets": hw_packets, "drops": hw_packets, "overlimits": 0}
+        stats.update({"requeues": 0, "hw_bytes": hw_packets * 60, "hw_packets": hw_packets})
+        action = {"order": 1, "kind": "gact", "control_action": {"type": "drop"}, "cookie": cookie, "stats": stats}
+        return json.dumps(
+            [{"protocol": "ip", "pref": 1, "kind": "flower", "chain": 0, "options": {"handle": 1, "actions": [action]}}]
+        )
+
+    with kernel.load(_obj(DROP_COUNT)) as obj:
+        info = obj.map("dropped_stat")
+        folder = CounterFolder({"dropped_stat": info}, slot=1)
+        wanted = {cookie: drop}
+        assert folder.fold(parse_filters(doc(100)), wanted) == {}  # the first reading is the baseline
+        assert folder.fold(parse_filters(doc(107)), wanted) == {("dropped_stat", ref.key): 7}
+        assert folder.fold(parse_filters(doc(3)), wanted) == {("dropped_stat", ref.key): 3}  # re-created
+        dump = json.loads(_bpftool("-j", "map", "dump", "id", str(kernel.map_id(info.fd))))
+        per_cpu = {v["cpu"]: int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in dump[0]["values"]}
+        assert per_cpu[1] == 10 and per_cpu[0] == 0
+
+
+class _DropCountFilling:
+    """thesis_drop_count (seed 000 §6.5.4): one static drop whose packets the program counts
+    in dropped_stat[0] (hand-derived from the C source)."""
+
+    maps = frozenset()
+    counter_maps = frozenset({"dropped_stat"})
+
+    def fill(self, contents):
+        match = FlowerMatch("ip", (("src_ip", prefix("src_ip", 0xC0A80115, 32)),))
+        ref = CounterRef("dropped_stat", (0).to_bytes(4, "little"), 0, 8, "packets")
+        return [SyncFilter(match, ("drop",), 1, counters=(ref,))]
+
+    def entry(self, contents, map_name, key):
+        return []
+
+
+def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_path):
+    require_kernel()
+    stats, log, fake = tmp_path / "stats.json", tmp_path / "batches.txt", tmp_path / "tc"
+    refuse = tmp_path / "refuse"  # non-empty: the fake tc refuses batches
+    refuse.write_text("yes")
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        "args = sys.argv[1:]\n"
+        f"if args[:2] == ['-batch', '-']:\n"
+        f"    if open({str(refuse)!r}).read():\n        print('Error: refused by the test', file=sys.stderr)\n"
+        "        sys.exit(1)\n"
+        f"    open({str(log)!r}, 'a').write(sys.stdin.read())\n    sys.exit(0)\n"
+        f"if args[0] == '-s':\n    sys.stdout.write(open({str(stats)!r}).read())\n    sys.exit(0)\n"
+        "sys.stdout.write('[]')\n"
+    )
+    fake.chmod(0o755)
+    filling = _DropCountFilling()
+    (drop,) = filling.fill(None)
+
+    def doc(hw_packets: int) -> str:
+        stats_obj = {"bytes": hw_packets * 64, "packets": hw_packets, "hw_bytes": hw_packets * 64}
+        stats_obj["hw_packets"] = hw_packets
+        action = {"order": 1, "kind": "gact", "control_action": {"type": "drop"}, "cookie": drop.cookie("skip_sw")}
+        action["stats"] = stats_obj
+        return json.dumps(
+            [{"protocol": "ip", "pref": 1, "kind": "flower", "chain": 0, "options": {"handle": 1, "actions": [action]}}]
+        )
+
+    with kernel.load(_obj(DROP_COUNT)) as obj:
+        prog = kernel.prog_id(obj.programs["xdp_drop_count"])
+        live = open_maps(load_object(DROP_COUNT), MapSourceSpec("prog", str(prog)))
+        daemon = SyncDaemon(
+            filling, live, TcDevice("eth0", tc=(str(fake),)), apply=True, out=io.StringIO(), interval=0.001
+        )
+        try:
+            stats.write_text(doc(100))
+            daemon.start()
+            assert daemon.failed == 1 and not log.exists()
+            refuse.write_text("")
+            daemon.step(5)  # the next tick plans everything again
+            assert log.read_text().startswith(
+                "filter add dev eth0 ingress protocol ip prio 1 chain 0 handle 0x1 flower"
+            )
+            daemon.step(5)  # first reading: the baseline
+            stats.write_text(doc(112))
+            daemon.step(5)
+        finally:
+            daemon.close()
+        dump = json.loads(_bpftool("-j", "map", "dump", "id", str(kernel.map_id(obj.map("dropped_stat").fd))))
+        total = sum(int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in dump[0]["values"])
+        assert total == 12
