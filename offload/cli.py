@@ -30,6 +30,7 @@ from offload import (  # check: the CI gate (issue 11); cost model (issue 5)
     check,
     costcmd,
     flowercheck,  # rules --check-flower (issue 13)
+    mapfill,  # rules --maps-from (issue 12)
 )
 from offload.options import OneLineParser, at_least, ifname_pair, interface_name
 from offload.programs import EGRESS_SECTIONS, device_programs
@@ -323,6 +324,7 @@ def _rules(args: argparse.Namespace) -> int:
         raise LiftError("--out-dir: not a directory", file=args.out_dir)
     obj = load_object(args.file)
     ifnames = dict(args.ifname)
+    contents = mapfill.contents_from(args.maps_from, obj) if args.maps_from else None
     for prog in device_programs(obj, args.program, per_program_output=out_dir is not None):
         e = explore(obj, prog, _options(args), _progress_printer(prog.name))
         try:
@@ -330,10 +332,16 @@ def _rules(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
         skip = "skip_hw" if args.sw else "skip_sw"
+        filled = mapfill.fill_rules(rs, contents, args.dev, skip, args.max_rules) if contents else None
         if args.format == "json":
-            text = json.dumps(rules_output.rules_json(e, rs, args.dev, skip), indent=2) + "\n"
+            doc = rules_output.rules_json(e, rs, args.dev, skip)
+            if filled:
+                doc["maps"] = mapfill.json_part(filled)
+            text = json.dumps(doc, indent=2) + "\n"
         else:
             text = rules_output.tc_script(e, rs, args.dev, skip)
+            if filled:
+                text += "\n".join(mapfill.comments(filled) + filled.script.lines) + "\n"
         if out_dir is None:
             sys.stdout.write(text)
             continue
@@ -443,6 +451,7 @@ def parser() -> argparse.ArgumentParser:
         help="device name of an ifindex the program redirects to (repeatable)",
     )
     flowercheck.add_option(p)  # --check-flower (issue 13)
+    mapfill.add_option(p)  # --maps-from (issue 12)
     # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
     costcmd.add_parsers(sub, _exploration_flags)
     # --- end cost model ---

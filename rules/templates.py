@@ -1,0 +1,689 @@
+"""Rule templates: filters for decisions on control-plane maps, proven once for every entry.
+
+A path whose verdict needs entries in maps (`blacklist[ipv4.saddr] exists` -> DROP) becomes
+a *template*: per lookup on the path (a *level*) the map, and how each byte of the map key
+is a byte of a flower key or a constant (found with z3 under the path's typical packets:
+`saddr` -> src_ip; a host-order u16 port -> dst_port's two bytes swapped; an LPM key of
+prefix length 32 and an address -> src_ip/len). The path's other flower keys (ip_proto tcp
+or udp) are the template's fixed part; conditions on the entry's value (a flag bit, an
+action code) are kept as a formula over the value's bytes.
+
+The proof (z3, once per template and key mask): for a symbolic entry key k of each level
+and a symbolic value, in every map content that holds those entries and anything else
+(the map functions are replaced by "k, or whatever the rest of the map holds"), every
+packet the filled filters match gets the template's verdict from the program. No earlier
+filter is assumed, so the filters stay sound wherever they are placed.
+
+Layout: level 0's filters sit in chain 0; level i+1's in the template's own chain, which
+level i's filters `goto`. Two nested maps of n and m entries take n + m filters, not
+n x m: a packet reaches level 2 only through a level-1 entry it matches, and a chain where
+nothing matches ends classification (the packet goes to the host: safe). Each level has a
+band of prios, one per mask shape (an LPM entry's prefix length).
+
+Filling is per entry (`fill_entry`: the filters of one map entry of one template, so a map
+change re-renders only its own filters) and whole (`fill`: every entry, optional address
+aggregation proven equal with z3, and the rule budget).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import z3
+
+from analyzer.symbolic import map_found, map_val, symbols
+from lifter.maps import is_global_data_section
+
+from .dissector import match_formula
+from .flower import FLOWER_KEYS, Exact, FlowerMatch
+from .mapcontents import MapContents
+from .reasons import Reason
+from .synthesis import EXTRACTED, Outcome, Synthesizer, solver
+
+#: Prios per level: one per mask shape (prefix lengths 0..128 of an address key).
+PRIO_BAND = 130
+#: Counterexample keys a template proof may set aside before it gives up.
+MAX_EXCLUDED = 4
+#: Keys whose contents may be aggregated into prefixes (an address set).
+ADDRESS_KEYS = ("src_ip", "dst_ip")
+
+
+@dataclass(frozen=True)
+class KeyByte:
+    """One byte of a map key (in the kernel's memory order): a constant, or byte `byte` of
+    flower key `key` (0 = most significant, network order)."""
+
+    const: int | None = None
+    key: str | None = None
+    byte: int = 0
+
+
+@dataclass
+class Level:
+    """One map lookup of a template. `kind` "hash" (exact key) or "lpm" (layout covers the
+    address bytes after the 4-byte prefix length); `keys`: the flower keys the layout fills."""
+
+    map: str
+    kind: str
+    key_size: int
+    layout: tuple[KeyByte, ...]
+    keys: tuple[str, ...]
+    chain: int = 0
+    prio: int = 1
+
+
+@dataclass
+class Template:
+    """A rule template (module doc). `combos`: the fixed keys of each filter variant (one per
+    ip_proto the path allows, ...); `value_cond`: what the path requires of the entries'
+    values, over map.M.val at the levels' key variables (None: presence decides);
+    `proved`: per mask shape (a tuple of prefix lengths, one per level), the proof's answer;
+    `excluded`: per proven shape, the key tuples (one integer per level, the key bytes read
+    little-endian) z3 found counterexamples at: the proof holds for every other key."""
+
+    index: int
+    protocol: str
+    combos: list[tuple[tuple[str, Exact], ...]]
+    levels: list[Level]
+    outcome: Outcome
+    paths: list[int]
+    value_cond: z3.BoolRef | None = None
+    proved: dict[tuple, bool] = field(default_factory=dict)
+    excluded: dict[tuple, list[tuple[int, ...]]] = field(default_factory=dict)
+    synth: Synthesizer | None = None
+
+    @property
+    def maps(self) -> tuple[str, ...]:
+        return tuple(lv.map for lv in self.levels)
+
+
+@dataclass(frozen=True)
+class FilledFilter:
+    """A filter filled from map entries: where it goes (chain, prio), what it matches and does,
+    and the (map name, key bytes) entries it came from (several after aggregation)."""
+
+    template: int
+    level: int
+    chain: int
+    prio: int
+    match: FlowerMatch
+    action: tuple[str, ...]
+    role: str  # "rule" | "goto"
+    sources: tuple[tuple[str, bytes], ...]
+    paths: tuple[int, ...] = ()
+
+
+@dataclass
+class Fill:
+    """The filled filters (print order), the entries left in software with why, and the
+    aggregation's proofs (map name -> (entries, prefixes, proven equal))."""
+
+    filters: list[FilledFilter]
+    software: list[tuple[tuple[str, bytes], Reason]] = field(default_factory=list)
+    aggregated: dict[str, tuple[int, int, bool]] = field(default_factory=dict)
+
+
+# --- finding templates -------------------------------------------------------------------
+
+
+def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) -> tuple[list[Template], list]:
+    """The templates of the program's map-dependent non-pass paths, proven for the shapes a
+    hash map has (LPM shapes are proven when first filled). Returns (templates, [(paths,
+    Reason)] for map-dependent paths no template takes)."""
+    e = s.e
+    mdefs = {m.name: m for m in e.obj.maps}
+    templates: list[Template] = []
+    software = []
+    chain = first_chain
+    for p in e.paths:
+        o = s.outcomes[p.id]
+        if not isinstance(o, Outcome) or o.is_pass or not p.accesses:
+            continue
+        cond = z3.And(s.conds[p.id], *s.env, s.typical)
+        positive = []
+        for a in p.accesses:
+            mdef = mdefs.get(a.map)
+            if mdef is None or mdef.type is None or is_global_data_section(mdef.section):
+                continue
+            if mdef.type.keyed not in ("hash", "lpm"):
+                continue
+            f = map_found(a.map, a.key.size())(a.key)
+            if solver(cond, z3.Not(f)).check() == z3.unsat:
+                positive.append((a, mdef))
+        if not positive:
+            continue
+        why = None
+        levels = []
+        for a, mdef in positive:
+            if s.maps.get(a.map) != "control-plane":
+                why = Reason("map-dependent", f"map {a.map} is written by the program ({s.maps.get(a.map)})")
+                break
+            level = _level(s, cond, a, mdef)
+            if isinstance(level, Reason):
+                why = level
+                break
+            levels.append(level)
+        if why is None and len(levels) > 1 and any(lv.kind == "lpm" for lv in levels):
+            why = Reason("map-dependent", "an LPM lookup nested with another map lookup")
+        if why is None:
+            t = _template(s, p, o, cond, levels, len(templates))
+            if isinstance(t, Reason):
+                why = t
+        if why is not None:
+            software.append(([p.id], why))
+            continue
+        same = next((x for x in templates if _same(x, t)), None)
+        if same is not None:
+            same.paths.append(p.id)
+            continue
+        for i, lv in enumerate(t.levels):
+            if i:
+                lv.chain, chain = chain, chain + 1
+            lv.prio = first_prio + (len(templates) * len(t.levels) + i) * PRIO_BAND
+        templates.append(t)
+    for t in templates:
+        if all(lv.kind == "hash" for lv in t.levels):
+            prove(t, tuple(None for _ in t.levels))
+    return templates, software
+
+
+def _same(a: Template, b: Template) -> bool:
+    return (a.protocol, a.combos, a.outcome, [(lv.map, lv.layout) for lv in a.levels]) == (
+        b.protocol,
+        b.combos,
+        b.outcome,
+        [(lv.map, lv.layout) for lv in b.levels],
+    ) and (a.value_cond is None) == (b.value_cond is None)
+
+
+def _level(s: Synthesizer, cond: z3.BoolRef, a, mdef) -> Level | Reason:
+    """How the lookup's key bytes come from flower keys (or a Reason why they do not)."""
+    lpm = mdef.type.keyed == "lpm"
+    size = a.key.size() // 8
+    model_s = solver(cond)
+    if model_s.check() != z3.sat:
+        return Reason("atypical-packets", "only atypical packets take this path")
+    m = model_s.model()
+    names = list(dict.fromkeys(n for n in EXTRACTED["ip"] + EXTRACTED["ipv6"] if n in s.d.keys))
+    layout = []
+    for i in range(size):
+        b = z3.Extract(8 * i + 7, 8 * i, a.key)
+        seen = m.eval(b, model_completion=True).as_long()
+        if solver(cond, b != seen).check() == z3.unsat:
+            layout.append(KeyByte(const=seen))
+            continue
+        found = None
+        for n in names:
+            width = FLOWER_KEYS[n].width
+            if width % 8:
+                continue
+            term = s.d.keys[n]
+            for j in range(width // 8):
+                hi = width - 1 - 8 * j
+                cand = z3.Extract(hi, hi - 7, term)
+                if m.eval(cand, model_completion=True).as_long() != seen:
+                    continue
+                if solver(cond, b != cand).check() == z3.unsat:
+                    found = KeyByte(key=n, byte=j)
+                    break
+            if found:
+                break
+        if found is None:
+            return Reason("map-dependent", f"map {a.map}: key byte {i} is not a flower key's byte")
+        layout.append(found)
+    keys = tuple(dict.fromkeys(kb.key for kb in layout if kb.key))
+    for n in keys:
+        got = sorted(kb.byte for kb in layout if kb.key == n)
+        if got != list(range(FLOWER_KEYS[n].width // 8)):
+            return Reason("map-dependent", f"map {a.map}: the key holds part of {n} only")
+    if not keys:
+        return Reason("map-dependent", f"map {a.map}: a constant key (the value decides)")
+    if lpm:
+        head, data = layout[:4], tuple(layout[4:])
+        plen = sum((kb.const or 0) << (8 * i) for i, kb in enumerate(head))
+        if any(kb.const is None for kb in head) or plen != 8 * len(data) or len(keys) != 1:
+            return Reason("map-dependent", f"map {a.map}: an LPM lookup that is not a full-length address")
+        if keys[0] not in ADDRESS_KEYS + ("src_ip6", "dst_ip6") or any(kb.key is None for kb in data):
+            return Reason("map-dependent", f"map {a.map}: an LPM key that is not one address")
+        if [kb.byte for kb in data] != list(range(len(data))):
+            return Reason("map-dependent", f"map {a.map}: an LPM address not in network order")
+        return Level(a.map, "lpm", mdef.key_size, data, keys)
+    return Level(a.map, "hash", mdef.key_size, tuple(layout), keys)
+
+
+def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level], index: int) -> Template | Reason:
+    block = s.extract(p, o, quiet=True)
+    if block is None:
+        return Reason("atypical-packets", "only atypical packets take this path")
+    filled = {n for lv in levels for n in lv.keys}
+    fixed = {n: v for n, v in block.sets.items() if n not in filled}
+    multi = [(n, v) for n, v in fixed.items() if len(v) > 1]
+    single = [(n, Exact(v[0], _full(n))) for n, v in fixed.items() if len(v) == 1]
+    single += [(n, v) for n, v in block.masked.items() if n not in filled]
+    combos = []
+    for values in itertools.product(*[v for _, v in multi]):
+        keys = tuple(single) + tuple((n, Exact(x, _full(n))) for (n, _), x in zip(multi, values))
+        if len(combos) > 16:
+            return Reason("map-dependent", "too many fixed-key combinations for one template")
+        combos.append(keys)
+    # what the path asks of the entries' values
+    value_parts = []
+    vals = {f"map.{lv.map}.val" for lv in levels}
+    for c in _conjuncts(s.conds[p.id]):
+        names = symbols(c)
+        if names & vals:
+            value_parts.append(c)
+    value_cond = None
+    if value_parts:
+        if any(lv.kind == "lpm" for lv in levels):
+            return Reason("map-dependent", "an LPM value decides (the longest match's value)")
+        ks = _key_vars(index, levels)
+        pairs = [(a.key, k) for a, k in zip(_accesses(p, levels), ks)]
+        value_cond = z3.substitute(z3.And(value_parts), *pairs)
+        if any(n.startswith("pkt") for n in symbols(value_cond)):
+            return Reason("map-dependent", "a map value is compared with packet fields")
+    return Template(index, block.protocol, combos, levels, o, [p.id], value_cond, synth=s)
+
+
+def _accesses(p, levels):
+    out = []
+    for lv in levels:
+        out.append(next(a for a in p.accesses if a.map == lv.map))
+    return out
+
+
+def _conjuncts(e: z3.BoolRef):
+    if z3.is_and(e):
+        for c in e.children():
+            yield from _conjuncts(c)
+    else:
+        yield e
+
+
+def _full(name: str) -> int:
+    return (1 << FLOWER_KEYS[name].width) - 1
+
+
+def _key_vars(index: int, levels: list[Level]) -> list[z3.BitVecRef]:
+    return [z3.BitVec(f"tpl{index}.key{i}", 8 * lv.key_size) for i, lv in enumerate(levels)]
+
+
+# --- the proof ---------------------------------------------------------------------------
+
+
+def _net(k: z3.BitVecRef, layout: tuple[KeyByte, ...], name: str, offset: int = 0) -> z3.BitVecRef:
+    """Flower key `name` as the bytes of key variable `k` its layout names (offset: where
+    the layout starts in the key)."""
+    parts = []
+    for j in range(FLOWER_KEYS[name].width // 8):
+        i = next(i for i, kb in enumerate(layout) if kb.key == name and kb.byte == j) + offset
+        parts.append(z3.Extract(8 * i + 7, 8 * i, k))
+    return parts[0] if len(parts) == 1 else z3.Concat(parts)
+
+
+def _prefix_mask(length: int, width: int) -> int:
+    return ((1 << length) - 1) << (width - length)
+
+
+def _lpm_hit(key: z3.BitVecRef, plen: int, addr: z3.BitVecRef, width: int) -> z3.BoolRef:
+    """Whether an LPM lookup `key` (u32 prefix length, then the address bytes) finds the
+    entry addr/plen."""
+    qlen = z3.Extract(31, 0, key)
+    qaddr = z3.Concat([z3.Extract(8 * i + 7, 8 * i, key) for i in range(4, 4 + width // 8)])
+    m = _prefix_mask(plen, width)
+    return z3.And(z3.ULE(plen, qlen), qaddr & m == addr & m)
+
+
+def prove(t: Template, shape: tuple) -> bool:
+    """Prove template `t` for mask shape `shape` (per level: the LPM prefix length, None for
+    an exact key) for every key and value; cached in t.proved."""
+    if shape in t.proved:
+        return t.proved[shape]
+    s = t.synth
+    ks = _key_vars(t.index, t.levels)
+    subs = []
+    consts = []
+    symbolic = {}
+    masks = {}
+    by_map: dict[str, list] = {}
+    for i, (lv, k) in enumerate(zip(t.levels, ks)):
+        if lv.kind == "lpm":
+            width = 8 * len(lv.layout)
+            addr = _net(k, lv.layout, lv.keys[0], 4)
+            symbolic[lv.keys[0]] = addr
+            masks[lv.keys[0]] = _prefix_mask(shape[i], width)
+            by_map.setdefault(lv.map, []).append(("lpm", k, shape[i], addr, width))
+            consts.append(z3.Extract(31, 0, k) == shape[i])
+        else:
+            for n in lv.keys:
+                symbolic[n] = _net(k, lv.layout, n)
+                masks[n] = _full(n)
+            consts += [z3.Extract(8 * j + 7, 8 * j, k) == kb.const for j, kb in enumerate(lv.layout) if kb.key is None]
+            by_map.setdefault(lv.map, []).append(("hash", k))
+    for name, hits in by_map.items():
+        kbits = hits[0][1].size()
+        ks_sort = z3.BitVecSort(kbits)
+        q = z3.Var(0, ks_sort)
+        rest = z3.Function(f"tpl{t.index}.{name}.rest", ks_sort, z3.BoolSort())
+        conds = []
+        for h in hits:
+            conds.append(q == h[1] if h[0] == "hash" else _lpm_hit(q, h[2], h[3], h[4]))
+        subs.append((map_found(name, kbits), z3.Or(*conds, rest(q))))
+        if all(h[0] == "hash" for h in hits):
+            # the entries' own values: one fresh function (value_cond speaks of them through
+            # map.M.val(k, off), which the same substitution turns into it)
+            off = z3.Var(1, z3.BitVecSort(32))
+            restv = z3.Function(f"tpl{t.index}.{name}.restval", ks_sort, z3.BitVecSort(32), z3.BitVecSort(8))
+            vfun = z3.Function(f"tpl{t.index}.{name}.val", ks_sort, z3.BitVecSort(32), z3.BitVecSort(8))
+            body = restv(q, off)
+            for h in hits:
+                body = z3.If(q == h[1], vfun(h[1], off), body)
+            subs.append((map_val(name, kbits), body))
+    region = []
+    for combo in t.combos:
+        keys = combo + tuple((n, Exact(0, masks[n])) for n in symbolic)
+        region.append(match_formula(FlowerMatch(t.protocol, keys), s.d, symbolic))
+    good = s.good(t.outcome)
+    extra = [t.value_cond] if t.value_cond is not None else []
+
+    def sub(x):
+        return z3.substitute_funs(x, *subs) if subs else x
+
+    # value_cond names map.M.val(k, off): the substitution turns it into the entry's value
+    q = solver(*[sub(x) for x in s.env], z3.Or(region), *consts, *[sub(x) for x in extra], z3.Not(sub(good)))
+    excluded: list[tuple[int, ...]] = []
+    while True:
+        r = q.check()
+        if r != z3.sat or len(excluded) >= MAX_EXCLUDED:
+            break
+        # a counterexample at one key: prove the rest, that key stays in software
+        m = q.model()
+        bad = tuple(m.eval(k, model_completion=True).as_long() for k in ks)
+        excluded.append(bad)
+        q.add(z3.Or([k != v for k, v in zip(ks, bad)]))
+    ok = r == z3.unsat
+    t.proved[shape] = ok
+    if ok:
+        t.excluded[shape] = excluded
+    return ok
+
+
+# --- filling -------------------------------------------------------------------------------
+
+
+def entry_shape(t: Template, level: int, key: bytes) -> int | None:
+    """The mask shape of one entry at `level`: its prefix length (LPM), None (exact key)."""
+    lv = t.levels[level]
+    if lv.kind == "lpm":
+        return int.from_bytes(key[:4], "little")
+    return None
+
+
+def fill_entry(
+    t: Template, level: int, key: bytes, values: tuple[bytes, ...]
+) -> tuple[list[FilledFilter], Reason | None]:
+    """The filters of ONE map entry (key, values: one per CPU for per-CPU maps) at `level` of
+    template `t`, and None; or [] and the Reason the entry gets no filter (its key is not one
+    this lookup can find, its value does not take the template's decision, its mask shape did
+    not prove). Pure and independent of every other entry: `sync` calls it per map change and
+    adds or removes exactly the filters it returns. Each filter's `sources` is
+    ((map name, key),). Prios and chains are the template's: stable across calls."""
+    lv = t.levels[level]
+    if len(key) != lv.key_size:
+        return [], Reason("unknown", f"map {lv.map}: key of {len(key)} bytes, the map's are {lv.key_size}")
+    vals = {}
+    shape_len = None
+    if lv.kind == "lpm":
+        plen = int.from_bytes(key[:4], "little")
+        data = key[4:]
+        width = 8 * len(data)
+        if not 0 < plen <= width:
+            return [], Reason("not-expressible", f"map {lv.map}: prefix length {plen}")
+        n = lv.keys[0]
+        addr = int.from_bytes(data, "big")
+        mask = _prefix_mask(plen, width)
+        vals[n] = Exact(addr & mask, mask)
+        shape_len = plen
+    else:
+        for i, kb in enumerate(lv.layout):
+            if kb.key is None and key[i] != kb.const:
+                return [], Reason("pass-to-host", f"map {lv.map}: this lookup never asks for this key")
+        for n in lv.keys:
+            v = 0
+            for j in range(FLOWER_KEYS[n].width // 8):
+                i = next(i for i, kb in enumerate(lv.layout) if kb.key == n and kb.byte == j)
+                v = v << 8 | key[i]
+            vals[n] = Exact(v, _full(n))
+    if t.value_cond is not None and not all(_value_ok(t, level, key, v) for v in values):
+        return [], Reason("pass-to-host", f"map {lv.map}: the entry's value does not take this decision")
+    shape = tuple(shape_len if i == level else None for i in range(len(t.levels)))
+    if not prove(t, shape):
+        return [], Reason("not-expressible", f"map {lv.map}: the template did not prove for this key shape")
+    kint = int.from_bytes(key, "little")
+    if any(bad[level] == kint for bad in t.excluded[shape]):
+        return [], Reason(
+            "atypical-packets",
+            f"map {lv.map}: at this key flower cannot separate packets the program treats otherwise "
+            "(a z3 counterexample: fragments, IP options)",
+        )
+    last = level == len(t.levels) - 1
+    action = t.outcome.action if last else ("goto", "chain", str(t.levels[level + 1].chain))
+    prio = lv.prio + (0 if shape_len is None else 8 * len(lv.layout) - shape_len)
+    out = []
+    for combo in t.combos:
+        match = FlowerMatch(t.protocol, combo + tuple(vals.items()))
+        out.append(
+            FilledFilter(
+                t.index,
+                level,
+                lv.chain,
+                prio,
+                match,
+                action,
+                "rule" if last else "goto",
+                ((lv.map, bytes(key)),),
+                tuple(t.paths),
+            )
+        )
+    return out, None
+
+
+def _value_ok(t: Template, level: int, key: bytes, value: bytes) -> bool:
+    """Whether the template's value condition holds for this entry's value. Conditions on
+    other levels' values stay symbolic: the entry must satisfy them for every value there
+    (z3: the condition with this entry fixed is not false)."""
+    lv = t.levels[level]
+    ks = _key_vars(t.index, t.levels)
+    kbits = 8 * lv.key_size
+    kval = z3.BitVecVal(int.from_bytes(key, "little"), kbits)
+    off = z3.Var(1, z3.BitVecSort(32))
+    q = z3.Var(0, z3.BitVecSort(kbits))
+    body = map_val(lv.map, kbits)(q, off)
+    for i in range(len(value) - 1, -1, -1):
+        body = z3.If(z3.And(q == kval, off == i), z3.BitVecVal(value[i], 8), body)
+    c = z3.substitute(t.value_cond, (ks[level], kval))
+    c = z3.substitute_funs(c, (map_val(lv.map, kbits), body))
+    # the condition must hold whatever the other levels' entries hold
+    return solver(z3.Not(c)).check() == z3.unsat
+
+
+def fill(templates: list[Template], contents: MapContents, aggregate: bool = True) -> Fill:
+    """Every template filled from `contents` (fill_entry per entry), in template then level
+    order. With `aggregate`, a level whose only key is one address (hash, presence only)
+    takes the fewest prefixes covering exactly its entries' addresses, proven equal with z3
+    (`sources` of a prefix filter: every entry it stands for). A map absent from `contents`
+    fills nothing (unknown is not empty): its template's paths stay in software."""
+    out = Fill([])
+    for t in templates:
+        for level, lv in enumerate(t.levels):
+            me = contents.get(lv.map)
+            if me is None:
+                continue
+            filled: list[FilledFilter] = []
+            for key, values in me.entries.items():
+                fs, why = fill_entry(t, level, key, values)
+                if why is not None and why.code != "pass-to-host":
+                    out.software.append(((lv.map, key), why))
+                filled += fs
+            if aggregate and lv.kind == "hash" and lv.keys in (("src_ip",), ("dst_ip",)) and filled:
+                filled, proof = aggregate_level(t, level, filled)
+                out.aggregated[lv.map] = proof
+            out.filters += filled
+    return out
+
+
+def aggregate_level(t: Template, level: int, filled: list[FilledFilter]) -> tuple[list[FilledFilter], tuple]:
+    """The level's exact-address filters as the fewest aligned prefixes covering exactly the
+    same addresses, per fixed-key combination; (entries, prefixes, proven equal). Sound
+    because all filters of one level share chain, action and fixed keys: the prefix filters
+    match exactly the union of what the exact filters matched (the z3 proof)."""
+    lv = t.levels[level]
+    name = lv.keys[0]
+    width = FLOWER_KEYS[name].width
+    by_combo: dict[tuple, list[FilledFilter]] = {}
+    for f in filled:
+        combo = tuple((n, v) for n, v in f.match.keys if n != name)
+        by_combo.setdefault(combo, []).append(f)
+    out = []
+    entries = len({s for f in filled for s in f.sources})
+    equal = True
+    prefixes = 0
+    for combo, fs in by_combo.items():
+        addr = {f.match.get(name).value: f for f in fs}
+        cover = min_prefixes(sorted(addr), width)
+        equal &= prefixes_equal(sorted(addr), cover, width)
+        prefixes += len(cover)
+        for value, plen in cover:
+            mask = _prefix_mask(plen, width)
+            srcs = tuple(s for a in _within(sorted(addr), value, plen, width) for s in addr[a].sources)
+            f0 = fs[0]
+            out.append(
+                FilledFilter(
+                    t.index,
+                    level,
+                    lv.chain,
+                    lv.prio + width - plen,
+                    FlowerMatch(t.protocol, combo + ((name, Exact(value, mask)),)),
+                    f0.action,
+                    f0.role,
+                    srcs,
+                    f0.paths,
+                )
+            )
+    if not equal:  # never expected; the exact filters are what the proof covers
+        return filled, (entries, len(filled), False)
+    out.sort(key=lambda f: (f.prio, f.match.keys))
+    return out, (entries, prefixes, True)
+
+
+def _within(sorted_addrs: list[int], value: int, plen: int, width: int) -> list[int]:
+    import bisect
+
+    hi = value + (1 << (width - plen)) - 1
+    return sorted_addrs[bisect.bisect_left(sorted_addrs, value) : bisect.bisect_right(sorted_addrs, hi)]
+
+
+def min_prefixes(addrs: list[int], width: int) -> list[tuple[int, int]]:
+    """The fewest aligned prefixes (value, length) whose union is exactly the set `addrs`
+    (sorted, distinct): siblings are merged bottom-up until none is left to merge; a set of
+    aligned blocks with no mergeable siblings is the minimal exact cover."""
+    level = set(addrs)
+    out: list[tuple[int, int]] = []
+    for bits in range(0, width):
+        plen = width - bits
+        merged = set()
+        for v in level:
+            sib = v ^ (1 << bits)
+            if sib in level:
+                merged.add(v & ~(1 << bits))
+            else:
+                out.append((v, plen))
+        level = merged
+        if not level:
+            break
+    out += [(v, 0) for v in level]
+    return sorted(out)
+
+
+def prefixes_equal(addrs: list[int], cover: list[tuple[int, int]], width: int) -> bool:
+    """z3: an address is one of `addrs` iff it lies in one of the prefixes of `cover`."""
+    x = z3.BitVec("addr", width)
+    a = z3.Or([x == v for v in addrs]) if addrs else z3.BoolVal(False)
+    b = z3.Or([x & _prefix_mask(p, width) == v for v, p in cover]) if cover else z3.BoolVal(False)
+    return solver(a != b).check() == z3.unsat
+
+
+# --- the printed, filled script against the program with these contents ------------------------
+
+
+def content_substitutions(e, contents: MapContents) -> list[tuple]:
+    """z3 substitutions that give the program's map functions the meaning of `contents`:
+    `map.M.found` true exactly at the entries (LPM: at the lookups an entry's prefix
+    covers), `map.M.val` their bytes (LPM: the longest match's; per-CPU values that differ
+    between CPUs stay unknown). Maps absent from `contents` keep every content."""
+    subs = []
+    for mdef in e.obj.maps:
+        me = contents.get(mdef.name)
+        if me is None or mdef.type is None or mdef.key_size is None:
+            continue
+        kbits = 8 * mdef.key_size
+        ksort = z3.BitVecSort(kbits)
+        q, off = z3.Var(0, ksort), z3.Var(1, z3.BitVecSort(32))
+        unknown = z3.Function(f"content.{mdef.name}.unknown", ksort, z3.BitVecSort(32), z3.BitVecSort(8))
+        items = sorted(me.entries.items())
+        if mdef.type.keyed == "lpm":
+            width = 8 * (mdef.key_size - 4)
+
+            def hit(key: bytes, width=width, q=q):
+                plen = int.from_bytes(key[:4], "little")
+                return _lpm_hit(q, plen, z3.BitVecVal(int.from_bytes(key[4:], "big"), width), width)
+
+            subs.append((map_found(mdef.name, kbits), z3.Or([hit(k) for k, _ in items] or [z3.BoolVal(False)])))
+            body = unknown(q, off)
+            for k, vs in sorted(items, key=lambda kv: int.from_bytes(kv[0][:4], "little")):
+                body = z3.If(hit(k), _bytes_term(vs, off, unknown(q, off)), body)
+            subs.append((map_val(mdef.name, kbits), body))
+            continue
+        if mdef.type.keyed == "hash":
+            eqs = [q == int.from_bytes(k, "little") for k, _ in items]
+            subs.append((map_found(mdef.name, kbits), z3.Or(eqs or [z3.BoolVal(False)])))
+        elif mdef.type.keyed != "index":
+            continue
+        body = unknown(q, off)
+        for k, vs in items:
+            body = z3.If(q == int.from_bytes(k, "little"), _bytes_term(vs, off, unknown(q, off)), body)
+        subs.append((map_val(mdef.name, kbits), body))
+    return subs
+
+
+def _bytes_term(values: tuple[bytes, ...], off, otherwise):
+    if len(set(values)) != 1:
+        return otherwise
+    value = values[0]
+    body = otherwise
+    for i in range(len(value) - 1, -1, -1):
+        body = z3.If(off == i, z3.BitVecVal(value[i], 8), body)
+    return body
+
+
+class ContentSynth:
+    """The synthesis state of `synth` with the map functions replaced by `contents`
+    (content_substitutions): what proof.prove_script needs to prove a filled script."""
+
+    def __init__(self, synth: Synthesizer, contents: MapContents):
+        subs = content_substitutions(synth.e, contents)
+
+        def sub(x):
+            return z3.substitute_funs(x, *subs) if subs else x
+
+        self.e = synth.e
+        self.d = synth.d
+        self.ifnames = synth.ifnames
+        self.outcomes = synth.outcomes
+        self.env = [sub(x) for x in synth.env]
+        self.conds = {p: sub(c) for p, c in synth.conds.items()}
+
+    def good(self, outcome: Outcome) -> z3.BoolRef:
+        conds = [self.conds[p] for p, o in self.outcomes.items() if o == outcome]
+        return z3.Or(conds) if conds else z3.BoolVal(False)
