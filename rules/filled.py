@@ -55,8 +55,8 @@ def within_budget(filters: list[FilledFilter], room: int, max_rules: int):
     keep = set(order[: max(room, 0)])
     kept = [f for i, f in enumerate(filters) if i in keep]
     why = Reason("rule-budget", f"over --max-rules {max_rules}")
-    dropped = [(src, why) for i, f in enumerate(filters) if i not in keep for src in f.sources]
-    return kept, dropped
+    dropped = dict.fromkeys(src for i, f in enumerate(filters) if i not in keep for src in f.sources)
+    return kept, [(src, why) for src in dropped]
 
 
 def render(filters: list[FilledFilter], dev: str, skip: str | None, proven: list[bool | None] | None = None):

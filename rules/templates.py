@@ -27,12 +27,13 @@ aggregation proven equal with z3, and the rule budget).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
 import z3
 
-from analyzer.symbolic import map_found, map_val, symbols
+from analyzer.symbolic import map_found, map_val, source_of, symbols
 from lifter.maps import is_global_data_section
 
 from .dissector import match_formula
@@ -45,6 +46,8 @@ from .synthesis import EXTRACTED, Outcome, Synthesizer, solver
 PRIO_BAND = 130
 #: Counterexample keys a template proof may set aside before it gives up.
 MAX_EXCLUDED = 4
+#: Fixed-key combinations (ip_proto tcp / udp, ...) one template may take.
+MAX_COMBOS = 16
 #: Keys whose contents may be aggregated into prefixes (an address set).
 ADDRESS_KEYS = ("src_ip", "dst_ip")
 
@@ -71,6 +74,7 @@ class Level:
     keys: tuple[str, ...]
     chain: int = 0
     prio: int = 1
+    lookup: z3.BitVecRef | None = field(default=None, compare=False, repr=False)  # the key term on the path
 
 
 @dataclass
@@ -135,7 +139,7 @@ def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) ->
     mdefs = {m.name: m for m in e.obj.maps}
     templates: list[Template] = []
     software = []
-    chain = first_chain
+    chain, prio = first_chain, first_prio
     for p in e.paths:
         o = s.outcomes[p.id]
         if not isinstance(o, Outcome) or o.is_pass or not p.accesses:
@@ -166,22 +170,23 @@ def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) ->
             levels.append(level)
         if why is None and len(levels) > 1 and any(lv.kind == "lpm" for lv in levels):
             why = Reason("map-dependent", "an LPM lookup nested with another map lookup")
-        if why is None:
-            t = _template(s, p, o, cond, levels, len(templates))
-            if isinstance(t, Reason):
-                why = t
-        if why is not None:
-            software.append(([p.id], why))
+        made = why or _template(s, p, o, cond, levels)
+        if isinstance(made, Reason):
+            software.append(([p.id], made))
             continue
-        same = next((x for x in templates if _same(x, t)), None)
-        if same is not None:
-            same.paths.append(p.id)
-            continue
-        for i, lv in enumerate(t.levels):
-            if i:
-                lv.chain, chain = chain, chain + 1
-            lv.prio = first_prio + (len(templates) * len(t.levels) + i) * PRIO_BAND
-        templates.append(t)
+        for t in made:
+            same = next((x for x in templates if _same(x, t)), None)
+            if same is not None:
+                same.paths.append(p.id)
+                continue
+            t.index = len(templates)
+            t.levels = [dataclasses.replace(lv) for lv in t.levels]
+            for i, lv in enumerate(t.levels):
+                if i:
+                    lv.chain, chain = chain, chain + 1
+                lv.prio = prio
+                prio += PRIO_BAND
+            templates.append(t)
     for t in templates:
         if all(lv.kind == "hash" for lv in t.levels):
             prove(t, tuple(None for _ in t.levels))
@@ -248,11 +253,14 @@ def _level(s: Synthesizer, cond: z3.BoolRef, a, mdef) -> Level | Reason:
             return Reason("map-dependent", f"map {a.map}: an LPM key that is not one address")
         if [kb.byte for kb in data] != list(range(len(data))):
             return Reason("map-dependent", f"map {a.map}: an LPM address not in network order")
-        return Level(a.map, "lpm", mdef.key_size, data, keys)
-    return Level(a.map, "hash", mdef.key_size, tuple(layout), keys)
+        return Level(a.map, "lpm", mdef.key_size, data, keys, lookup=a.key)
+    return Level(a.map, "hash", mdef.key_size, tuple(layout), keys, lookup=a.key)
 
 
-def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level], index: int) -> Template | Reason:
+def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level]) -> list[Template] | Reason:
+    """The path's template(s): one, or one per fixed-key combination when the value
+    condition also reads the packet (xdp-filter's `*mask & l4flag`: a flag per ip_proto),
+    specialised to what that combination fixes."""
     block = s.extract(p, o, quiet=True)
     if block is None:
         return Reason("atypical-packets", "only atypical packets take this path")
@@ -263,34 +271,76 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level], index: i
     single += [(n, v) for n, v in block.masked.items() if n not in filled]
     combos = []
     for values in itertools.product(*[v for _, v in multi]):
-        keys = tuple(single) + tuple((n, Exact(x, _full(n))) for (n, _), x in zip(multi, values))
-        if len(combos) > 16:
+        if len(combos) >= MAX_COMBOS:
             return Reason("map-dependent", "too many fixed-key combinations for one template")
-        combos.append(keys)
+        combos.append(tuple(single) + tuple((n, Exact(x, _full(n))) for (n, _), x in zip(multi, values)))
     # what the path asks of the entries' values
-    value_parts = []
-    vals = {f"map.{lv.map}.val" for lv in levels}
-    for c in _conjuncts(s.conds[p.id]):
-        names = symbols(c)
-        if names & vals:
-            value_parts.append(c)
-    value_cond = None
-    if value_parts:
-        if any(lv.kind == "lpm" for lv in levels):
-            return Reason("map-dependent", "an LPM value decides (the longest match's value)")
-        ks = _key_vars(index, levels)
-        pairs = [(a.key, k) for a, k in zip(_accesses(p, levels), ks)]
-        value_cond = z3.substitute(z3.And(value_parts), *pairs)
-        if any(n.startswith("pkt") for n in symbols(value_cond)):
-            return Reason("map-dependent", "a map value is compared with packet fields")
-    return Template(index, block.protocol, combos, levels, o, [p.id], value_cond, synth=s)
-
-
-def _accesses(p, levels):
+    # (a conjunct about another lookup's value, an earlier "not in the map", is the
+    # proof's business through the program's other paths, not a condition on the entry)
+    lookups = [lv.lookup for lv in levels]
+    value_parts = [
+        c for c in _conjuncts(s.conds[p.id]) if any(_reads_value_at(c, lv.map, k) for lv, k in zip(levels, lookups))
+    ]
+    if not value_parts:
+        return [Template(0, block.protocol, combos, levels, o, [p.id], None, synth=s)]
+    if any(lv.kind == "lpm" for lv in levels):
+        return Reason("map-dependent", "an LPM value decides (the longest match's value)")
+    pairs = [(lv.lookup, k) for lv, k in zip(levels, key_vars(levels))]
+    value_cond = z3.substitute(z3.And(value_parts), *pairs)
+    if not _reads_packet(value_cond):
+        return [Template(0, block.protocol, combos, levels, o, [p.id], value_cond, synth=s)]
     out = []
-    for lv in levels:
-        out.append(next(a for a in p.accesses if a.map == lv.map))
+    for combo in combos:
+        region = z3.And(cond, match_formula(FlowerMatch(block.protocol, combo), s.d))
+        v = _specialise(value_cond, region)
+        if v is None:
+            return Reason("map-dependent", "a map value is compared with packet fields")
+        out.append(Template(0, block.protocol, [combo], levels, o, [p.id], v, synth=s))
     return out
+
+
+def _reads_value_at(e: z3.ExprRef, name: str, key: z3.ExprRef) -> bool:
+    """Whether `e` reads map `name`'s value at the lookup key `key`."""
+    fname = f"map.{name}.val"
+    stack, seen = [e], set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        if z3.is_app(t) and t.decl().name() == fname and t.arg(0).eq(key):
+            return True
+        stack += t.children()
+    return False
+
+
+def _reads_packet(e: z3.ExprRef) -> bool:
+    return any(source_of(n) is not None and source_of(n).kind != "map" for n in symbols(e) if not n.startswith("tpl."))
+
+
+def _specialise(v: z3.BoolRef, region: z3.BoolRef) -> z3.BoolRef | None:
+    """`v` with each of its packet-only subterms replaced by the one value it has in
+    `region` (None if one has several)."""
+    q = solver(region)
+    if q.check() != z3.sat:
+        return None
+    m = q.model()
+    subs = []
+    stack, seen = [v], set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen or z3.is_const(t) and not _reads_packet(t):
+            continue
+        seen.add(t.get_id())
+        if not any(n.startswith(("map.", "tpl.")) for n in symbols(t)):
+            if _reads_packet(t):
+                val = m.eval(t, model_completion=True)
+                if solver(region, t != val).check() != z3.unsat:
+                    return None
+                subs.append((t, val))
+            continue
+        stack += t.children()
+    return z3.simplify(z3.substitute(v, *subs)) if subs else v
 
 
 def _conjuncts(e: z3.BoolRef):
@@ -305,8 +355,9 @@ def _full(name: str) -> int:
     return (1 << FLOWER_KEYS[name].width) - 1
 
 
-def _key_vars(index: int, levels: list[Level]) -> list[z3.BitVecRef]:
-    return [z3.BitVec(f"tpl{index}.key{i}", 8 * lv.key_size) for i, lv in enumerate(levels)]
+def key_vars(levels: list[Level]) -> list[z3.BitVecRef]:
+    """The placeholder key of each level (the proof's and the value condition's)."""
+    return [z3.BitVec(f"tpl.key{i}.{8 * lv.key_size}", 8 * lv.key_size) for i, lv in enumerate(levels)]
 
 
 # --- the proof ---------------------------------------------------------------------------
@@ -341,7 +392,7 @@ def prove(t: Template, shape: tuple) -> bool:
     if shape in t.proved:
         return t.proved[shape]
     s = t.synth
-    ks = _key_vars(t.index, t.levels)
+    ks = key_vars(t.levels)
     subs = []
     consts = []
     symbolic = {}
@@ -494,7 +545,7 @@ def _value_ok(t: Template, level: int, key: bytes, value: bytes) -> bool:
     other levels' values stay symbolic: the entry must satisfy them for every value there
     (z3: the condition with this entry fixed is not false)."""
     lv = t.levels[level]
-    ks = _key_vars(t.index, t.levels)
+    ks = key_vars(t.levels)
     kbits = 8 * lv.key_size
     kval = z3.BitVecVal(int.from_bytes(key, "little"), kbits)
     off = z3.Var(1, z3.BitVecSort(32))
