@@ -28,6 +28,7 @@ aggregation proven equal with z3, and the rule budget).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from dataclasses import dataclass, field
 
@@ -95,7 +96,22 @@ class Template:
     value_cond: z3.BoolRef | None = None
     proved: dict[tuple, bool] = field(default_factory=dict)
     excluded: dict[tuple, list[tuple[int, ...]]] = field(default_factory=dict)
+    value_memo: dict = field(default_factory=dict, repr=False)  # (level, key or None, value) -> ok
     synth: Synthesizer | None = None
+
+    @functools.cached_property
+    def value_by_value(self) -> bool:
+        """The value condition reads the keys only through map.M.val(key, .): an entry's
+        answer depends on its value alone."""
+        if self.value_cond is None:
+            return True
+        subs = []
+        for lv in self.levels:
+            kbits = 8 * lv.key_size
+            f = z3.Function(f"tpl.v.{lv.map}", z3.BitVecSort(32), z3.BitVecSort(8))
+            subs.append((map_val(lv.map, kbits), f(z3.Var(1, z3.BitVecSort(32)))))
+        rest = z3.substitute_funs(self.value_cond, *subs)
+        return not any(n.startswith("tpl.key") for n in symbols(rest))
 
     @property
     def maps(self) -> tuple[str, ...]:
@@ -286,6 +302,9 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level]) -> list[
     if any(lv.kind == "lpm" for lv in levels):
         return Reason("map-dependent", "an LPM value decides (the longest match's value)")
     pairs = [(lv.lookup, k) for lv, k in zip(levels, key_vars(levels))]
+    for c in value_parts:
+        if sum(_reads_value_at(c, lv.map, lv.lookup) for lv in levels) > 1:
+            return Reason("map-dependent", "one condition relates the values of two lookups")
     value_cond = z3.substitute(z3.And(value_parts), *pairs)
     if not _reads_packet(value_cond):
         return [Template(0, block.protocol, combos, levels, o, [p.id], value_cond, synth=s)]
@@ -541,10 +560,13 @@ def fill_entry(
 
 
 def _value_ok(t: Template, level: int, key: bytes, value: bytes) -> bool:
-    """Whether the template's value condition holds for this entry's value. Conditions on
-    other levels' values stay symbolic: the entry must satisfy them for every value there
-    (z3: the condition with this entry fixed is not false)."""
+    """Whether the template's value condition holds for this entry's value (its conjuncts
+    each speak of one level: _template refuses others, so the other levels' conjuncts are
+    their own entries' business). Cached per value when the condition does not read the key."""
     lv = t.levels[level]
+    memo = (level, None if t.value_by_value else key, value)
+    if memo in t.value_memo:
+        return t.value_memo[memo]
     ks = key_vars(t.levels)
     kbits = 8 * lv.key_size
     kval = z3.BitVecVal(int.from_bytes(key, "little"), kbits)
@@ -554,9 +576,10 @@ def _value_ok(t: Template, level: int, key: bytes, value: bytes) -> bool:
     for i in range(len(value) - 1, -1, -1):
         body = z3.If(z3.And(q == kval, off == i), z3.BitVecVal(value[i], 8), body)
     c = z3.substitute(t.value_cond, (ks[level], kval))
-    c = z3.substitute_funs(c, (map_val(lv.map, kbits), body))
-    # the condition must hold whatever the other levels' entries hold
-    return solver(z3.Not(c)).check() == z3.unsat
+    c = z3.simplify(z3.substitute_funs(c, (map_val(lv.map, kbits), body)))
+    ok = z3.is_true(c) or (not z3.is_false(c) and solver(c).check() == z3.sat)
+    t.value_memo[memo] = ok
+    return ok
 
 
 def fill(templates: list[Template], contents: MapContents, aggregate: bool = True) -> Fill:

@@ -20,7 +20,7 @@ from analyzer import kernel
 from analyzer.explore import VERDICTS, Options, explore
 from analyzer.symbolic import PACKET, PACKET_LEN
 from lifter.program import load_object
-from offload import cli
+from offload import cli, mapfill
 from rules import ruleset
 from rules.filled import finish_filled
 from rules.mapcontents import MapContents, MapEntries
@@ -60,11 +60,11 @@ def _contents(e, entries: dict[str, list[tuple[bytes, bytes]]]) -> MapContents:
     )
 
 
-def _script(stem, assume, entries, aggregate=True):
+def _script(stem, assume, entries, aggregate=True, max_rules=512):
     path, e, rs, templates, _ = _built(stem, assume)
     contents = _contents(e, entries)
     static = rs.finish("eth0", "skip_sw")
-    got = finish_filled(static, rs.synth, fill(templates, contents, aggregate), contents, "eth0", "skip_sw", 512)
+    got = finish_filled(static, rs.synth, fill(templates, contents, aggregate), contents, "eth0", "skip_sw", max_rules)
     return path, e, rs, contents, "\n".join(static + got.lines), got
 
 
@@ -112,14 +112,14 @@ def test_seed_6_6_ddos_blacklist_cli(tmp_path, capsys):
     assert "proven on this printed script with these map contents" in out
 
 
-def test_seed_6_6_named_dump_and_json(tmp_path, capsys):
-    """json:NAME=FILE takes one map's bare dump; --format json lists each filter's source entry."""
-    path = _clang("thesis_ddos_blacklist")
+def test_seed_6_6_named_dump_and_json(tmp_path):
+    """json:NAME=FILE takes one map's bare dump; the JSON part lists each filter's source entry."""
+    path, e, rs, templates, _ = _built("thesis_ddos_blacklist", ("no-ip-options",))
     f = tmp_path / "ports.json"
     f.write_text(json.dumps(_dump(DDOS)["port_blacklist"]))
-    argv = ["rules", str(path), "--dev", "eth0", "--assume", "no-ip-options", "--format", "json"]
-    assert cli.main(argv + ["--maps-from", f"json:port_blacklist={f}"]) == 0
-    doc = json.loads(capsys.readouterr().out)["maps"]
+    contents = mapfill.contents_from([f"json:port_blacklist={f}"], e.obj)
+    assert contents.get("port_blacklist").entries == {b"\x32\0": (b"\1\0\0\0",)}
+    doc = mapfill.json_part(mapfill.fill_rules(rs, contents, "eth0", "skip_sw", 512))
     assert [x["sources"] for x in doc["filters"]] == [[{"map": "port_blacklist", "key": "3200"}]] * 2
     assert doc["proven"] is True
 
@@ -192,19 +192,14 @@ def test_aggregation_fewest_prefixes():
     assert not prefixes_equal(addrs, [(base, 29)], 32)
 
 
-def test_rule_budget(tmp_path, capsys):
-    """--max-rules 2: the largest prefix goes first, the rest is software with reason rule budget."""
-    path = _clang("thesis_ddos_blacklist")
+def test_rule_budget():
+    """Budget 2: the largest prefix goes first, the rest is software with reason rule-budget."""
     more = [(ip("10.0.0.0"), b"\1\0\0\0"), (ip("10.0.0.1"), b"\1\0\0\0")]
     entries = {**DDOS, "blacklist": DDOS["blacklist"] + more}
-    f = tmp_path / "maps.json"
-    f.write_text(json.dumps(_dump(entries)))
-    argv = ["rules", str(path), "--dev", "eth0", "--assume", "no-ip-options", "--maps-from", f"json:{f}"]
-    assert cli.main(argv + ["--max-rules", "2"]) == 0
-    out = capsys.readouterr().out
-    assert _filters(out) == ["src_ip 192.168.1.40 action drop", "src_ip 10.0.0.0/31 action drop"]
-    assert "aggregated blacklist: 3 entries -> 2 prefixes (proven equal)" in out
-    assert "map port_blacklist: 1 entries: rule-budget: over --max-rules 2" in out
+    _, e, rs, contents, text, got = _script("thesis_ddos_blacklist", ("no-ip-options",), entries, max_rules=2)
+    assert _filters(text) == ["src_ip 192.168.1.40 action drop", "src_ip 10.0.0.0/31 action drop"]
+    assert [(src, why.code) for src, why in got.software] == [(("port_blacklist", b"\x32\0"), "rule-budget")]
+    assert got.proved is True
 
 
 def test_lpm_and_flag_templates():
