@@ -210,12 +210,17 @@ def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) ->
 
 
 def _same(a: Template, b: Template) -> bool:
+    """Two paths of one template: same levels, fixed keys, outcome and value condition."""
+    if (a.value_cond is None) != (b.value_cond is None):
+        return False
+    if a.value_cond is not None and not a.value_cond.eq(b.value_cond):
+        return False
     return (a.protocol, a.combos, a.outcome, [(lv.map, lv.layout) for lv in a.levels]) == (
         b.protocol,
         b.combos,
         b.outcome,
         [(lv.map, lv.layout) for lv in b.levels],
-    ) and (a.value_cond is None) == (b.value_cond is None)
+    )
 
 
 def _level(s: Synthesizer, cond: z3.BoolRef, a, mdef) -> Level | Reason:
@@ -289,7 +294,13 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level]) -> list[
     for values in itertools.product(*[v for _, v in multi]):
         if len(combos) >= MAX_COMBOS:
             return Reason("map-dependent", "too many fixed-key combinations for one template")
-        combos.append(tuple(single) + tuple((n, Exact(x, _full(n))) for (n, _), x in zip(multi, values)))
+        combo = tuple(single) + tuple((n, Exact(x, _full(n))) for (n, _), x in zip(multi, values))
+        placeholders = tuple((n, Exact(0, _full(n))) for lv in levels for n in lv.keys)
+        try:
+            FlowerMatch(block.protocol, combo + placeholders)
+        except ValueError as err:  # a key flower refuses beside this combination (ports of ICMP)
+            return Reason("not-expressible", f"no flower match for the map key here: {err}")
+        combos.append(combo)
     # what the path asks of the entries' values
     # (a conjunct about another lookup's value, an earlier "not in the map", is the
     # proof's business through the program's other paths, not a condition on the entry)
