@@ -75,6 +75,11 @@ def fill_rules(rs, contents: MapContents, dev: str, skip: str | None, max_rules:
     return Filled(templates, unfit, filled, script)
 
 
+def offloaded_paths(f: Filled) -> list[int]:
+    """Paths a filled filter that acts (not a chain jump) claims."""
+    return sorted({p for x in f.script.filters if x.role == "rule" for p in x.paths})
+
+
 def comments(f: Filled) -> list[str]:
     """The `#` lines saying what was filled and what stayed in software."""
     s = f.script
@@ -86,6 +91,12 @@ def comments(f: Filled) -> list[str]:
     out = [
         f"# maps: {len(f.templates)} templates (each proven for every key), {len(s.filters)} filled filters, {proof}"
     ]
+    taken = offloaded_paths(f)
+    if taken:
+        out.append(
+            f"# with these map contents, paths {','.join(map(str, taken))} are offloaded by the filled filters "
+            "(the summary above holds for every map content)"
+        )
     for t in f.templates:
         where = " -> ".join(f"{lv.map}[{'+'.join(lv.keys)}]" for lv in t.levels)
         shapes = ", ".join("proven" if ok else "NOT proven" for ok in t.proved.values()) or "no entry"
@@ -121,6 +132,7 @@ def json_part(f: Filled) -> dict:
         ],
         "no_template": [{"paths": ps, "code": why.code, "detail": why.detail} for ps, why in f.unfit],
         "proven": s.proved,
+        "offloaded_paths": offloaded_paths(f),
         "filters": [
             {
                 "template": x.template,

@@ -504,12 +504,22 @@ def entry_shape(t: Template, level: int, key: bytes) -> int | None:
 def fill_entry(
     t: Template, level: int, key: bytes, values: tuple[bytes, ...]
 ) -> tuple[list[FilledFilter], Reason | None]:
-    """The filters of ONE map entry (key, values: one per CPU for per-CPU maps) at `level` of
-    template `t`, and None; or [] and the Reason the entry gets no filter (its key is not one
-    this lookup can find, its value does not take the template's decision, its mask shape did
-    not prove). Pure and independent of every other entry: `sync` calls it per map change and
-    adds or removes exactly the filters it returns. Each filter's `sources` is
-    ((map name, key),). Prios and chains are the template's: stable across calls."""
+    """The filters of ONE map entry at `level` of template `t`, and None; or [] and the Reason
+    the entry gets no filter (code pass-to-host: this lookup never asks for the key or the
+    value does not take the decision, nothing to offload; other codes: it would, but cannot).
+
+    Contract (what `sync` relies on):
+    * `key`/`values` are the entry's raw bytes as in rules.mapcontents (values: one per CPU
+      for per-CPU maps; every CPU's value must take the decision).
+    * The result depends on this entry alone, never on other entries: on an insert or
+      update, replace the entry's previous filters by these; on a delete, remove its filters.
+    * Every filter is an instance of the template's z3 proof (for every key and value of
+      this mask shape): it is sound wherever it sits, whatever else the maps hold. A level
+      before the last `goto`s the next level's chain; the last level acts.
+    * One entry may give several filters (one per fixed-key combination: tcp and udp), all
+      with `sources` == ((map name, key),); chain and prio are the template's (its level's
+      band, plus the prefix's offset for LPM), stable for one `find_templates` result.
+    The first call for a new LPM prefix length proves that shape (cached on `t`)."""
     lv = t.levels[level]
     if len(key) != lv.key_size:
         return [], Reason("unknown", f"map {lv.map}: key of {len(key)} bytes, the map's are {lv.key_size}")
@@ -594,11 +604,14 @@ def _value_ok(t: Template, level: int, key: bytes, value: bytes) -> bool:
 
 
 def fill(templates: list[Template], contents: MapContents, aggregate: bool = True) -> Fill:
-    """Every template filled from `contents` (fill_entry per entry), in template then level
-    order. With `aggregate`, a level whose only key is one address (hash, presence only)
-    takes the fewest prefixes covering exactly its entries' addresses, proven equal with z3
-    (`sources` of a prefix filter: every entry it stands for). A map absent from `contents`
-    fills nothing (unknown is not empty): its template's paths stay in software."""
+    """Every template filled from `contents`, in template then level order: `fill_entry` per
+    entry, so the result is the union of the per-entry results (`aggregate=False`: exactly
+    that, what `sync` extends entry by entry). With `aggregate`, the filters of a hash level
+    whose only key is one address become the fewest prefixes covering exactly the same
+    addresses, proven equal with z3; a prefix filter's `sources` are every entry it stands
+    for (so it changes when a neighbour does: incremental users re-aggregate or keep exact
+    filters). Entries that get no filter for a reason other than pass-to-host are in
+    `software`. A map absent from `contents` fills nothing (unknown is not empty)."""
     out = Fill([])
     for t in templates:
         for level, lv in enumerate(t.levels):

@@ -21,7 +21,7 @@ from analyzer.explore import VERDICTS, Options, explore
 from analyzer.symbolic import PACKET, PACKET_LEN
 from lifter.program import load_object
 from offload import cli, mapfill
-from rules import ruleset
+from rules import ruleset, tc
 from rules.filled import finish_filled
 from rules.mapcontents import MapContents, MapEntries
 from rules.proof import hits, prove_script
@@ -264,7 +264,8 @@ def _random_frame(rng: random.Random, addrs: list[bytes], ports: list[int]) -> b
 @pytest.mark.parametrize("stem, assume, entries", KERNEL_CASES, ids=[c[0] for c in KERNEL_CASES])
 def test_kernel_agrees_with_filled_filters(stem, assume, entries):
     """With the same map entries loaded, each filled drop filter's witness packet and every
-    random packet the printed script drops (per the independent tc oracle) get XDP_DROP."""
+    random packet the printed script drops (per the independent tc oracle) get XDP_DROP;
+    iproute2's tc parses every printed line."""
     path, e, rs, contents, text, got = _script(stem, assume, entries)
     assert got.proved and got.filters
     parsed = parse_script(text)
@@ -284,6 +285,8 @@ def test_kernel_agrees_with_filled_filters(stem, assume, entries):
     dropped = [p for p in randoms if tcflower.run(oracle, p) == ("drop",)]
     assert dropped, "the random packets should hit some filled filter"
     kernel_ready()
+    bad = [r for r in tc.check_syntax([x for x in text.splitlines() if x.startswith("filter ")]) if not r.accepted]
+    assert not bad, "\n".join(f"{r.line}: {r.message}" for r in bad[:3])  # iproute2 reads every filled line
     with kernel.load(path, programs=[e.program.name]) as loaded:
         for name, kv in entries.items():
             for k, v in kv:
