@@ -71,7 +71,8 @@ def fill_rules(rs, contents: MapContents, dev: str, skip: str | None, max_rules:
     first_prio = max((r.prio for r in rs.rules if r.chain == 0), default=0) + 1
     templates, unfit = find_templates(rs.synth, first_chain, first_prio)
     filled = fill(templates, contents)
-    script = finish_filled(static, rs.synth, filled, contents, dev, skip, max_rules)
+    needs = {t.index: t.needs for t in templates}
+    script = finish_filled(static, rs.synth, filled, contents, dev, skip, max_rules, needs)
     return Filled(templates, unfit, filled, script)
 
 

@@ -46,13 +46,19 @@ def covered(f: FilledFilter) -> int:
     return n
 
 
-def within_budget(filters: list[FilledFilter], room: int, max_rules: int):
-    """The filters that fit in `room` (largest prefixes first, then template order), and the
-    entries of the rest as software with reason "rule budget"."""
+def within_budget(filters: list[FilledFilter], room: int, max_rules: int, needs: dict[int, list[int]] | None = None):
+    """The filters that fit in `room`: allow-list pass filters first, then the largest
+    prefixes, then template order; a template whose proof relied on an allow list
+    (`needs`: template -> pass templates) loses all its filters when one of those pass
+    filters does not fit. The entries of the rest go to software with reason "rule budget"."""
     if len(filters) <= room:
         return filters, []
-    order = sorted(range(len(filters)), key=lambda i: (-covered(filters[i]), i))
+    order = sorted(range(len(filters)), key=lambda i: (filters[i].role != "shield", -covered(filters[i]), i))
     keep = set(order[: max(room, 0)])
+    cut = {filters[i].template for i in range(len(filters)) if i not in keep and filters[i].role == "shield"}
+    for i, f in enumerate(filters):
+        if set((needs or {}).get(f.template, ())) & cut:
+            keep.discard(i)
     kept = [f for i, f in enumerate(filters) if i in keep]
     why = Reason("rule-budget", f"over --max-rules {max_rules}")
     dropped = dict.fromkeys(src for i, f in enumerate(filters) if i not in keep for src in f.sources)
@@ -63,7 +69,9 @@ def render(filters: list[FilledFilter], dev: str, skip: str | None, proven: list
     """Per filled filter a `# paths` comment naming the entries it came from, then its line."""
     out = []
     for i, f in enumerate(filters):
-        label = {"rule": "proven" if proven and proven[i] else "", "goto": "chain jump"}[f.role]
+        label = {"rule": "proven" if proven and proven[i] else "", "goto": "chain jump", "shield": "allow (pass)"}[
+            f.role
+        ]
         srcs = ", ".join(f"{m}[{k.hex()}]" for m, k in f.sources[:4])
         more = f" (+{len(f.sources) - 4})" if len(f.sources) > 4 else ""
         out.append(f"# paths {','.join(map(str, f.paths))} template {f.template} {srcs}{more} - {label}".rstrip())
@@ -72,13 +80,20 @@ def render(filters: list[FilledFilter], dev: str, skip: str | None, proven: list
 
 
 def finish_filled(
-    static: list[str], synth, fill: Fill, contents: MapContents, dev: str, skip: str | None, max_rules: int
+    static: list[str],
+    synth,
+    fill: Fill,
+    contents: MapContents,
+    dev: str,
+    skip: str | None,
+    max_rules: int,
+    needs: dict[int, list[int]] | None = None,
 ) -> FilledScript:
     """Budget, render and prove the filled filters after the proven static block `static`.
     A filter the proof of the printed script refuses is taken out (its entries go to
     software) and the rest proved again."""
     room = max_rules - sum(1 for line in static if line.startswith("filter "))
-    kept, dropped = within_budget(fill.filters, room, max_rules)
+    kept, dropped = within_budget(fill.filters, room, max_rules, needs)
     out = FilledScript(kept, [], list(fill.software) + dropped)
     entries = sum(len(m.entries) for m in contents.maps.values())
     if entries > CHECK_ENTRIES:

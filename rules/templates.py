@@ -97,6 +97,8 @@ class Template:
     proved: dict[tuple, bool] = field(default_factory=dict)
     excluded: dict[tuple, list[tuple[int, ...]]] = field(default_factory=dict)
     value_memo: dict = field(default_factory=dict, repr=False)  # (level, key or None, value) -> ok
+    before: list = field(default_factory=list, repr=False)  # earlier pass templates (allow lists)
+    needs: list[int] = field(default_factory=list)  # pass templates a proof relied on
     synth: Synthesizer | None = None
 
     @functools.cached_property
@@ -129,7 +131,7 @@ class FilledFilter:
     prio: int
     match: FlowerMatch
     action: tuple[str, ...]
-    role: str  # "rule" | "goto"
+    role: str  # "rule" | "goto" | "shield" (a pass filter of an allow list)
     sources: tuple[tuple[str, bytes], ...]
     paths: tuple[int, ...] = ()
 
@@ -158,7 +160,7 @@ def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) ->
     chain, prio = first_chain, first_prio
     for p in e.paths:
         o = s.outcomes[p.id]
-        if not isinstance(o, Outcome) or o.is_pass or not p.accesses:
+        if not isinstance(o, Outcome) or not p.accesses:
             continue
         cond = z3.And(s.conds[p.id], *s.env, s.typical)
         positive = []
@@ -186,9 +188,12 @@ def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) ->
             levels.append(level)
         if why is None and len(levels) > 1 and any(lv.kind == "lpm" for lv in levels):
             why = Reason("map-dependent", "an LPM lookup nested with another map lookup")
+        if why is None and o.is_pass and len(levels) > 1:
+            continue  # pass filters are for allow lists: one lookup
         made = why or _template(s, p, o, cond, levels)
         if isinstance(made, Reason):
-            software.append(([p.id], made))
+            if not o.is_pass:
+                software.append(([p.id], made))
             continue
         for t in made:
             same = next((x for x in templates if _same(x, t)), None)
@@ -196,6 +201,7 @@ def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) ->
                 same.paths.append(p.id)
                 continue
             t.index = len(templates)
+            t.before = [x for x in templates if x.outcome.is_pass]
             t.levels = [dataclasses.replace(lv) for lv in t.levels]
             for i, lv in enumerate(t.levels):
                 if i:
@@ -204,7 +210,7 @@ def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) ->
                 prio += PRIO_BAND
             templates.append(t)
     for t in templates:
-        if all(lv.kind == "hash" for lv in t.levels):
+        if all(lv.kind == "hash" for lv in t.levels) and not t.outcome.is_pass:
             prove(t, tuple(None for _ in t.levels))
     return templates, software
 
@@ -473,6 +479,10 @@ def prove(t: Template, shape: tuple) -> bool:
 
     # value_cond names map.M.val(k, off): the substitution turns it into the entry's value
     q = solver(*[sub(x) for x in s.env], z3.Or(region), *consts, *[sub(x) for x in extra], z3.Not(sub(good)))
+    if t.before and q.check() != z3.unsat:
+        # an allow list before: the packets its pass filters take never reach these
+        q.add(*[z3.Not(sub(pass_region(x))) for x in t.before])
+        t.needs = sorted(set(t.needs) | {x.index for x in t.before})
     excluded: list[tuple[int, ...]] = []
     while True:
         r = q.check()
@@ -488,6 +498,34 @@ def prove(t: Template, shape: tuple) -> bool:
     if ok:
         t.excluded[shape] = excluded
     return ok
+
+
+def pass_region(t: Template) -> z3.BoolRef:
+    """Packets some filled pass filter of template `t` takes, whatever its map holds (a
+    subset of them, which is what an assumption may use): the packet's flower keys, as
+    the filter's protocol sees them equal to the walk's (`d.keys`), form a key the map
+    holds (and whose value takes the decision)."""
+    s = t.synth
+    (lv,) = t.levels
+    d = s.d
+    parts = []
+    for kb in lv.layout:
+        if kb.key is None:
+            parts.append(z3.BitVecVal(kb.const, 8))
+        else:
+            hi = FLOWER_KEYS[kb.key].width - 1 - 8 * kb.byte
+            parts.append(z3.Extract(hi, hi - 7, d.keys[kb.key]))
+    if lv.kind == "lpm":
+        plen = 8 * len(lv.layout)
+        parts = [z3.BitVecVal(plen >> (8 * i) & 0xFF, 8) for i in range(4)] + parts
+    key = z3.Concat(parts[::-1]) if len(parts) > 1 else parts[0]
+    found = map_found(lv.map, key.size())(key)
+    if t.value_cond is not None:
+        found = z3.And(found, z3.substitute(t.value_cond, (key_vars(t.levels)[0], key)))
+    symbolic = {n: d.keys[n] for n in lv.keys}
+    placeholders = tuple((n, Exact(0, _full(n))) for n in lv.keys)
+    region = [match_formula(FlowerMatch(t.protocol, c + placeholders), d, symbolic) for c in t.combos]
+    return z3.And(z3.Or(region), found)
 
 
 # --- filling -------------------------------------------------------------------------------
@@ -549,7 +587,9 @@ def fill_entry(
     if t.value_cond is not None and not all(_value_ok(t, level, key, v) for v in values):
         return [], Reason("pass-to-host", f"map {lv.map}: the entry's value does not take this decision")
     shape = tuple(shape_len if i == level else None for i in range(len(t.levels)))
-    if not prove(t, shape):
+    if t.outcome.is_pass:  # a pass filter is always safe: nothing to prove
+        t.excluded.setdefault(shape, [])
+    elif not prove(t, shape):
         return [], Reason("not-expressible", f"map {lv.map}: the template did not prove for this key shape")
     kint = int.from_bytes(key, "little")
     if any(bad[level] == kint for bad in t.excluded[shape]):
@@ -572,7 +612,7 @@ def fill_entry(
                 prio,
                 match,
                 action,
-                "rule" if last else "goto",
+                ("shield" if t.outcome.is_pass else "rule") if last else "goto",
                 ((lv.map, bytes(key)),),
                 tuple(t.paths),
             )
@@ -614,9 +654,14 @@ def fill(templates: list[Template], contents: MapContents, aggregate: bool = Tru
     `software`. A map absent from `contents` fills nothing (unknown is not empty)."""
     out = Fill([])
     for t in templates:
+        missing = [x.map for i in t.needs for x in templates[i].levels if contents.get(x.map) is None]
         for level, lv in enumerate(t.levels):
             me = contents.get(lv.map)
             if me is None:
+                continue
+            if missing:  # the proof relied on the pass filters of maps not given
+                why = Reason("map-dependent", f"map {lv.map}: its filters need the contents of {', '.join(missing)}")
+                out.software += [((lv.map, key), why) for key in me.entries]
                 continue
             filled: list[FilledFilter] = []
             for key, values in me.entries.items():

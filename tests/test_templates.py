@@ -215,11 +215,37 @@ def test_lpm_and_flag_templates():
     assert got.proved
 
 
+ALLOW_BLOCK = {
+    "allowlist": [(ip("10.1.1.1"), b"\1")],
+    "blocklist": [(struct.pack("<I", 8) + ip("10.0.0.0"), b"\1"), (struct.pack("<I", 32) + ip("192.168.9.9"), b"\1")],
+}
+
+
+def test_allow_list_before_block_list():
+    """The block list's proof needs the allow list's pass filters before it: they are printed
+    first, the printed script proves; without them (deleted, or the allow list's contents not
+    given) the /8 drop is unsound or not emitted at all."""
+    _, e, rs, contents, text, got = _script("allow_block", (), ALLOW_BLOCK)
+    assert _filters(text) == [
+        "src_ip 10.1.1.1 action pass",
+        "src_ip 10.0.0.0/8 action drop",
+        "src_ip 192.168.9.9 action drop",
+    ]
+    assert got.proved is True
+    without = "\n".join(x for x in text.splitlines() if "action pass" not in x)
+    proof = prove_script(parse_script(without), ContentSynth(rs.synth, contents))
+    assert proof.sound == [False, True]  # 10.1.1.1 is inside 10.0.0.0/8 and allowed
+    _, _, _, _, text, got = _script("allow_block", (), {"blocklist": ALLOW_BLOCK["blocklist"]})
+    assert _filters(text) == []
+    assert {why.code for _, why in got.software} == {"map-dependent"}
+
+
 # --- the kernel as the oracle ----------------------------------------------------------------
 
 KERNEL_CASES = [
     ("thesis_ddos_blacklist", ("no-ip-options",), DDOS),
     ("thesis_nested_maps", (), NESTED),
+    ("allow_block", (), ALLOW_BLOCK),
     ("lpm_src_block", (), {"blocked_prefixes": [(struct.pack("<I", 24) + ip("10.1.2.0"), b"\1")]}),
     (
         "port_flags_map",
@@ -279,7 +305,7 @@ def test_kernel_agrees_with_filled_filters(stem, assume, entries):
             assert tcflower.run(oracle, w) == ("drop",)
             packets.append(w)
     rng = random.Random(12)
-    addrs = [k[-4:] for kv in entries.values() for k, _ in kv] + [ip("10.1.2.77"), ip("172.16.0.1")]
+    addrs = [k[-4:] for kv in entries.values() for k, _ in kv] + [ip("10.1.2.77"), ip("172.16.0.1"), ip("10.9.9.9")]
     ports = [50, 53, 8080, 22, 443]
     randoms = [_random_frame(rng, addrs, ports) for _ in range(400)]
     dropped = [p for p in randoms if tcflower.run(oracle, p) == ("drop",)]
