@@ -27,6 +27,7 @@ aggregation proven equal with z3, and the rule budget).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import itertools
@@ -651,29 +652,46 @@ def fill(templates: list[Template], contents: MapContents, aggregate: bool = Tru
     addresses, proven equal with z3; a prefix filter's `sources` are every entry it stands
     for (so it changes when a neighbour does: incremental users re-aggregate or keep exact
     filters). Entries that get no filter for a reason other than pass-to-host are in
-    `software`. A map absent from `contents` fills nothing (unknown is not empty)."""
+    `software`. A map absent from `contents` fills nothing (unknown is not empty). An allow
+    list's pass filters are filled only where a drop template's proof relies on them
+    (Template.needs); a drop template needing an allow list whose contents are not given
+    fills nothing."""
     out = Fill([])
+    per: dict[int, list[FilledFilter]] = {}
+    for t in templates:  # the drop templates first: their proofs say which allow lists they need
+        if not t.outcome.is_pass:
+            per[t.index] = _fill_template(t, contents, aggregate, out)
+            missing = [x.map for i in t.needs for x in templates[i].levels if contents.get(x.map) is None]
+            if missing and per[t.index]:  # the proof relied on pass filters of maps not given
+                why = Reason("map-dependent", f"its filters need the contents of {', '.join(missing)}")
+                out.software += [(src, why) for f in per.pop(t.index) for src in f.sources]
+    needed = {i for t in templates if per.get(t.index) for i in t.needs}
+    for t in templates:  # allow lists: only where a drop template's proof relies on them
+        if t.outcome.is_pass and t.index in needed:
+            per[t.index] = _fill_template(t, contents, aggregate, out)
     for t in templates:
-        missing = [x.map for i in t.needs for x in templates[i].levels if contents.get(x.map) is None]
-        for level, lv in enumerate(t.levels):
-            me = contents.get(lv.map)
-            if me is None:
-                continue
-            if missing:  # the proof relied on the pass filters of maps not given
-                why = Reason("map-dependent", f"map {lv.map}: its filters need the contents of {', '.join(missing)}")
-                out.software += [((lv.map, key), why) for key in me.entries]
-                continue
-            filled: list[FilledFilter] = []
-            for key, values in me.entries.items():
-                fs, why = fill_entry(t, level, key, values)
-                if why is not None and why.code != "pass-to-host":
-                    out.software.append(((lv.map, key), why))
-                filled += fs
-            if aggregate and lv.kind == "hash" and lv.keys in (("src_ip",), ("dst_ip",)) and filled:
-                filled, proof = aggregate_level(t, level, filled)
-                out.aggregated[lv.map] = proof
-            out.filters += filled
+        out.filters += per.get(t.index, [])
     return out
+
+
+def _fill_template(t: Template, contents: MapContents, aggregate: bool, out: Fill) -> list[FilledFilter]:
+    """fill_entry over every entry of the template's maps, then aggregation (see fill)."""
+    got: list[FilledFilter] = []
+    for level, lv in enumerate(t.levels):
+        me = contents.get(lv.map)
+        if me is None:
+            continue
+        filled: list[FilledFilter] = []
+        for key, values in me.entries.items():
+            fs, why = fill_entry(t, level, key, values)
+            if why is not None and why.code != "pass-to-host":
+                out.software.append(((lv.map, key), why))
+            filled += fs
+        if aggregate and lv.kind == "hash" and lv.keys in (("src_ip",), ("dst_ip",)) and filled:
+            filled, proof = aggregate_level(t, level, filled)
+            out.aggregated[lv.map] = proof
+        got += filled
+    return got
 
 
 def aggregate_level(t: Template, level: int, filled: list[FilledFilter]) -> tuple[list[FilledFilter], tuple]:
@@ -721,8 +739,7 @@ def aggregate_level(t: Template, level: int, filled: list[FilledFilter]) -> tupl
 
 
 def _within(sorted_addrs: list[int], value: int, plen: int, width: int) -> list[int]:
-    import bisect
-
+    """The addresses of the sorted list inside value/plen."""
     hi = value + (1 << (width - plen)) - 1
     return sorted_addrs[bisect.bisect_left(sorted_addrs, value) : bisect.bisect_right(sorted_addrs, hi)]
 
