@@ -324,6 +324,8 @@ def _rules(args: argparse.Namespace) -> int:
         raise LiftError("--out-dir: not a directory", file=args.out_dir)
     obj = load_object(args.file)
     ifnames = dict(args.ifname)
+    if args.maps_from and getattr(args, "check_flower", False):
+        raise LiftError("--check-flower does not go with --maps-from yet (the VM's program would run with empty maps)")
     contents = mapfill.contents_from(args.maps_from, obj) if args.maps_from else None
     for prog in device_programs(obj, args.program, per_program_output=out_dir is not None):
         e = explore(obj, prog, _options(args), _progress_printer(prog.name))

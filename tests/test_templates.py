@@ -319,3 +319,12 @@ def test_kernel_agrees_with_filled_filters(stem, assume, entries):
                 loaded.map_update(name, k, v)
         for p in packets + dropped:
             assert VERDICTS.get(loaded.run(e.program.name, p).retval) == "DROP", p.hex()
+
+
+def test_check_flower_refuses_maps_from(tmp_path, capsys):
+    """The VM's program would run with empty maps: the combination is refused in one line."""
+    path = _clang("thesis_ddos_blacklist")
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps(_dump(DDOS)))
+    assert cli.main(["rules", str(path), "--dev", "eth0", "--maps-from", f"json:{f}", "--check-flower"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
