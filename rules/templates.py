@@ -39,7 +39,7 @@ from analyzer.symbolic import map_found, map_val, source_of, symbols
 from lifter.maps import is_global_data_section
 
 from .dissector import match_formula
-from .flower import FLOWER_KEYS, Exact, FlowerMatch
+from .flower import FLOWER_KEYS, Exact, FlowerMatch, exact
 from .mapcontents import MapContents
 from .reasons import Reason
 from .synthesis import EXTRACTED, Outcome, Synthesizer, solver
@@ -295,14 +295,14 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level]) -> list[
     filled = {n for lv in levels for n in lv.keys}
     fixed = {n: v for n, v in block.sets.items() if n not in filled}
     multi = [(n, v) for n, v in fixed.items() if len(v) > 1]
-    single = [(n, Exact(v[0], _full(n))) for n, v in fixed.items() if len(v) == 1]
+    single = [(n, exact(n, v[0])) for n, v in fixed.items() if len(v) == 1]
     single += [(n, v) for n, v in block.masked.items() if n not in filled]
     combos = []
     for values in itertools.product(*[v for _, v in multi]):
         if len(combos) >= MAX_COMBOS:
             return Reason("map-dependent", "too many fixed-key combinations for one template")
-        combo = tuple(single) + tuple((n, Exact(x, _full(n))) for (n, _), x in zip(multi, values))
-        placeholders = tuple((n, Exact(0, _full(n))) for lv in levels for n in lv.keys)
+        combo = tuple(single) + tuple((n, exact(n, x)) for (n, _), x in zip(multi, values))
+        placeholders = tuple((n, exact(n, 0)) for lv in levels for n in lv.keys)
         try:
             FlowerMatch(block.protocol, combo + placeholders)
         except ValueError as err:  # a key flower refuses beside this combination (ports of ICMP)
@@ -388,10 +388,6 @@ def _conjuncts(e: z3.BoolRef):
         yield e
 
 
-def _full(name: str) -> int:
-    return (1 << FLOWER_KEYS[name].width) - 1
-
-
 def key_vars(levels: list[Level]) -> list[z3.BitVecRef]:
     """The placeholder key of each level (the proof's and the value condition's)."""
     return [z3.BitVec(f"tpl.key{i}.{8 * lv.key_size}", 8 * lv.key_size) for i, lv in enumerate(levels)]
@@ -446,7 +442,7 @@ def prove(t: Template, shape: tuple) -> bool:
         else:
             for n in lv.keys:
                 symbolic[n] = _net(k, lv.layout, n)
-                masks[n] = _full(n)
+                masks[n] = exact(n, 0).mask
             consts += [z3.Extract(8 * j + 7, 8 * j, k) == kb.const for j, kb in enumerate(lv.layout) if kb.key is None]
             by_map.setdefault(lv.map, []).append(("hash", k))
     for name, hits in by_map.items():
@@ -524,7 +520,7 @@ def pass_region(t: Template) -> z3.BoolRef:
     if t.value_cond is not None:
         found = z3.And(found, z3.substitute(t.value_cond, (key_vars(t.levels)[0], key)))
     symbolic = {n: d.keys[n] for n in lv.keys}
-    placeholders = tuple((n, Exact(0, _full(n))) for n in lv.keys)
+    placeholders = tuple((n, exact(n, 0)) for n in lv.keys)
     region = [match_formula(FlowerMatch(t.protocol, c + placeholders), d, symbolic) for c in t.combos]
     return z3.And(z3.Or(region), found)
 
@@ -584,7 +580,7 @@ def fill_entry(
             for j in range(FLOWER_KEYS[n].width // 8):
                 i = next(i for i, kb in enumerate(lv.layout) if kb.key == n and kb.byte == j)
                 v = v << 8 | key[i]
-            vals[n] = Exact(v, _full(n))
+            vals[n] = exact(n, v)
     if t.value_cond is not None and not all(_value_ok(t, level, key, v) for v in values):
         return [], Reason("pass-to-host", f"map {lv.map}: the entry's value does not take this decision")
     shape = tuple(shape_len if i == level else None for i in range(len(t.levels)))
