@@ -89,8 +89,10 @@ def comments(f: Filled) -> list[str]:
         None: "each an instance of its template's proof (too many entries to re-prove the script)",
         False: "NOT proven: " + "; ".join(s.errors),
     }[s.proved]
+    drops = sum(1 for t in f.templates if not t.outcome.is_pass)
     out = [
-        f"# maps: {len(f.templates)} templates (each proven for every key), {len(s.filters)} filled filters, {proof}"
+        f"# maps: {len(f.templates)} templates ({drops} proven for every key where filled), "
+        f"{len(s.filters)} filled filters, {proof}"
     ]
     taken = offloaded_paths(f)
     if taken:
@@ -101,6 +103,8 @@ def comments(f: Filled) -> list[str]:
     for t in f.templates:
         where = " -> ".join(f"{lv.map}[{'+'.join(lv.keys)}]" for lv in t.levels)
         shapes = ", ".join("proven" if ok else "NOT proven" for ok in t.proved.values()) or "no entry"
+        if t.outcome.is_pass:
+            shapes = "pass filters, used only where a drop template's proof relies on them"
         paths = ",".join(map(str, t.paths))
         out.append(f"# template {t.index}: paths {paths}: {where} -> {' '.join(t.outcome.action)} ({shapes})")
     for ps, why in f.unfit:
