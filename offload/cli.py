@@ -31,6 +31,7 @@ from offload import (  # check: the CI gate (issue 11); cost model (issue 5)
     check,
     costcmd,
     flowercheck,  # rules --check-flower (issue 13)
+    mapfill,  # rules --maps-from (issue 12)
 )
 from offload.mapsource import open_maps
 from offload.options import OneLineParser, at_least, ifname_pair, interface_name, maps_from, netns_name, seconds
@@ -327,6 +328,9 @@ def _rules(args: argparse.Namespace) -> int:
         raise LiftError("--out-dir: not a directory", file=args.out_dir)
     obj = load_object(args.file)
     ifnames = dict(args.ifname)
+    if args.maps_from and getattr(args, "check_flower", False):
+        raise LiftError("--check-flower does not go with --maps-from yet (the VM's program would run with empty maps)")
+    contents = mapfill.contents_from(args.maps_from, obj) if args.maps_from else None
     for prog in device_programs(obj, args.program, per_program_output=out_dir is not None):
         e = explore(obj, prog, _options(args), _progress_printer(prog.name))
         try:
@@ -334,10 +338,16 @@ def _rules(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
         skip = "skip_hw" if args.sw else "skip_sw"
+        filled = mapfill.fill_rules(rs, contents, args.dev, skip, args.max_rules) if contents else None
         if args.format == "json":
-            text = json.dumps(rules_output.rules_json(e, rs, args.dev, skip), indent=2) + "\n"
+            doc = rules_output.rules_json(e, rs, args.dev, skip)
+            if filled:
+                doc["maps"] = mapfill.json_part(filled)
+            text = json.dumps(doc, indent=2) + "\n"
         else:
             text = rules_output.tc_script(e, rs, args.dev, skip)
+            if filled:
+                text += "\n".join(mapfill.comments(filled) + filled.script.lines) + "\n"
         if out_dir is None:
             sys.stdout.write(text)
             continue
@@ -490,6 +500,7 @@ def parser() -> argparse.ArgumentParser:
         help="device name of an ifindex the program redirects to (repeatable)",
     )
     flowercheck.add_option(p)  # --check-flower (issue 13)
+    mapfill.add_option(p)  # --maps-from (issue 12)
     p = sub.add_parser("sync", help="keep tc filters in step with a running program's maps (a daemon)")
     p.add_argument("file")
     p.add_argument("--dev", required=True, type=interface_name, help="the device the filters go on")

@@ -1,0 +1,115 @@
+"""Map-driven rule templates (issue 12): initial fill and address aggregation.
+
+* fill N (10k, 100k): thesis_ddos_blacklist's `blacklist` map holding N random IPv4
+  addresses (and port_flags_map's flag map holding N ports for the value-condition path):
+  time of `templates.fill` (every entry through fill_entry, no aggregation), median of
+  REPEAT runs; peak memory of one more run by tracemalloc (Python allocations).
+  The issue's targets: 10k < 1 s, 100k < 10 s.
+* aggregate: 10k distinct random /32s inside 10.20.0.0/16 -> the fewest prefixes
+  (templates.min_prefixes), the count, and the z3 proof that both sets are equal.
+
+Template discovery and proofs (once per program, before any entry) are timed apart.
+
+    .venv/bin/python bench/templates.py [--repeat 3] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import struct
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import corpus  # noqa: E402
+from analyzer.explore import explore  # noqa: E402
+from lifter.program import load_object  # noqa: E402
+from rules.mapcontents import MapContents, MapEntries  # noqa: E402
+from rules.synthesis import Synthesizer  # noqa: E402
+from rules.templates import fill, find_templates, min_prefixes, prefixes_equal  # noqa: E402
+
+
+def templates_of(stem: str):
+    obj = load_object(corpus.BUILD_DIR / "clang" / f"{stem}.o")
+    e = explore(obj, obj.programs[0])
+    t = time.perf_counter()
+    ts, _ = find_templates(Synthesizer(e, ("no-ip-options",), {}))
+    return e, ts, time.perf_counter() - t
+
+
+def contents(e, name: str, keys: list[bytes], value: bytes) -> MapContents:
+    m = next(m for m in e.obj.maps if m.name == name)
+    return MapContents({name: MapEntries(name, m.type.id, m.key_size, m.value_size, {k: (value,) for k in keys})})
+
+
+def timed_fill(ts, c: MapContents, repeat: int) -> dict:
+    fill(ts, c, aggregate=False)  # warm-up (z3 proofs of the shapes are cached on the templates)
+    runs = []
+    got = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        got = fill(ts, c, aggregate=False)
+        runs.append(time.perf_counter() - t)
+    tracemalloc.start()
+    fill(ts, c, aggregate=False)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "seconds": round(statistics.median(runs), 3),
+        "runs": [round(x, 3) for x in runs],
+        "filters": len(got.filters),
+        "peak_mib": round(peak / 2**20, 1),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", help="write the results here too")
+    args = ap.parse_args()
+    rng = random.Random(1)
+    out: dict = {"fill": [], "aggregate": {}}
+    e, ts, secs = templates_of("thesis_ddos_blacklist")
+    out["templates_seconds"] = {"thesis_ddos_blacklist": round(secs, 2)}
+    for n in (10_000, 100_000):
+        keys = [k.to_bytes(4, "big") for k in rng.sample(range(1 << 32), n)]
+        r = timed_fill(ts, contents(e, "blacklist", keys, b"\1\0\0\0"), args.repeat)
+        out["fill"].append({"map": "blacklist (src_ip, presence)", "entries": n, **r})
+        print(f"fill blacklist {n:>7} entries: {r}", flush=True)
+    e, ts, secs = templates_of("port_flags_map")
+    out["templates_seconds"]["port_flags_map"] = round(secs, 2)
+    for n in (10_000,):
+        keys = [struct.pack("<H", p) for p in rng.sample(range(1, 1 << 16), n)]
+        r = timed_fill(ts, contents(e, "filter_ports", keys, struct.pack("<I", 0x2 | 0x4)), args.repeat)
+        out["fill"].append({"map": "filter_ports (ports, flag bits)", "entries": n, **r})
+        print(f"fill filter_ports {n:>7} entries: {r}", flush=True)
+    addrs = sorted((10 << 24 | 20 << 16) + x for x in rng.sample(range(1 << 16), 10_000))
+    t = time.perf_counter()
+    cover = min_prefixes(addrs, 32)
+    agg = time.perf_counter() - t
+    t = time.perf_counter()
+    equal = prefixes_equal(addrs, cover, 32)
+    proof = time.perf_counter() - t
+    out["aggregate"] = {
+        "addresses": len(addrs),
+        "within": "10.20.0.0/16",
+        "prefixes": len(cover),
+        "proven_equal": equal,
+        "seconds": round(agg, 3),
+        "proof_seconds": round(proof, 2),
+    }
+    print(f"aggregate: {out['aggregate']}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,845 @@
+"""Rule templates: filters for decisions on control-plane maps, proven once for every entry.
+
+A path whose verdict needs entries in maps (`blacklist[ipv4.saddr] exists` -> DROP) becomes
+a *template*: per lookup on the path (a *level*) the map, and how each byte of the map key
+is a byte of a flower key or a constant (found with z3 under the path's typical packets:
+`saddr` -> src_ip; a host-order u16 port -> dst_port's two bytes swapped; an LPM key of
+prefix length 32 and an address -> src_ip/len). The path's other flower keys (ip_proto tcp
+or udp) are the template's fixed part; conditions on the entry's value (a flag bit, an
+action code) are kept as a formula over the value's bytes.
+
+The proof (z3, once per template and key mask): for a symbolic entry key k of each level
+and a symbolic value, in every map content that holds those entries and anything else
+(the map functions are replaced by "k, or whatever the rest of the map holds"), every
+packet the filled filters match gets the template's verdict from the program. No earlier
+filter is assumed, so the filters stay sound wherever they are placed.
+
+Layout: level 0's filters sit in chain 0; level i+1's in the template's own chain, which
+level i's filters `goto`. Two nested maps of n and m entries take n + m filters, not
+n x m: a packet reaches level 2 only through a level-1 entry it matches, and a chain where
+nothing matches ends classification (the packet goes to the host: safe). Each level has a
+band of prios, one per mask shape (an LPM entry's prefix length).
+
+Filling is per entry (`fill_entry`: the filters of one map entry of one template, so a map
+change re-renders only its own filters) and whole (`fill`: every entry, optional address
+aggregation proven equal with z3, and the rule budget).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import functools
+import itertools
+from dataclasses import dataclass, field
+
+import z3
+
+from analyzer.symbolic import map_found, map_val, source_of, symbols
+from lifter.maps import is_global_data_section
+
+from .dissector import match_formula
+from .flower import FLOWER_KEYS, Exact, FlowerMatch, exact
+from .mapcontents import MapContents
+from .reasons import Reason
+from .synthesis import EXTRACTED, Outcome, Synthesizer, solver
+
+#: Prios per level: one per mask shape (prefix lengths 0..128 of an address key).
+PRIO_BAND = 130
+#: Counterexample keys a template proof may set aside before it gives up.
+MAX_EXCLUDED = 4
+#: Fixed-key combinations (ip_proto tcp / udp, ...) one template may take.
+MAX_COMBOS = 16
+#: Keys whose contents may be aggregated into prefixes (an address set).
+ADDRESS_KEYS = ("src_ip", "dst_ip")
+
+
+@dataclass(frozen=True)
+class KeyByte:
+    """One byte of a map key (in the kernel's memory order): a constant, or byte `byte` of
+    flower key `key` (0 = most significant, network order)."""
+
+    const: int | None = None
+    key: str | None = None
+    byte: int = 0
+
+
+@dataclass
+class Level:
+    """One map lookup of a template. `kind` "hash" (exact key) or "lpm" (layout covers the
+    address bytes after the 4-byte prefix length); `keys`: the flower keys the layout fills."""
+
+    map: str
+    kind: str
+    key_size: int
+    layout: tuple[KeyByte, ...]
+    keys: tuple[str, ...]
+    chain: int = 0
+    prio: int = 1
+    lookup: z3.BitVecRef | None = field(default=None, compare=False, repr=False)  # the key term on the path
+
+
+@dataclass
+class Template:
+    """A rule template (module doc). `combos`: the fixed keys of each filter variant (one per
+    ip_proto the path allows, ...); `value_cond`: what the path requires of the entries'
+    values, over map.M.val at the levels' key variables (None: presence decides);
+    `proved`: per mask shape (a tuple of prefix lengths, one per level), the proof's answer;
+    `excluded`: per proven shape, the key tuples (one integer per level, the key bytes read
+    little-endian) z3 found counterexamples at: the proof holds for every other key."""
+
+    index: int
+    protocol: str
+    combos: list[tuple[tuple[str, Exact], ...]]
+    levels: list[Level]
+    outcome: Outcome
+    paths: list[int]
+    value_cond: z3.BoolRef | None = None
+    proved: dict[tuple, bool] = field(default_factory=dict)
+    excluded: dict[tuple, list[tuple[int, ...]]] = field(default_factory=dict)
+    value_memo: dict = field(default_factory=dict, repr=False)  # (level, key or None, value) -> ok
+    before: list = field(default_factory=list, repr=False)  # earlier pass templates (allow lists)
+    needs: list[int] = field(default_factory=list)  # pass templates a proof relied on
+    synth: Synthesizer | None = None
+
+    @functools.cached_property
+    def value_by_value(self) -> bool:
+        """The value condition reads the keys only through map.M.val(key, .): an entry's
+        answer depends on its value alone."""
+        if self.value_cond is None:
+            return True
+        subs = []
+        for lv in self.levels:
+            kbits = 8 * lv.key_size
+            f = z3.Function(f"tpl.v.{lv.map}", z3.BitVecSort(32), z3.BitVecSort(8))
+            subs.append((map_val(lv.map, kbits), f(z3.Var(1, z3.BitVecSort(32)))))
+        rest = z3.substitute_funs(self.value_cond, *subs)
+        return not any(n.startswith("tpl.key") for n in symbols(rest))
+
+    @property
+    def maps(self) -> tuple[str, ...]:
+        return tuple(lv.map for lv in self.levels)
+
+
+@dataclass(frozen=True)
+class FilledFilter:
+    """A filter filled from map entries: where it goes (chain, prio), what it matches and does,
+    and the (map name, key bytes) entries it came from (several after aggregation)."""
+
+    template: int
+    level: int
+    chain: int
+    prio: int
+    match: FlowerMatch
+    action: tuple[str, ...]
+    role: str  # "rule" | "goto" | "shield" (a pass filter of an allow list)
+    sources: tuple[tuple[str, bytes], ...]
+    paths: tuple[int, ...] = ()
+
+
+@dataclass
+class Fill:
+    """The filled filters (print order), the entries left in software with why, and the
+    aggregation's proofs (map name -> (entries, prefixes, proven equal))."""
+
+    filters: list[FilledFilter]
+    software: list[tuple[tuple[str, bytes], Reason]] = field(default_factory=list)
+    aggregated: dict[str, tuple[int, int, bool]] = field(default_factory=dict)
+
+
+# --- finding templates -------------------------------------------------------------------
+
+
+def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) -> tuple[list[Template], list]:
+    """The templates of the program's map-dependent non-pass paths, proven for the shapes a
+    hash map has (LPM shapes are proven when first filled). Returns (templates, [(paths,
+    Reason)] for map-dependent paths no template takes)."""
+    e = s.e
+    mdefs = {m.name: m for m in e.obj.maps}
+    templates: list[Template] = []
+    software = []
+    chain, prio = first_chain, first_prio
+    for p in e.paths:
+        o = s.outcomes[p.id]
+        if not isinstance(o, Outcome) or not p.accesses:
+            continue
+        cond = z3.And(s.conds[p.id], *s.env, s.typical)
+        positive = []
+        for a in p.accesses:
+            mdef = mdefs.get(a.map)
+            if mdef is None or mdef.type is None or is_global_data_section(mdef.section):
+                continue
+            if mdef.type.keyed not in ("hash", "lpm"):
+                continue
+            f = map_found(a.map, a.key.size())(a.key)
+            if solver(cond, z3.Not(f)).check() == z3.unsat:
+                positive.append((a, mdef))
+        if not positive:
+            continue
+        why = None
+        levels = []
+        for a, mdef in positive:
+            if s.maps.get(a.map) != "control-plane":
+                why = Reason("map-dependent", f"map {a.map} is written by the program ({s.maps.get(a.map)})")
+                break
+            level = _level(s, cond, a, mdef)
+            if isinstance(level, Reason):
+                why = level
+                break
+            levels.append(level)
+        if why is None and len(levels) > 1 and any(lv.kind == "lpm" for lv in levels):
+            why = Reason("map-dependent", "an LPM lookup nested with another map lookup")
+        if why is None and o.is_pass and len(levels) > 1:
+            continue  # pass filters are for allow lists: one lookup
+        made = why or _template(s, p, o, cond, levels)
+        if isinstance(made, Reason):
+            if not o.is_pass:
+                software.append(([p.id], made))
+            continue
+        for t in made:
+            same = next((x for x in templates if _same(x, t)), None)
+            if same is not None:
+                same.paths.append(p.id)
+                continue
+            t.index = len(templates)
+            t.before = [x for x in templates if x.outcome.is_pass]
+            t.levels = [dataclasses.replace(lv) for lv in t.levels]
+            for i, lv in enumerate(t.levels):
+                if i:
+                    lv.chain, chain = chain, chain + 1
+                lv.prio = prio
+                prio += PRIO_BAND
+            templates.append(t)
+    for t in templates:
+        if all(lv.kind == "hash" for lv in t.levels) and not t.outcome.is_pass:
+            prove(t, tuple(None for _ in t.levels))
+    return templates, software
+
+
+def _same(a: Template, b: Template) -> bool:
+    """Two paths of one template: same levels, fixed keys, outcome and value condition."""
+    if (a.value_cond is None) != (b.value_cond is None):
+        return False
+    if a.value_cond is not None and not a.value_cond.eq(b.value_cond):
+        return False
+    return (a.protocol, a.combos, a.outcome, [(lv.map, lv.layout) for lv in a.levels]) == (
+        b.protocol,
+        b.combos,
+        b.outcome,
+        [(lv.map, lv.layout) for lv in b.levels],
+    )
+
+
+def _level(s: Synthesizer, cond: z3.BoolRef, a, mdef) -> Level | Reason:
+    """How the lookup's key bytes come from flower keys (or a Reason why they do not)."""
+    lpm = mdef.type.keyed == "lpm"
+    size = a.key.size() // 8
+    model_s = solver(cond)
+    if model_s.check() != z3.sat:
+        return Reason("atypical-packets", "only atypical packets take this path")
+    m = model_s.model()
+    names = list(dict.fromkeys(n for n in EXTRACTED["ip"] + EXTRACTED["ipv6"] if n in s.d.keys))
+    layout = []
+    for i in range(size):
+        b = z3.Extract(8 * i + 7, 8 * i, a.key)
+        seen = m.eval(b, model_completion=True).as_long()
+        if solver(cond, b != seen).check() == z3.unsat:
+            layout.append(KeyByte(const=seen))
+            continue
+        found = None
+        for n in names:
+            width = FLOWER_KEYS[n].width
+            if width % 8:
+                continue
+            term = s.d.keys[n]
+            for j in range(width // 8):
+                hi = width - 1 - 8 * j
+                cand = z3.Extract(hi, hi - 7, term)
+                if m.eval(cand, model_completion=True).as_long() != seen:
+                    continue
+                if solver(cond, b != cand).check() == z3.unsat:
+                    found = KeyByte(key=n, byte=j)
+                    break
+            if found:
+                break
+        if found is None:
+            return Reason("map-dependent", f"map {a.map}: key byte {i} is not a flower key's byte")
+        layout.append(found)
+    keys = tuple(dict.fromkeys(kb.key for kb in layout if kb.key))
+    for n in keys:
+        got = sorted(kb.byte for kb in layout if kb.key == n)
+        if got != list(range(FLOWER_KEYS[n].width // 8)):
+            return Reason("map-dependent", f"map {a.map}: the key holds part of {n} only")
+    if not keys:
+        return Reason("map-dependent", f"map {a.map}: a constant key (the value decides)")
+    if lpm:
+        head, data = layout[:4], tuple(layout[4:])
+        plen = sum((kb.const or 0) << (8 * i) for i, kb in enumerate(head))
+        if any(kb.const is None for kb in head) or plen != 8 * len(data) or len(keys) != 1:
+            return Reason("map-dependent", f"map {a.map}: an LPM lookup that is not a full-length address")
+        if keys[0] not in ADDRESS_KEYS + ("src_ip6", "dst_ip6") or any(kb.key is None for kb in data):
+            return Reason("map-dependent", f"map {a.map}: an LPM key that is not one address")
+        if [kb.byte for kb in data] != list(range(len(data))):
+            return Reason("map-dependent", f"map {a.map}: an LPM address not in network order")
+        return Level(a.map, "lpm", mdef.key_size, data, keys, lookup=a.key)
+    return Level(a.map, "hash", mdef.key_size, tuple(layout), keys, lookup=a.key)
+
+
+def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level]) -> list[Template] | Reason:
+    """The path's template(s): one, or one per fixed-key combination when the value
+    condition also reads the packet (xdp-filter's `*mask & l4flag`: a flag per ip_proto),
+    specialised to what that combination fixes."""
+    block = s.extract(p, o, quiet=True)
+    if block is None:
+        return Reason("atypical-packets", "only atypical packets take this path")
+    filled = {n for lv in levels for n in lv.keys}
+    fixed = {n: v for n, v in block.sets.items() if n not in filled}
+    multi = [(n, v) for n, v in fixed.items() if len(v) > 1]
+    single = [(n, exact(n, v[0])) for n, v in fixed.items() if len(v) == 1]
+    single += [(n, v) for n, v in block.masked.items() if n not in filled]
+    combos = []
+    for values in itertools.product(*[v for _, v in multi]):
+        if len(combos) >= MAX_COMBOS:
+            return Reason("map-dependent", "too many fixed-key combinations for one template")
+        combo = tuple(single) + tuple((n, exact(n, x)) for (n, _), x in zip(multi, values))
+        placeholders = tuple((n, exact(n, 0)) for lv in levels for n in lv.keys)
+        try:
+            FlowerMatch(block.protocol, combo + placeholders)
+        except ValueError as err:  # a key flower refuses beside this combination (ports of ICMP)
+            return Reason("not-expressible", f"no flower match for the map key here: {err}")
+        combos.append(combo)
+    # what the path asks of the entries' values
+    # (a conjunct about another lookup's value, an earlier "not in the map", is the
+    # proof's business through the program's other paths, not a condition on the entry)
+    lookups = [lv.lookup for lv in levels]
+    value_parts = [
+        c for c in _conjuncts(s.conds[p.id]) if any(_reads_value_at(c, lv.map, k) for lv, k in zip(levels, lookups))
+    ]
+    if not value_parts:
+        return [Template(0, block.protocol, combos, levels, o, [p.id], None, synth=s)]
+    if any(lv.kind == "lpm" for lv in levels):
+        return Reason("map-dependent", "an LPM value decides (the longest match's value)")
+    pairs = [(lv.lookup, k) for lv, k in zip(levels, key_vars(levels))]
+    for c in value_parts:
+        if sum(_reads_value_at(c, lv.map, lv.lookup) for lv in levels) > 1:
+            return Reason("map-dependent", "one condition relates the values of two lookups")
+    value_cond = z3.substitute(z3.And(value_parts), *pairs)
+    if not _reads_packet(value_cond):
+        return [Template(0, block.protocol, combos, levels, o, [p.id], value_cond, synth=s)]
+    out = []
+    for combo in combos:
+        region = z3.And(cond, match_formula(FlowerMatch(block.protocol, combo), s.d))
+        v = _specialise(value_cond, region)
+        if v is None:
+            return Reason("map-dependent", "a map value is compared with packet fields")
+        out.append(Template(0, block.protocol, [combo], levels, o, [p.id], v, synth=s))
+    return out
+
+
+def _reads_value_at(e: z3.ExprRef, name: str, key: z3.ExprRef) -> bool:
+    """Whether `e` reads map `name`'s value at the lookup key `key`."""
+    fname = f"map.{name}.val"
+    stack, seen = [e], set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        if z3.is_app(t) and t.decl().name() == fname and t.arg(0).eq(key):
+            return True
+        stack += t.children()
+    return False
+
+
+def _reads_packet(e: z3.ExprRef) -> bool:
+    return any(source_of(n) is not None and source_of(n).kind != "map" for n in symbols(e) if not n.startswith("tpl."))
+
+
+def _specialise(v: z3.BoolRef, region: z3.BoolRef) -> z3.BoolRef | None:
+    """`v` with each of its packet-only subterms replaced by the one value it has in
+    `region` (None if one has several)."""
+    q = solver(region)
+    if q.check() != z3.sat:
+        return None
+    m = q.model()
+    subs = []
+    stack, seen = [v], set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen or z3.is_const(t) and not _reads_packet(t):
+            continue
+        seen.add(t.get_id())
+        if not any(n.startswith(("map.", "tpl.")) for n in symbols(t)):
+            if _reads_packet(t):
+                val = m.eval(t, model_completion=True)
+                if solver(region, t != val).check() != z3.unsat:
+                    return None
+                subs.append((t, val))
+            continue
+        stack += t.children()
+    return z3.simplify(z3.substitute(v, *subs)) if subs else v
+
+
+def _conjuncts(e: z3.BoolRef):
+    if z3.is_and(e):
+        for c in e.children():
+            yield from _conjuncts(c)
+    else:
+        yield e
+
+
+def key_vars(levels: list[Level]) -> list[z3.BitVecRef]:
+    """The placeholder key of each level (the proof's and the value condition's)."""
+    return [z3.BitVec(f"tpl.key{i}.{8 * lv.key_size}", 8 * lv.key_size) for i, lv in enumerate(levels)]
+
+
+# --- the proof ---------------------------------------------------------------------------
+
+
+def _net(k: z3.BitVecRef, layout: tuple[KeyByte, ...], name: str, offset: int = 0) -> z3.BitVecRef:
+    """Flower key `name` as the bytes of key variable `k` its layout names (offset: where
+    the layout starts in the key)."""
+    parts = []
+    for j in range(FLOWER_KEYS[name].width // 8):
+        i = next(i for i, kb in enumerate(layout) if kb.key == name and kb.byte == j) + offset
+        parts.append(z3.Extract(8 * i + 7, 8 * i, k))
+    return parts[0] if len(parts) == 1 else z3.Concat(parts)
+
+
+def _prefix_mask(length: int, width: int) -> int:
+    return ((1 << length) - 1) << (width - length)
+
+
+def _lpm_hit(key: z3.BitVecRef, plen: int, addr: z3.BitVecRef, width: int) -> z3.BoolRef:
+    """Whether an LPM lookup `key` (u32 prefix length, then the address bytes) finds the
+    entry addr/plen."""
+    qlen = z3.Extract(31, 0, key)
+    qaddr = z3.Concat([z3.Extract(8 * i + 7, 8 * i, key) for i in range(4, 4 + width // 8)])
+    m = _prefix_mask(plen, width)
+    return z3.And(z3.ULE(plen, qlen), qaddr & m == addr & m)
+
+
+def prove(t: Template, shape: tuple) -> bool:
+    """Prove template `t` for mask shape `shape` (per level: the LPM prefix length, None for
+    an exact key) for every key and value; cached in t.proved."""
+    if shape in t.proved:
+        return t.proved[shape]
+    s = t.synth
+    ks = key_vars(t.levels)
+    subs = []
+    consts = []
+    symbolic = {}
+    masks = {}
+    by_map: dict[str, list] = {}
+    for i, (lv, k) in enumerate(zip(t.levels, ks)):
+        if lv.kind == "lpm":
+            width = 8 * len(lv.layout)
+            addr = _net(k, lv.layout, lv.keys[0], 4)
+            symbolic[lv.keys[0]] = addr
+            masks[lv.keys[0]] = _prefix_mask(shape[i], width)
+            by_map.setdefault(lv.map, []).append(("lpm", k, shape[i], addr, width))
+            consts.append(z3.Extract(31, 0, k) == shape[i])
+        else:
+            for n in lv.keys:
+                symbolic[n] = _net(k, lv.layout, n)
+                masks[n] = exact(n, 0).mask
+            consts += [z3.Extract(8 * j + 7, 8 * j, k) == kb.const for j, kb in enumerate(lv.layout) if kb.key is None]
+            by_map.setdefault(lv.map, []).append(("hash", k))
+    for name, hits in by_map.items():
+        kbits = hits[0][1].size()
+        ks_sort = z3.BitVecSort(kbits)
+        q = z3.Var(0, ks_sort)
+        rest = z3.Function(f"tpl{t.index}.{name}.rest", ks_sort, z3.BoolSort())
+        conds = []
+        for h in hits:
+            conds.append(q == h[1] if h[0] == "hash" else _lpm_hit(q, h[2], h[3], h[4]))
+        subs.append((map_found(name, kbits), z3.Or(*conds, rest(q))))
+        if all(h[0] == "hash" for h in hits):
+            # the entries' own values: one fresh function (value_cond speaks of them through
+            # map.M.val(k, off), which the same substitution turns into it)
+            off = z3.Var(1, z3.BitVecSort(32))
+            restv = z3.Function(f"tpl{t.index}.{name}.restval", ks_sort, z3.BitVecSort(32), z3.BitVecSort(8))
+            vfun = z3.Function(f"tpl{t.index}.{name}.val", ks_sort, z3.BitVecSort(32), z3.BitVecSort(8))
+            body = restv(q, off)
+            for h in hits:
+                body = z3.If(q == h[1], vfun(h[1], off), body)
+            subs.append((map_val(name, kbits), body))
+    region = []
+    for combo in t.combos:
+        keys = combo + tuple((n, Exact(0, masks[n])) for n in symbolic)
+        region.append(match_formula(FlowerMatch(t.protocol, keys), s.d, symbolic))
+    good = s.good(t.outcome)
+    extra = [t.value_cond] if t.value_cond is not None else []
+
+    def sub(x):
+        return z3.substitute_funs(x, *subs) if subs else x
+
+    # value_cond names map.M.val(k, off): the substitution turns it into the entry's value
+    q = solver(*[sub(x) for x in s.env], z3.Or(region), *consts, *[sub(x) for x in extra], z3.Not(sub(good)))
+    if t.before and q.check() != z3.unsat:
+        # an allow list before: the packets its pass filters take never reach these
+        q.add(*[z3.Not(sub(pass_region(x))) for x in t.before])
+        t.needs = sorted(set(t.needs) | {x.index for x in t.before})
+    excluded: list[tuple[int, ...]] = []
+    while True:
+        r = q.check()
+        if r != z3.sat or len(excluded) >= MAX_EXCLUDED:
+            break
+        # a counterexample at one key: prove the rest, that key stays in software
+        m = q.model()
+        bad = tuple(m.eval(k, model_completion=True).as_long() for k in ks)
+        excluded.append(bad)
+        q.add(z3.Or([k != v for k, v in zip(ks, bad)]))
+    ok = r == z3.unsat
+    t.proved[shape] = ok
+    if ok:
+        t.excluded[shape] = excluded
+    return ok
+
+
+def pass_region(t: Template) -> z3.BoolRef:
+    """Packets some filled pass filter of template `t` takes, whatever its map holds (a
+    subset of them, which is what an assumption may use): the packet's flower keys, as
+    the filter's protocol sees them equal to the walk's (`d.keys`), form a key the map
+    holds (and whose value takes the decision)."""
+    s = t.synth
+    (lv,) = t.levels
+    d = s.d
+    parts = []
+    for kb in lv.layout:
+        if kb.key is None:
+            parts.append(z3.BitVecVal(kb.const, 8))
+        else:
+            hi = FLOWER_KEYS[kb.key].width - 1 - 8 * kb.byte
+            parts.append(z3.Extract(hi, hi - 7, d.keys[kb.key]))
+    if lv.kind == "lpm":
+        plen = 8 * len(lv.layout)
+        parts = [z3.BitVecVal(plen >> (8 * i) & 0xFF, 8) for i in range(4)] + parts
+    key = z3.Concat(parts[::-1]) if len(parts) > 1 else parts[0]
+    found = map_found(lv.map, key.size())(key)
+    if t.value_cond is not None:
+        found = z3.And(found, z3.substitute(t.value_cond, (key_vars(t.levels)[0], key)))
+    symbolic = {n: d.keys[n] for n in lv.keys}
+    placeholders = tuple((n, exact(n, 0)) for n in lv.keys)
+    region = [match_formula(FlowerMatch(t.protocol, c + placeholders), d, symbolic) for c in t.combos]
+    return z3.And(z3.Or(region), found)
+
+
+# --- filling -------------------------------------------------------------------------------
+
+
+def entry_shape(t: Template, level: int, key: bytes) -> int | None:
+    """The mask shape of one entry at `level`: its prefix length (LPM), None (exact key)."""
+    lv = t.levels[level]
+    if lv.kind == "lpm":
+        return int.from_bytes(key[:4], "little")
+    return None
+
+
+def fill_entry(
+    t: Template, level: int, key: bytes, values: tuple[bytes, ...]
+) -> tuple[list[FilledFilter], Reason | None]:
+    """The filters of ONE map entry at `level` of template `t`, and None; or [] and the Reason
+    the entry gets no filter (code pass-to-host: this lookup never asks for the key or the
+    value does not take the decision, nothing to offload; other codes: it would, but cannot).
+
+    Contract (what `sync` relies on):
+    * `key`/`values` are the entry's raw bytes as in rules.mapcontents (values: one per CPU
+      for per-CPU maps; every CPU's value must take the decision).
+    * The result depends on this entry alone, never on other entries: on an insert or
+      update, replace the entry's previous filters by these; on a delete, remove its filters.
+    * Every filter is an instance of the template's z3 proof (for every key and value of
+      this mask shape): it is sound wherever it sits, whatever else the maps hold. A level
+      before the last `goto`s the next level's chain; the last level acts.
+    * One entry may give several filters (one per fixed-key combination: tcp and udp), all
+      with `sources` == ((map name, key),); chain and prio are the template's (its level's
+      band, plus the prefix's offset for LPM), stable for one `find_templates` result.
+    The first call for a new LPM prefix length proves that shape (cached on `t`)."""
+    lv = t.levels[level]
+    if len(key) != lv.key_size:
+        return [], Reason("unknown", f"map {lv.map}: key of {len(key)} bytes, the map's are {lv.key_size}")
+    vals = {}
+    shape_len = None
+    if lv.kind == "lpm":
+        plen = int.from_bytes(key[:4], "little")
+        data = key[4:]
+        width = 8 * len(data)
+        if not 0 < plen <= width:
+            return [], Reason("not-expressible", f"map {lv.map}: prefix length {plen}")
+        n = lv.keys[0]
+        addr = int.from_bytes(data, "big")
+        mask = _prefix_mask(plen, width)
+        vals[n] = Exact(addr & mask, mask)
+        shape_len = plen
+    else:
+        for i, kb in enumerate(lv.layout):
+            if kb.key is None and key[i] != kb.const:
+                return [], Reason("pass-to-host", f"map {lv.map}: this lookup never asks for this key")
+        for n in lv.keys:
+            v = 0
+            for j in range(FLOWER_KEYS[n].width // 8):
+                i = next(i for i, kb in enumerate(lv.layout) if kb.key == n and kb.byte == j)
+                v = v << 8 | key[i]
+            vals[n] = exact(n, v)
+    if t.value_cond is not None and not all(_value_ok(t, level, key, v) for v in values):
+        return [], Reason("pass-to-host", f"map {lv.map}: the entry's value does not take this decision")
+    shape = tuple(shape_len if i == level else None for i in range(len(t.levels)))
+    if t.outcome.is_pass:  # a pass filter is always safe: nothing to prove
+        t.excluded.setdefault(shape, [])
+    elif not prove(t, shape):
+        return [], Reason("not-expressible", f"map {lv.map}: the template did not prove for this key shape")
+    kint = int.from_bytes(key, "little")
+    if any(bad[level] == kint for bad in t.excluded[shape]):
+        return [], Reason(
+            "atypical-packets",
+            f"map {lv.map}: at this key flower cannot separate packets the program treats otherwise "
+            "(a z3 counterexample: fragments, IP options)",
+        )
+    last = level == len(t.levels) - 1
+    action = t.outcome.action if last else ("goto", "chain", str(t.levels[level + 1].chain))
+    prio = lv.prio + (0 if shape_len is None else 8 * len(lv.layout) - shape_len)
+    out = []
+    for combo in t.combos:
+        match = FlowerMatch(t.protocol, combo + tuple(vals.items()))
+        out.append(
+            FilledFilter(
+                t.index,
+                level,
+                lv.chain,
+                prio,
+                match,
+                action,
+                ("shield" if t.outcome.is_pass else "rule") if last else "goto",
+                ((lv.map, bytes(key)),),
+                tuple(t.paths),
+            )
+        )
+    return out, None
+
+
+def _value_ok(t: Template, level: int, key: bytes, value: bytes) -> bool:
+    """Whether the template's value condition holds for this entry's value (its conjuncts
+    each speak of one level: _template refuses others, so the other levels' conjuncts are
+    their own entries' business). Cached per value when the condition does not read the key."""
+    lv = t.levels[level]
+    memo = (level, None if t.value_by_value else key, value)
+    if memo in t.value_memo:
+        return t.value_memo[memo]
+    ks = key_vars(t.levels)
+    kbits = 8 * lv.key_size
+    kval = z3.BitVecVal(int.from_bytes(key, "little"), kbits)
+    off = z3.Var(1, z3.BitVecSort(32))
+    q = z3.Var(0, z3.BitVecSort(kbits))
+    body = map_val(lv.map, kbits)(q, off)
+    for i in range(len(value) - 1, -1, -1):
+        body = z3.If(z3.And(q == kval, off == i), z3.BitVecVal(value[i], 8), body)
+    c = z3.substitute(t.value_cond, (ks[level], kval))
+    c = z3.simplify(z3.substitute_funs(c, (map_val(lv.map, kbits), body)))
+    ok = z3.is_true(c) or (not z3.is_false(c) and solver(c).check() == z3.sat)
+    t.value_memo[memo] = ok
+    return ok
+
+
+def fill(templates: list[Template], contents: MapContents, aggregate: bool = True) -> Fill:
+    """Every template filled from `contents`, in template then level order: `fill_entry` per
+    entry, so the result is the union of the per-entry results (`aggregate=False`: exactly
+    that, what `sync` extends entry by entry). With `aggregate`, the filters of a hash level
+    whose only key is one address become the fewest prefixes covering exactly the same
+    addresses, proven equal with z3; a prefix filter's `sources` are every entry it stands
+    for (so it changes when a neighbour does: incremental users re-aggregate or keep exact
+    filters). Entries that get no filter for a reason other than pass-to-host are in
+    `software`. A map absent from `contents` fills nothing (unknown is not empty). An allow
+    list's pass filters are filled only where a drop template's proof relies on them
+    (Template.needs); a drop template needing an allow list whose contents are not given
+    fills nothing."""
+    out = Fill([])
+    per: dict[int, list[FilledFilter]] = {}
+    for t in templates:  # the drop templates first: their proofs say which allow lists they need
+        if not t.outcome.is_pass:
+            per[t.index] = _fill_template(t, contents, aggregate, out)
+            missing = [x.map for i in t.needs for x in templates[i].levels if contents.get(x.map) is None]
+            if missing and per[t.index]:  # the proof relied on pass filters of maps not given
+                why = Reason("map-dependent", f"its filters need the contents of {', '.join(missing)}")
+                out.software += [(src, why) for f in per.pop(t.index) for src in f.sources]
+    needed = {i for t in templates if per.get(t.index) for i in t.needs}
+    for t in templates:  # allow lists: only where a drop template's proof relies on them
+        if t.outcome.is_pass and t.index in needed:
+            per[t.index] = _fill_template(t, contents, aggregate, out)
+    for t in templates:
+        out.filters += per.get(t.index, [])
+    return out
+
+
+def _fill_template(t: Template, contents: MapContents, aggregate: bool, out: Fill) -> list[FilledFilter]:
+    """fill_entry over every entry of the template's maps, then aggregation (see fill)."""
+    got: list[FilledFilter] = []
+    for level, lv in enumerate(t.levels):
+        me = contents.get(lv.map)
+        if me is None:
+            continue
+        filled: list[FilledFilter] = []
+        for key, values in me.entries.items():
+            fs, why = fill_entry(t, level, key, values)
+            if why is not None and why.code != "pass-to-host":
+                out.software.append(((lv.map, key), why))
+            filled += fs
+        if aggregate and lv.kind == "hash" and lv.keys in (("src_ip",), ("dst_ip",)) and filled:
+            filled, proof = aggregate_level(t, level, filled)
+            out.aggregated[lv.map] = proof
+        got += filled
+    return got
+
+
+def aggregate_level(t: Template, level: int, filled: list[FilledFilter]) -> tuple[list[FilledFilter], tuple]:
+    """The level's exact-address filters as the fewest aligned prefixes covering exactly the
+    same addresses, per fixed-key combination; (entries, prefixes, proven equal). Sound
+    because all filters of one level share chain, action and fixed keys: the prefix filters
+    match exactly the union of what the exact filters matched (the z3 proof)."""
+    lv = t.levels[level]
+    name = lv.keys[0]
+    width = FLOWER_KEYS[name].width
+    by_combo: dict[tuple, list[FilledFilter]] = {}
+    for f in filled:
+        combo = tuple((n, v) for n, v in f.match.keys if n != name)
+        by_combo.setdefault(combo, []).append(f)
+    out = []
+    entries = len({s for f in filled for s in f.sources})
+    equal = True
+    prefixes = 0
+    for combo, fs in by_combo.items():
+        addr = {f.match.get(name).value: f for f in fs}
+        cover = min_prefixes(sorted(addr), width)
+        equal &= prefixes_equal(sorted(addr), cover, width)
+        prefixes += len(cover)
+        for value, plen in cover:
+            mask = _prefix_mask(plen, width)
+            srcs = tuple(s for a in _within(sorted(addr), value, plen, width) for s in addr[a].sources)
+            f0 = fs[0]
+            out.append(
+                FilledFilter(
+                    t.index,
+                    level,
+                    lv.chain,
+                    lv.prio + width - plen,
+                    FlowerMatch(t.protocol, combo + ((name, Exact(value, mask)),)),
+                    f0.action,
+                    f0.role,
+                    srcs,
+                    f0.paths,
+                )
+            )
+    if not equal:  # never expected; the exact filters are what the proof covers
+        return filled, (entries, len(filled), False)
+    out.sort(key=lambda f: (f.prio, f.match.keys))
+    return out, (entries, prefixes, True)
+
+
+def _within(sorted_addrs: list[int], value: int, plen: int, width: int) -> list[int]:
+    """The addresses of the sorted list inside value/plen."""
+    hi = value + (1 << (width - plen)) - 1
+    return sorted_addrs[bisect.bisect_left(sorted_addrs, value) : bisect.bisect_right(sorted_addrs, hi)]
+
+
+def min_prefixes(addrs: list[int], width: int) -> list[tuple[int, int]]:
+    """The fewest aligned prefixes (value, length) whose union is exactly the set `addrs`
+    (sorted, distinct): siblings are merged bottom-up until none is left to merge; a set of
+    aligned blocks with no mergeable siblings is the minimal exact cover."""
+    level = set(addrs)
+    out: list[tuple[int, int]] = []
+    for bits in range(0, width):
+        plen = width - bits
+        merged = set()
+        for v in level:
+            sib = v ^ (1 << bits)
+            if sib in level:
+                merged.add(v & ~(1 << bits))
+            else:
+                out.append((v, plen))
+        level = merged
+        if not level:
+            break
+    out += [(v, 0) for v in level]
+    return sorted(out)
+
+
+def prefixes_equal(addrs: list[int], cover: list[tuple[int, int]], width: int) -> bool:
+    """z3: an address is one of `addrs` iff it lies in one of the prefixes of `cover`."""
+    x = z3.BitVec("addr", width)
+    a = z3.Or([x == v for v in addrs]) if addrs else z3.BoolVal(False)
+    b = z3.Or([x & _prefix_mask(p, width) == v for v, p in cover]) if cover else z3.BoolVal(False)
+    return solver(a != b).check() == z3.unsat
+
+
+# --- the printed, filled script against the program with these contents ------------------------
+
+
+def content_substitutions(e, contents: MapContents) -> list[tuple]:
+    """z3 substitutions that give the program's map functions the meaning of `contents`:
+    `map.M.found` true exactly at the entries (LPM: at the lookups an entry's prefix
+    covers), `map.M.val` their bytes (LPM: the longest match's; per-CPU values that differ
+    between CPUs stay unknown). Maps absent from `contents` keep every content."""
+    subs = []
+    for mdef in e.obj.maps:
+        me = contents.get(mdef.name)
+        if me is None or mdef.type is None or mdef.key_size is None:
+            continue
+        kbits = 8 * mdef.key_size
+        ksort = z3.BitVecSort(kbits)
+        q, off = z3.Var(0, ksort), z3.Var(1, z3.BitVecSort(32))
+        unknown = z3.Function(f"content.{mdef.name}.unknown", ksort, z3.BitVecSort(32), z3.BitVecSort(8))
+        items = sorted(me.entries.items())
+        if mdef.type.keyed == "lpm":
+            width = 8 * (mdef.key_size - 4)
+
+            def hit(key: bytes, width=width, q=q):
+                plen = int.from_bytes(key[:4], "little")
+                return _lpm_hit(q, plen, z3.BitVecVal(int.from_bytes(key[4:], "big"), width), width)
+
+            subs.append((map_found(mdef.name, kbits), z3.Or([hit(k) for k, _ in items] or [z3.BoolVal(False)])))
+            body = unknown(q, off)
+            for k, vs in sorted(items, key=lambda kv: int.from_bytes(kv[0][:4], "little")):
+                body = z3.If(hit(k), _bytes_term(vs, off, unknown(q, off)), body)
+            subs.append((map_val(mdef.name, kbits), body))
+            continue
+        if mdef.type.keyed == "hash":
+            eqs = [q == int.from_bytes(k, "little") for k, _ in items]
+            subs.append((map_found(mdef.name, kbits), z3.Or(eqs or [z3.BoolVal(False)])))
+        elif mdef.type.keyed != "index":
+            continue
+        body = unknown(q, off)
+        for k, vs in items:
+            body = z3.If(q == int.from_bytes(k, "little"), _bytes_term(vs, off, unknown(q, off)), body)
+        subs.append((map_val(mdef.name, kbits), body))
+    return subs
+
+
+def _bytes_term(values: tuple[bytes, ...], off, otherwise):
+    if len(set(values)) != 1:
+        return otherwise
+    value = values[0]
+    body = otherwise
+    for i in range(len(value) - 1, -1, -1):
+        body = z3.If(off == i, z3.BitVecVal(value[i], 8), body)
+    return body
+
+
+class ContentSynth:
+    """The synthesis state of `synth` with the map functions replaced by `contents`
+    (content_substitutions): what proof.prove_script needs to prove a filled script."""
+
+    def __init__(self, synth: Synthesizer, contents: MapContents):
+        subs = content_substitutions(synth.e, contents)
+
+        def sub(x):
+            return z3.substitute_funs(x, *subs) if subs else x
+
+        self.e = synth.e
+        self.d = synth.d
+        self.ifnames = synth.ifnames
+        self.outcomes = synth.outcomes
+        self.env = [sub(x) for x in synth.env]
+        self.conds = {p: sub(c) for p, c in synth.conds.items()}
+
+    def good(self, outcome: Outcome) -> z3.BoolRef:
+        conds = [self.conds[p] for p, o in self.outcomes.items() if o == outcome]
+        return z3.Or(conds) if conds else z3.BoolVal(False)
