@@ -13,7 +13,8 @@ LLVM_OBJDUMP ?= llvm-objdump-19
 LLVM_OBJCOPY ?= llvm-objcopy-19
 BPF_GCC      ?= bpf-gcc
 # Debian packages that provide the commands above, plus headers and tools the tests use.
-APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev linux-libc-dev iproute2 graphviz
+# neovim: the independent LSP client of tests/test_lsp.py (nvim --headless).
+APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev linux-libc-dev iproute2 graphviz neovim
 
 DEMO_OBJ  := corpus/build/clang/thesis_static_rules.o
 
@@ -42,7 +43,7 @@ lint: venv
 # apt-get only when a command is missing, so a ready machine pays nothing.
 system-deps:
 	@missing=""; \
-	for c in $(CLANG) $(LLVM_OBJDUMP) $(LLVM_OBJCOPY) bpftool $(BPF_GCC) tc; do \
+	for c in $(CLANG) $(LLVM_OBJDUMP) $(LLVM_OBJCOPY) bpftool $(BPF_GCC) tc dot nvim; do \
 	  command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
 	[ -f /usr/include/bpf/bpf_helpers.h ] || missing="$$missing libbpf-dev"; \
 	if [ -n "$$missing" ]; then \
@@ -70,7 +71,7 @@ $(VENV)/.installed: pyproject.toml
 	echo "using $$py ($$($$py -V))"; \
 	[ -x $(PY) ] && $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null || { rm -rf $(VENV); $$py -m venv $(VENV); }; \
 	$(PY) -m pip install -q --upgrade pip && \
-	$(PY) -m pip install -q -e '.[test,angr]' && touch $@
+	$(PY) -m pip install -q -e '.[test,angr,lsp]' && touch $@
 
 corpus: system-deps
 	$(MAKE) -s -C corpus -j2 CLANG=$(CLANG) BPF_GCC=$(BPF_GCC) LLVM_OBJCOPY=$(LLVM_OBJCOPY)

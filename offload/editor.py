@@ -1,0 +1,514 @@
+"""What the editor shows for one C source (the language server, offload/lsp.py, serves it).
+
+A source is tied to its object (`bind`): by a `compile_commands.json` entry (the object is
+rebuilt with that clang command into a temporary directory), by a `.xdp2tc.toml` in the
+workspace, or by an object whose BTF line info names the source. `analyse` then runs the CLI's
+own pipeline once per entry program and keeps its documents: `check` (findings with
+source locations and reason codes), `rules` (filters and the tc script), `analyze` (branch
+classes) and `cost` (ns per path). `Notes` places them on the source's lines. Nothing here is
+computed only for the editor.
+
+`.xdp2tc.toml` (at the workspace root or beside the source; every key optional):
+
+    assume = ["no-ip-options"]      # as `rules --assume`, for every source
+    target = ["generic"]            # as `check --target`
+    dev = "eth0"                    # the device the copied tc script attaches to
+    [[source]]
+    file = "prog.c"                 # relative to the .toml's directory
+    object = "build/prog.o"
+    program = "xdp_main"            # as `--program`
+    assume = [...], target = [...], maps_from = "..."   (per source, over the defaults)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import tempfile
+import threading
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from analyzer.cost import ProfileError, count, load_profile, path_costs
+from analyzer.explore import Exploration, ExplorationError, Options
+from analyzer.report import analysis_json
+from analyzer.tailgraph import Node, ProgramCost, TailGraph
+from analyzer.verify import witness_packet
+from lifter.errors import LiftError
+from lifter.insn import Call
+from lifter.opcodes import CallSrc
+from lifter.program import BpfObject, load_object
+from rules import output as rules_output
+from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
+
+from . import check, costcmd
+from .programs import device_programs
+from .targets import DEFAULT_TARGETS, TARGETS
+
+CONFIG_FILE = ".xdp2tc.toml"
+#: Folders never searched for objects or build databases.
+SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".pytest_cache"}
+#: Objects looked at when searching by line info: a workspace holds a few, not thousands.
+MAX_OBJECTS = 400
+
+
+class Cancelled(Exception):
+    """A newer save (or a closed document) made this analysis pointless."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The CLI options one source is analysed with (.xdp2tc.toml over the client's settings)."""
+
+    object: str | None = None
+    program: str | None = None
+    assume: tuple[str, ...] = ()
+    targets: tuple[str, ...] = DEFAULT_TARGETS
+    dev: str = "eth0"
+    maps_from: str | None = None
+
+    def check(self) -> None:
+        """The same refusals as the CLI's option parsing, as a LiftError (one line)."""
+        for a in self.assume:
+            if a not in ASSUMPTIONS or a in DEFAULT_ASSUMPTIONS:
+                allowed = ", ".join(sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)))
+                raise LiftError(f"assume {a!r}: expected one of {allowed}")
+        for t in self.targets:
+            if t not in TARGETS:
+                raise LiftError(f"target {t!r}: expected one of {', '.join(TARGETS)}")
+
+
+@dataclass(frozen=True)
+class Build:
+    """One compile_commands.json entry: its argv, directory and the object it writes."""
+
+    argv: tuple[str, ...]
+    directory: str
+    output: str | None
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A source, the object it is built into and how that was found."""
+
+    source: Path
+    object: Path | None
+    build: Build | None
+    config: Config
+    how: str
+    config_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class CompileMessage:
+    """One `file:line:col: error|warning: text` line of clang's stderr."""
+
+    file: str
+    line: int
+    col: int
+    severity: str
+    text: str
+
+
+# --- binding ---------------------------------------------------------------------------------
+
+
+def _list(value) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(str(v) for v in value)
+
+
+def read_config(path: Path, source: Path, base: Config) -> Config:
+    """`base` overridden by the toml's defaults and by the [[source]] entry for `source`."""
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise LiftError(f"cannot read it: {err}".splitlines()[0], file=str(path)) from None
+    cfg = _apply(base, doc, path.parent)
+    for entry in doc.get("source", []):
+        if isinstance(entry, dict) and "file" in entry and same_file(path.parent / entry["file"], source):
+            cfg = _apply(cfg, entry, path.parent)
+    return cfg
+
+
+def _apply(cfg: Config, table: dict, base: Path) -> Config:
+    changes: dict = {}
+    if "object" in table:
+        changes["object"] = str(base / table["object"])
+    if "program" in table:
+        changes["program"] = str(table["program"])
+    if "assume" in table:
+        changes["assume"] = _list(table["assume"])
+    if "target" in table:
+        changes["targets"] = _list(table["target"])
+    if "dev" in table:
+        changes["dev"] = str(table["dev"])
+    if "maps_from" in table:
+        changes["maps_from"] = str(base / table["maps_from"])
+    return replace(cfg, **changes)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (by path when either does not exist)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _upwards(source: Path, root: Path, name: str) -> Path | None:
+    """`name` in the source's folder or one above it, up to the workspace root."""
+    d = source.parent
+    while True:
+        if (d / name).is_file():
+            return d / name
+        if d == root or d.parent == d or root not in d.parents:
+            return None
+        d = d.parent
+
+
+def compile_entry(source: Path, root: Path) -> Build | None:
+    """The compile_commands.json entry (at the root, beside the source or in build/) for `source`."""
+    for db in (_upwards(source, root, "compile_commands.json"), root / "build" / "compile_commands.json"):
+        if db is None or not db.is_file():
+            continue
+        try:
+            entries = json.loads(db.read_text())
+        except (OSError, ValueError) as err:
+            raise LiftError(f"cannot read it: {err}".splitlines()[0], file=str(db)) from None
+        for e in entries if isinstance(entries, list) else []:
+            directory = Path(e.get("directory", db.parent))
+            if "file" in e and same_file(directory / e["file"], source):
+                argv = e.get("arguments") or shlex.split(e.get("command", ""))
+                out = e.get("output")
+                if out is None and "-o" in argv[:-1]:
+                    out = argv[argv.index("-o") + 1]
+                return Build(tuple(argv), str(directory), out)
+    return None
+
+
+def objects_naming(source: Path, root: Path) -> list[Path]:
+    """Objects under `root` whose BTF line info names the source (same file name), sorted."""
+    found = []
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        for name in sorted(filenames):
+            if not name.endswith(".o"):
+                continue
+            seen += 1
+            if seen > MAX_OBJECTS:
+                return found
+            path = Path(dirpath) / name
+            if source.name.encode() not in path.read_bytes():  # cheap filter before lifting
+                continue
+            try:
+                files = load_object(str(path)).source_files
+            except LiftError:
+                continue
+            if any(os.path.basename(f) == source.name for f in files):
+                found.append(path)
+    return found
+
+
+def bind(source: Path, root: Path, settings: Config) -> Binding | None:
+    """How `source` is tied to an object; None when nothing ties it (see the module doc)."""
+    cfg_file = _upwards(source, root, CONFIG_FILE)
+    cfg = read_config(cfg_file, source, settings) if cfg_file else settings
+    build = compile_entry(source, root)
+    if build is not None:
+        return Binding(source, None, build, cfg, "compile_commands.json", cfg_file)
+    if cfg.object:
+        return Binding(source, Path(cfg.object), None, cfg, CONFIG_FILE, cfg_file)
+    objects = objects_naming(source, root)
+    if objects:
+        return Binding(source, objects[0], None, cfg, f"line info of {objects[0]}", cfg_file)
+    return None
+
+
+# --- rebuild ---------------------------------------------------------------------------------
+
+_MESSAGE = re.compile(
+    r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning): (?P<text>.*)$"
+)
+
+
+def compile_messages(stderr: str) -> list[CompileMessage]:
+    """clang's located messages (notes and context lines are left out)."""
+    return [
+        CompileMessage(
+            m["file"], int(m["line"]), int(m["col"]), "error" if "error" in m["sev"] else "warning", m["text"]
+        )
+        for m in map(_MESSAGE.match, stderr.splitlines())
+        if m
+    ]
+
+
+def rebuild(build: Build, outdir: str, cancel: threading.Event | None = None) -> tuple[Path | None, str]:
+    """Run the entry's command with its output in `outdir`: (object or None, clang's stderr)."""
+    argv = list(build.argv)
+    out = Path(outdir) / (Path(build.output).name if build.output else "out.o")
+    if "-o" in argv[:-1]:
+        argv[argv.index("-o") + 1] = str(out)
+    else:
+        argv += ["-o", str(out)]
+    try:
+        proc = subprocess.Popen(argv, cwd=build.directory, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    except OSError as err:
+        raise LiftError(f"cannot run {argv[0]}: {err.strerror}") from None
+    while True:
+        try:
+            _, stderr = proc.communicate(timeout=0.05)
+            break
+        except subprocess.TimeoutExpired:
+            if cancel is not None and cancel.is_set():
+                proc.kill()
+                proc.wait()
+                raise Cancelled() from None
+    return (out if proc.returncode == 0 and out.is_file() else None), stderr
+
+
+# --- analysis --------------------------------------------------------------------------------
+
+
+@dataclass
+class ProgramResult:
+    """One entry program's documents, with its exploration (for counterexample packets)."""
+
+    exploration: Exploration
+    rules: dict  # xdp2tc.rules/1
+    tc: str  # the tc -batch script `rules` prints
+    analyze: dict  # xdp2tc.analyze/1
+    cost: dict | None  # xdp2tc.cost/1 program entry; None without a cost profile
+    decided: dict[int, dict | None]  # path id -> location of its decision (check.decided_at)
+    tail_sites: dict[int, dict | None]  # tail-call pc -> location
+    witnesses: dict[int, bytes | None] = field(default_factory=dict)
+
+    def witness(self, path_id: int) -> bytes | None:
+        if path_id not in self.witnesses:
+            self.witnesses[path_id] = witness_packet(self.exploration, self.exploration.paths[path_id])
+        return self.witnesses[path_id]
+
+
+@dataclass
+class Result:
+    """Everything the editor shows for one object."""
+
+    object: str
+    digest: str
+    check: dict  # xdp2tc.check/1
+    programs: list[ProgramResult]
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def analyse(path: Path, cfg: Config, cancel: threading.Event | None = None) -> Result:
+    """The CLI's documents for one object (LiftError on bad input, Cancelled when `cancel` is set)."""
+    cfg.check()
+
+    def progress(*_):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+
+    obj = load_object(str(path))
+    report = check.Report([TARGETS[t] for t in cfg.targets])
+    try:
+        profile = load_profile()
+    except ProfileError:
+        profile = None
+    options = Options()
+    programs = []
+    for prog in device_programs(obj, cfg.program, per_program_output=True):
+        progress()
+        try:
+            counted = count(obj, prog, options, progress)
+        except ExplorationError as err:
+            raise LiftError(str(err), file=obj.path, program=prog.name) from err
+        e = counted.exploration
+        rs = check.check_exploration(e, report, cfg.assume, 512)
+        progress()
+        cost = None
+        if profile is not None:
+            pc = ProgramCost(Node(obj.path, prog.name), counted, path_costs(counted, profile), True)
+            cost = costcmd.program_json(pc, TailGraph([pc], [], profile))
+        programs.append(
+            ProgramResult(
+                e,
+                rules_output.rules_json(e, rs, cfg.dev, "skip_sw"),
+                rules_output.tc_script(e, rs, cfg.dev, "skip_sw"),
+                analysis_json(e, conditions=False),
+                cost,
+                {p.id: check.location(obj, *check.decided_at(p)) for p in e.paths},
+                tail_call_locations(obj, prog),
+            )
+        )
+    failed = check.settle(report, None, ["any"])
+    doc = check.json_doc(report, failed, ["any"], None)
+    return Result(str(path), digest(path), doc, programs)
+
+
+def tail_call_locations(obj: BpfObject, prog) -> dict[int, dict | None]:
+    """Source location of each `bpf_tail_call` of a program, by pc (cost sites name the pc)."""
+    return {
+        insn.pc: check.location(obj, func.section, insn.pc)
+        for func in prog.functions
+        for insn in func.insns
+        if isinstance(insn, Call) and insn.kind == CallSrc.HELPER and insn.imm == 12
+    }
+
+
+class Cache:
+    """Results per object digest (a rebuild that changes nothing costs a hash)."""
+
+    def __init__(self, size: int = 16):
+        self.size = size
+        self.items: dict[tuple[str, Config], Result] = {}
+        self.lock = threading.Lock()
+
+    def get(self, path: Path, cfg: Config, cancel: threading.Event | None = None) -> Result:
+        key = (digest(path), cfg)
+        with self.lock:
+            hit = self.items.get(key)
+        if hit is not None:
+            return replace(hit, object=str(path))
+        result = analyse(path, cfg, cancel)
+        with self.lock:
+            self.items[key] = result
+            while len(self.items) > self.size:
+                self.items.pop(next(iter(self.items)))
+        return result
+
+
+# --- on the source's lines ---------------------------------------------------------------------
+
+
+@dataclass
+class LineNote:
+    """What one source line gets: decision classes, the paths decided there, tail calls."""
+
+    line: int  # 1-based
+    classes: list[str] = field(default_factory=list)
+    paths: list[tuple[ProgramResult, dict]] = field(default_factory=list)  # (program, check path doc)
+    tail_calls: list[dict] = field(default_factory=list)  # cost sites
+
+
+def _here(loc_file: str | None, source: Path) -> bool:
+    return bool(loc_file) and os.path.basename(loc_file) == source.name
+
+
+def class_label(branch: dict) -> str:
+    """`stateless`, `map: blacklist`, `helper: ktime_get_ns`...: a branch's class as a hint."""
+    cls = branch["class"]
+    if cls == "control-plane-map" and branch["detail"]:
+        return "map: " + ", ".join(branch["detail"])
+    if cls in ("helper", "ctx", "data-plane-state") and branch["detail"]:
+        return f"{cls}: " + ", ".join(branch["detail"])
+    return cls
+
+
+def line_notes(result: Result, source: Path) -> dict[int, LineNote]:
+    notes: dict[int, LineNote] = {}
+
+    def at(line: int) -> LineNote:
+        return notes.setdefault(line, LineNote(line))
+
+    check_paths = {p["program"]: {q["id"]: q for q in p["paths"]} for p in result.check["programs"]}
+    for pr in result.programs:
+        for b in pr.analyze["branches"]:
+            if _here(b["file"], source) and b["line"]:
+                label = class_label(b)
+                if label not in at(b["line"]).classes:
+                    at(b["line"]).classes.append(label)
+        for pid, loc in pr.decided.items():
+            if loc and _here(loc["file"], source):
+                at(loc["line"]).paths.append((pr, check_paths[pr.analyze["program"]][pid]))
+        for site in (pr.cost or {}).get("sites", []):
+            loc = pr.tail_sites.get(site["pc"]) if site["program"] == pr.analyze["program"] else None
+            if loc and _here(loc["file"], source):
+                at(loc["line"]).tail_calls.append(site)
+    return notes
+
+
+def path_ns(pr: ProgramResult, path_id: int) -> dict | None:
+    """The cost document's ns {min, median, max} of one path (None: not priced)."""
+    if pr.cost is None:
+        return None
+    return next((p["ns"] for p in pr.cost["paths"] if p["id"] == path_id), None)
+
+
+def hint_text(note: LineNote) -> str:
+    """The inlay hint at the end of a line: classes, verdict counts with ns, tail calls."""
+    parts = list(note.classes)
+    by_verdict: dict[str, list] = {}
+    for pr, p in note.paths:
+        by_verdict.setdefault(p["verdict"], []).append((pr, p))
+    for verdict, items in sorted(by_verdict.items()):
+        off = sum(1 for _, p in items if p["offloaded"])
+        text = f"{verdict}×{len(items)}" + (f" ({off} on NIC)" if off else "")
+        spans = [ns for pr, p in items if (ns := path_ns(pr, p["id"]))]
+        if spans:
+            lo = min(s["min"] for s in spans)
+            hi = max(s["max"] for s in spans)
+            med = sorted(s["median"] for s in spans)[len(spans) // 2]
+            text += f" {lo:.0f}/{med:.0f}/{hi:.0f} ns"
+        parts.append(text)
+    for site in note.tail_calls:
+        parts.append(f"tail call {site['kind']}")
+    return " · ".join(parts)
+
+
+def hover_text(note: LineNote) -> str:
+    """Markdown for a decision line: class, path conditions in header fields, filters or the
+    reason none, the counterexample packet, the cost."""
+    out = []
+    if note.classes:
+        out.append("**xdp2tc** decision: " + ", ".join(f"`{c}`" for c in note.classes))
+    for pr, p in note.paths:
+        head = f"- path {p['id']} (program `{pr.analyze['program']}`) **{p['verdict']}**"
+        ns = path_ns(pr, p["id"])
+        if ns:
+            head += f", {ns['min']:.0f}/{ns['median']:.0f}/{ns['max']:.0f} ns (min/median/max)"
+        out.append(head)
+        out.append(f"  - when `{p['fields']}`")
+        fate = next(f for f in pr.rules["fates"] if f["path"] == p["id"])
+        if p["offloaded"]:
+            for i in fate["filters"]:
+                out.append(f"  - filter: `{pr.rules['rules'][i]['tc']}`")
+        else:
+            out.append(f"  - stays in software: {p['code']}: {p['detail']}")
+        packet = pr.witness(p["id"])
+        if packet is not None:
+            out.append(f"  - counterexample packet ({len(packet)} bytes): `{packet[:64].hex()}`")
+    for site in note.tail_calls:
+        out.append(f"- tail call: {site['kind']} ({site['why']})")
+    return "\n".join(out)
+
+
+def cfg_svg(pr: ProgramResult) -> str:
+    """The program's CFG as SVG (the `cfg --format svg` output)."""
+    from .cli import cfg_dot  # cli imports this module's server lazily; no import cycle
+
+    if not _which("dot"):
+        raise LiftError("show CFG needs graphviz's `dot` (apt-get install graphviz)")
+    e = pr.exploration
+    return subprocess.run(
+        ["dot", "-Tsvg"], input=cfg_dot(e.obj, e.program), capture_output=True, text=True, check=True
+    ).stdout
+
+
+def _which(cmd: str) -> bool:
+    import shutil
+
+    return shutil.which(cmd) is not None
+
+
+def temp_dir() -> str:
+    return tempfile.mkdtemp(prefix="xdp2tc-lsp-")
