@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -60,6 +62,11 @@ def line_of(source: Path, needle: str) -> int:
     return next(i for i, text in enumerate(source.read_text().splitlines()) if needle in text)
 
 
+def lookup_lines(source: Path) -> set[int]:
+    """The lines of the program's two map lookups, each deciding a drop."""
+    return {line_of(source, "bpf_map_lookup_elem(&blacklist"), line_of(source, "bpf_map_lookup_elem(&port_blacklist")}
+
+
 @pytest_lsp.fixture(
     config=ClientServerConfig(server_command=[sys.executable, "-m", "offload.cli", "lsp"]),
 )
@@ -109,10 +116,7 @@ async def test_diagnostics_hover_save_rebuild_and_broken_build(client: LanguageC
     uri = source.as_uri()
     diags = await diagnostics_after(client, uri, lambda: open_doc(client, source))
     # the two drops decided by a map lookup stay in software: map-dependent (XT001)
-    expected = {
-        line_of(source, "bpf_map_lookup_elem(&blacklist"),
-        line_of(source, "bpf_map_lookup_elem(&port_blacklist"),
-    }
+    expected = lookup_lines(source)
     found = {d.range.start.line for d in diags if d.code == "XT001"}
     assert found == expected, [(d.range.start.line, d.message) for d in diags]
     assert all("map-dependent" in d.message and "DROP" in d.message for d in diags if d.code == "XT001")
@@ -189,3 +193,36 @@ async def test_bad_input_is_a_diagnostic(client: LanguageClient, tmp_path: Path)
     assert len(diags) == 1 and diags[0].severity == lsp.DiagnosticSeverity.Error
     assert diags[0].message.startswith("xdp2tc: ") and "junk.o" in diags[0].message
     assert "\n" not in diags[0].message
+
+
+def test_neovim_headless_reads_the_diagnostics(tmp_path: Path):
+    """Neovim's own LSP client (Debian's `neovim`, `nvim --headless`): no pytest-lsp, no pygls
+    on the client side; it reads back the same findings on the same lines."""
+    require_tool(CLANG)
+    nvim = require_tool("nvim")
+    source = workspace(tmp_path)
+    out = tmp_path / "diagnostics.json"
+    env = {
+        **os.environ,
+        "XDP2TC_SOURCE": str(source),
+        "XDP2TC_OUT": str(out),
+        "XDP2TC_PYTHON": sys.executable,
+        "XDP2TC_WAIT": str(WAIT),
+    }
+    script = Path(__file__).parent / "data" / "nvim_diagnostics.lua"
+    proc = subprocess.run(
+        [nvim, "--headless", "--clean", "-n", "-c", f"luafile {script}"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=WAIT + 60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.is_file(), proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["done"], doc
+    rows = [d for d in doc["diagnostics"] if d["code"] == "XT001"]
+    expected = lookup_lines(source)
+    assert {d["lnum"] for d in rows} == expected, doc
+    assert all("map-dependent" in d["message"] and d["severity"] == 2 and d["source"] == "xdp2tc" for d in rows)
