@@ -18,7 +18,7 @@ APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev linux-libc-dev iprou
 
 DEMO_OBJ  := corpus/build/clang/thesis_static_rules.o
 
-.PHONY: demo test lint setup system-deps venv corpus external flowervm clean bench
+.PHONY: demo test lint setup system-deps venv corpus external flowervm clean bench node-deps vscode-check vsix
 
 demo: setup corpus
 	$(XDP2TC) info $(DEMO_OBJ)
@@ -28,7 +28,7 @@ demo: setup corpus
 	@echo "# check, the CI gate: it exits 1 when a path stays in software (--fail-on any)"
 	-$(XDP2TC) check $(DEMO_OBJ)
 
-test: setup corpus external flowervm lint
+test: setup corpus external flowervm lint vscode-check
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 setup: system-deps venv
@@ -95,6 +95,31 @@ flowervm: venv
 	  { echo "error: apt-get could not install$$missing" >&2; exit 1; }; \
 	fi
 	$(PY) -m offload.flowervm fetch
+
+# The VS Code extension (editors/vscode, issue 15): node and npm from apt when missing;
+# `npm ci` only when package-lock.json changed (a stamp in node_modules), so a ready machine
+# pays nothing; then the type check (tsc --noEmit) and eslint. `make vsix` packages it with
+# @vscode/vsce into build/xdp2tc.vsix.
+VSCODE := editors/vscode
+
+node-deps:
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "installing system packages (missing: npm)"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null || \
+	  { echo "error: apt-get could not install nodejs npm" >&2; exit 1; }; }
+
+$(VSCODE)/node_modules/.ci-stamp: $(VSCODE)/package-lock.json | node-deps
+	cd $(VSCODE) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+vscode-check: $(VSCODE)/node_modules/.ci-stamp
+	cd $(VSCODE) && ./node_modules/.bin/tsc --noEmit -p . && ./node_modules/.bin/eslint src
+
+vsix: vscode-check
+	mkdir -p build
+	cd $(VSCODE) && ./node_modules/.bin/tsc -p . && \
+	  ./node_modules/.bin/vsce package --allow-missing-repository --skip-license -o ../../build/xdp2tc.vsix
 
 bench: setup corpus external
 	$(PY) bench/lift.py

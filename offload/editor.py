@@ -34,7 +34,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from analyzer.cost import ProfileError, count, load_profile, path_costs
+from analyzer.cost import Counted, ProfileError, count, load_profile, path_costs
 from analyzer.explore import Exploration, ExplorationError, Options
 from analyzer.report import analysis_json
 from analyzer.tailgraph import Node, ProgramCost, TailGraph
@@ -44,6 +44,8 @@ from lifter.insn import Call
 from lifter.opcodes import CallSrc
 from lifter.program import BpfObject, load_object
 from rules import output as rules_output
+from rules.reasons import REASONS
+from rules.ruleset import RuleSet
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
 from . import check, costcmd
@@ -279,16 +281,40 @@ def rebuild(build: Build, outdir: str, cancel: threading.Event | None = None) ->
 
 @dataclass
 class ProgramResult:
-    """One entry program's documents, with its exploration (for counterexample packets)."""
+    """One entry program: its exploration and rule set (from `check`), then, once `complete`d,
+    the `rules`, `analyze` and `cost` documents and where its paths are decided."""
 
-    exploration: Exploration
-    rules: dict  # xdp2tc.rules/1
-    tc: str  # the tc -batch script `rules` prints
-    analyze: dict  # xdp2tc.analyze/1
-    cost: dict | None  # xdp2tc.cost/1 program entry; None without a cost profile
-    decided: dict[int, dict | None]  # path id -> location of its decision (check.decided_at)
-    tail_sites: dict[int, dict | None]  # tail-call pc -> location
+    counted: Counted
+    ruleset: RuleSet
+    dev: str
+    rules: dict | None = None  # xdp2tc.rules/1
+    analyze: dict | None = None  # xdp2tc.analyze/1
+    cost: dict | None = None  # xdp2tc.cost/1 program entry; None without a cost profile
+    decided: dict[int, dict | None] = field(default_factory=dict)  # path id -> check.decided_at location
+    tail_sites: dict[int, dict | None] = field(default_factory=dict)  # tail-call pc -> location
     witnesses: dict[int, bytes | None] = field(default_factory=dict)
+
+    @property
+    def exploration(self) -> Exploration:
+        return self.counted.exploration
+
+    @property
+    def name(self) -> str:
+        return self.exploration.program.name
+
+    def complete(self, profile) -> None:
+        e = self.exploration
+        self.rules = rules_output.rules_json(e, self.ruleset, self.dev, "skip_sw")
+        self.analyze = analysis_json(e, conditions=False)
+        if profile is not None:
+            pc = ProgramCost(Node(e.obj.path, self.name), self.counted, path_costs(self.counted, profile), True)
+            self.cost = costcmd.program_json(pc, TailGraph([pc], [], profile))
+        self.decided = {p.id: check.location(e.obj, *check.decided_at(p)) for p in e.paths}
+        self.tail_sites = tail_call_locations(e.obj, e.program)
+
+    def tc(self) -> str:
+        """The tc -batch script `rules` prints for this program."""
+        return rules_output.tc_script(self.exploration, self.ruleset, self.dev, "skip_sw")
 
     def witness(self, path_id: int) -> bytes | None:
         if path_id not in self.witnesses:
@@ -298,12 +324,27 @@ class ProgramResult:
 
 @dataclass
 class Result:
-    """Everything the editor shows for one object."""
+    """Everything the editor shows for one object: `check` first (the diagnostics), the other
+    documents after `complete` (hover, hints)."""
 
     object: str
     digest: str
     check: dict  # xdp2tc.check/1
     programs: list[ProgramResult]
+    completed: bool = False
+
+    def complete(self, cancel: threading.Event | None = None) -> None:
+        if self.completed:
+            return
+        try:
+            profile = load_profile()
+        except ProfileError:
+            profile = None
+        for pr in self.programs:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            pr.complete(profile)
+        self.completed = True
 
 
 def digest(path: Path) -> str:
@@ -311,7 +352,8 @@ def digest(path: Path) -> str:
 
 
 def analyse(path: Path, cfg: Config, cancel: threading.Event | None = None) -> Result:
-    """The CLI's documents for one object (LiftError on bad input, Cancelled when `cancel` is set)."""
+    """The `check` document of one object, its programs ready to `complete` (LiftError on bad
+    input, Cancelled when `cancel` is set)."""
     cfg.check()
 
     def progress(*_):
@@ -320,39 +362,17 @@ def analyse(path: Path, cfg: Config, cancel: threading.Event | None = None) -> R
 
     obj = load_object(str(path))
     report = check.Report([TARGETS[t] for t in cfg.targets])
-    try:
-        profile = load_profile()
-    except ProfileError:
-        profile = None
-    options = Options()
     programs = []
     for prog in device_programs(obj, cfg.program, per_program_output=True):
         progress()
         try:
-            counted = count(obj, prog, options, progress)
+            counted = count(obj, prog, Options(), progress)
         except ExplorationError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
-        e = counted.exploration
-        rs = check.check_exploration(e, report, cfg.assume, 512)
-        progress()
-        cost = None
-        if profile is not None:
-            pc = ProgramCost(Node(obj.path, prog.name), counted, path_costs(counted, profile), True)
-            cost = costcmd.program_json(pc, TailGraph([pc], [], profile))
-        programs.append(
-            ProgramResult(
-                e,
-                rules_output.rules_json(e, rs, cfg.dev, "skip_sw"),
-                rules_output.tc_script(e, rs, cfg.dev, "skip_sw"),
-                analysis_json(e, conditions=False),
-                cost,
-                {p.id: check.location(obj, *check.decided_at(p)) for p in e.paths},
-                tail_call_locations(obj, prog),
-            )
-        )
+        rs = check.check_exploration(counted.exploration, report, cfg.assume, 512)
+        programs.append(ProgramResult(counted, rs, cfg.dev))
     failed = check.settle(report, None, ["any"])
-    doc = check.json_doc(report, failed, ["any"], None)
-    return Result(str(path), digest(path), doc, programs)
+    return Result(str(path), digest(path), check.json_doc(report, failed, ["any"], None), programs)
 
 
 def tail_call_locations(obj: BpfObject, prog) -> dict[int, dict | None]:
@@ -429,9 +449,9 @@ def line_notes(result: Result, source: Path) -> dict[int, LineNote]:
                     at(b["line"]).classes.append(label)
         for pid, loc in pr.decided.items():
             if loc and _here(loc["file"], source):
-                at(loc["line"]).paths.append((pr, check_paths[pr.analyze["program"]][pid]))
+                at(loc["line"]).paths.append((pr, check_paths[pr.name][pid]))
         for site in (pr.cost or {}).get("sites", []):
-            loc = pr.tail_sites.get(site["pc"]) if site["program"] == pr.analyze["program"] else None
+            loc = pr.tail_sites.get(site["pc"]) if site["program"] == pr.name else None
             if loc and _here(loc["file"], source):
                 at(loc["line"]).tail_calls.append(site)
     return notes
@@ -458,7 +478,7 @@ def hint_text(note: LineNote) -> str:
             lo = min(s["min"] for s in spans)
             hi = max(s["max"] for s in spans)
             med = sorted(s["median"] for s in spans)[len(spans) // 2]
-            text += f" {lo:.0f}/{med:.0f}/{hi:.0f} ns"
+            text += f" {lo:.1f}/{med:.1f}/{hi:.1f} ns"
         parts.append(text)
     for site in note.tail_calls:
         parts.append(f"tail call {site['kind']}")
@@ -472,18 +492,20 @@ def hover_text(note: LineNote) -> str:
     if note.classes:
         out.append("**xdp2tc** decision: " + ", ".join(f"`{c}`" for c in note.classes))
     for pr, p in note.paths:
-        head = f"- path {p['id']} (program `{pr.analyze['program']}`) **{p['verdict']}**"
+        head = f"- path {p['id']} (program `{pr.name}`) **{p['verdict']}**"
         ns = path_ns(pr, p["id"])
         if ns:
-            head += f", {ns['min']:.0f}/{ns['median']:.0f}/{ns['max']:.0f} ns (min/median/max)"
+            head += f", {ns['min']:.1f}/{ns['median']:.1f}/{ns['max']:.1f} ns predicted (min/median/max)"
         out.append(head)
         out.append(f"  - when `{p['fields']}`")
         fate = next(f for f in pr.rules["fates"] if f["path"] == p["id"])
         if p["offloaded"]:
             for i in fate["filters"]:
                 out.append(f"  - filter: `{pr.rules['rules'][i]['tc']}`")
+        elif p["code"] == "pass-to-host":
+            out.append("  - passes to the host (no filter needed: the program runs there anyway)")
         else:
-            out.append(f"  - stays in software: {p['code']}: {p['detail']}")
+            out.append(f"  - stays in software: {p['code']}: {p['detail'] or REASONS[p['code']].text}")
         packet = pr.witness(p["id"])
         if packet is not None:
             out.append(f"  - counterexample packet ({len(packet)} bytes): `{packet[:64].hex()}`")

@@ -90,10 +90,23 @@ class Server(LanguageServer):
             return
         if generation != doc.generation or cancel.is_set():
             return
-        doc.binding, doc.result = binding, result
-        source = Path(to_fs_path(doc.uri))
-        doc.notes = editor.line_notes(result, source) if result else {}
+        doc.binding, doc.result, doc.notes = binding, result, {}
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
+        if result is None:
+            return
+        # then the documents hover and hints show (rules, analyze, cost), after the diagnostics
+        try:
+            await loop.run_in_executor(self.worker, result.complete, cancel)
+        except editor.Cancelled:
+            return
+        except Exception as err:  # never a crashed server
+            self.window_log_message(
+                lsp.LogMessageParams(type=lsp.MessageType.Error, message=f"xdp2tc: {type(err).__name__}: {err}")
+            )
+            return
+        if generation != doc.generation or cancel.is_set():
+            return
+        doc.notes = editor.line_notes(result, Path(to_fs_path(doc.uri)))
         if _inlay_refresh(self.client_capabilities):
             self.workspace_inlay_hint_refresh(None)
 
@@ -274,12 +287,11 @@ def make_server() -> Server:
         doc = ls.documents.get(params.text_document.uri)
         if doc is None or doc.result is None:
             return []
-        script = "".join(pr.tc for pr in doc.result.programs)
-        # plain commands (the protocol allows them beside code actions): the client copies
-        # or opens what they carry
+        # plain commands (the protocol allows them beside code actions): the extension asks
+        # the server for the text (COMMAND_RULES, COMMAND_CFG) and copies or opens it
         out: list = [
-            lsp.Command(title="xdp2tc: copy tc rules", command=CLIENT_COPY, arguments=[script]),
-            lsp.Command(title="xdp2tc: show CFG", command=CLIENT_CFG, arguments=[]),
+            lsp.Command(title="xdp2tc: copy tc rules", command=CLIENT_COPY, arguments=[doc.uri]),
+            lsp.Command(title="xdp2tc: show CFG", command=CLIENT_CFG, arguments=[doc.uri]),
         ]
         edit = assume_edit(doc, ls.root(Path(to_fs_path(doc.uri))))
         if edit is not None:
@@ -293,9 +305,11 @@ def make_server() -> Server:
         return out
 
     @ls.command(COMMAND_RULES)
-    def rules_command(ls: Server, uri: str):
+    async def rules_command(ls: Server, uri: str):
         doc = ls.documents.get(uri)
-        return "".join(pr.tc for pr in doc.result.programs) if doc and doc.result else None
+        if not doc or not doc.result:
+            return None
+        return await ls.on_worker(lambda: "".join(pr.tc() for pr in doc.result.programs))
 
     @ls.command(COMMAND_CFG)
     async def cfg_command(ls: Server, uri: str):

@@ -95,6 +95,23 @@ async def diagnostics_after(client: LanguageClient, uri: str, action) -> list[ls
         waiting = asyncio.ensure_future(client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS))
 
 
+async def hover_at(client: LanguageClient, uri: str, line: int) -> str:
+    """The hover text of a line; the server answers None until the documents behind it
+    (rules, analyze, cost) are complete, which follows the diagnostics."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while True:
+        hover = await client.text_document_hover_async(
+            lsp.HoverParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=line, character=8)
+            )
+        )
+        if hover is not None or loop.time() > deadline:
+            assert hover is not None, f"no hover on line {line}"
+            return hover.contents.value
+        await asyncio.sleep(0.2)
+
+
 def open_doc(client: LanguageClient, source: Path) -> None:
     client.text_document_did_open(
         lsp.DidOpenTextDocumentParams(
@@ -124,12 +141,7 @@ async def test_diagnostics_hover_save_rebuild_and_broken_build(client: LanguageC
 
     # hover on the blacklist lookup: class, the drop path's header fields, why no filter, a packet
     line = line_of(source, "bpf_map_lookup_elem(&blacklist")
-    hover = await client.text_document_hover_async(
-        lsp.HoverParams(
-            text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=line, character=8)
-        )
-    )
-    text = hover.contents.value
+    text = await hover_at(client, uri, line)
     assert "map: blacklist" in text and "**DROP**" in text
     assert "ipv4.saddr" in text and "map-dependent" in text and "counterexample packet" in text
 
@@ -171,8 +183,11 @@ async def test_diagnostics_hover_save_rebuild_and_broken_build(client: LanguageC
         )
     )
     copy = next(a for a in actions if a.title == "xdp2tc: copy tc rules")
-    assert copy.command == "xdp2tc.copyRules"
-    assert copy.arguments[0].splitlines()[0].startswith("# xdp2tc rules for ")
+    assert copy.command == "xdp2tc.copyRules" and list(copy.arguments) == [uri]
+    script = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="xdp2tc.rules", arguments=[uri])
+    )
+    assert script.startswith("# xdp2tc rules for ") and "flower" in script
     assert any(a.title == "xdp2tc: show CFG" for a in actions)
 
 

@@ -57,15 +57,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         await client.sendNotification("workspace/didChangeConfiguration", { settings: { xdp2tc: settings() } });
       }
     }),
-    vscode.commands.registerCommand("xdp2tc.copyRules", async (script?: string) => {
-      const text = script ?? (await askServer("xdp2tc.rules"));
+    vscode.commands.registerCommand("xdp2tc.copyRules", async (uri?: string) => {
+      const text = await askServer("xdp2tc.rules", uri);
       if (typeof text === "string") {
         await vscode.env.clipboard.writeText(text);
         void vscode.window.showInformationMessage("xdp2tc: tc rules copied to the clipboard");
       }
     }),
-    vscode.commands.registerCommand("xdp2tc.showCfg", async (svg?: string) => {
-      const text = svg ?? (await askServer("xdp2tc.cfg"));
+    vscode.commands.registerCommand("xdp2tc.showCfg", async (uri?: string) => {
+      const text = await askServer("xdp2tc.cfg", uri);
       if (typeof text !== "string") {
         return;
       }
@@ -77,13 +77,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   await client.start();
 }
 
-/** Ask the server for a document of the active editor's file (workspace/executeCommand). */
-async function askServer(name: string): Promise<unknown> {
-  const editor = vscode.window.activeTextEditor;
-  if (!client || !editor) {
+/** Ask the server for a document of one source (workspace/executeCommand): the URI a code
+ * action names, else the active editor's. */
+async function askServer(name: string, uri?: string): Promise<unknown> {
+  const target = uri ?? vscode.window.activeTextEditor?.document.uri.toString();
+  if (!client || !target) {
     return undefined;
   }
-  return client.sendRequest("workspace/executeCommand", { command: name, arguments: [editor.document.uri.toString()] });
+  return client.sendRequest("workspace/executeCommand", { command: name, arguments: [target] });
 }
 
 export async function deactivate(): Promise<void> {
