@@ -7,8 +7,9 @@ follows it:
   - `changed`: a save after a real edit (a blank line added at the top: the rebuilt object
     differs, so the whole analysis runs: clang, lift, explore, rules, check, cost);
   - `unchanged`: a save with no edit (clang rebuilds, the object's digest hits the cache).
-REPEAT saves each, the median (p50) and max kept. Idle memory: the server's VmRSS after
-`initialize` (nothing analysed) and after the saves, once it is idle again.
+REPEAT saves each, the median (p50) and max kept; the next save waits until the server says
+hover and inlay hints are ready (its `workspace/inlayHint/refresh` request), also timed.
+Idle memory: the server's VmRSS after `initialize` (nothing analysed) and after the saves, once it is idle again.
 Targets (issue): diagnostics after save < 1 s p50 including the clang rebuild; idle < 150 MB.
 
     .venv/bin/python bench/lsp.py [--repeat 5] [--stem thesis_ddos_blacklist ...]
@@ -84,6 +85,11 @@ def _frame(msg: dict) -> bytes:
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
+def hints_ready(m: dict) -> bool:
+    """The server's inlay-hint refresh request: hover and hints are ready."""
+    return m.get("method") == "workspace/inlayHint/refresh"
+
+
 def diagnostics_for(uri: str):
     return lambda m: m.get("method") == "textDocument/publishDiagnostics" and m["params"]["uri"] == uri
 
@@ -100,9 +106,9 @@ def bench_stem(stem: str, repeat: int) -> dict:
         )
         client = Client([sys.executable, "-m", "offload.cli", "lsp"], ws)
         try:
-            rid = client.send(
-                "initialize", {"processId": os.getpid(), "rootUri": ws.as_uri(), "capabilities": {}}, True
-            )
+            caps = {"workspace": {"inlayHint": {"refreshSupport": True}}}
+            params = {"processId": os.getpid(), "rootUri": ws.as_uri(), "capabilities": caps}
+            rid = client.send("initialize", params, True)
             client.until(lambda m: m.get("id") == rid)
             client.send("initialized", {})
             time.sleep(1.0)
@@ -115,7 +121,8 @@ def bench_stem(stem: str, repeat: int) -> dict:
             )
             first = client.until(diagnostics_for(uri))
             open_s = time.perf_counter() - t
-            times: dict[str, list[float]] = {"changed": [], "unchanged": []}
+            client.until(hints_ready)
+            times: dict[str, list[float]] = {"changed": [], "unchanged": [], "hints": []}
             for _ in range(repeat):
                 for kind in ("changed", "unchanged"):
                     if kind == "changed":
@@ -124,6 +131,9 @@ def bench_stem(stem: str, repeat: int) -> dict:
                     client.send("textDocument/didSave", {"textDocument": {"uri": uri}})
                     client.until(diagnostics_for(uri))
                     times[kind].append(time.perf_counter() - t)
+                    client.until(hints_ready)  # the next save comes once hover and hints are ready
+                    if kind == "changed":
+                        times["hints"].append(time.perf_counter() - t)
             time.sleep(2.0)
             rss_idle = client.rss_mb()
             rid = client.send("shutdown", None, True)
@@ -141,6 +151,7 @@ def bench_stem(stem: str, repeat: int) -> dict:
             "p50": round(statistics.median(times["changed"]), 3),
             "max": round(max(times["changed"]), 3),
         },
+        "save_changed_hints_s": {"p50": round(statistics.median(times["hints"]), 3)},
         "save_unchanged_s": {
             "p50": round(statistics.median(times["unchanged"]), 3),
             "max": round(max(times["unchanged"]), 3),
@@ -162,7 +173,8 @@ def main() -> int:
         rows.append(row)
         print(
             f"{stem:<24} open {row['open_s']:.2f}s  save(changed) p50 {row['save_changed_s']['p50']:.2f}s "
-            f"max {row['save_changed_s']['max']:.2f}s  save(unchanged) p50 {row['save_unchanged_s']['p50']:.2f}s  "
+            f"max {row['save_changed_s']['max']:.2f}s hints {row['save_changed_hints_s']['p50']:.2f}s  "
+            f"save(unchanged) p50 {row['save_unchanged_s']['p50']:.2f}s  "
             f"RSS init {row['rss_after_initialize_mb']:.0f} MB idle {row['rss_idle_after_saves_mb']:.0f} MB",
             flush=True,
         )

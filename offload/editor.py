@@ -302,10 +302,16 @@ class ProgramResult:
     def name(self) -> str:
         return self.exploration.program.name
 
-    def complete(self, profile) -> None:
+    def complete(self, profile, cancel: threading.Event | None = None) -> None:
+        def step():
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+
         e = self.exploration
         self.rules = rules_output.rules_json(e, self.ruleset, self.dev, "skip_sw")
+        step()
         self.analyze = analysis_json(e, conditions=False)
+        step()
         if profile is not None:
             pc = ProgramCost(Node(e.obj.path, self.name), self.counted, path_costs(self.counted, profile), True)
             self.cost = costcmd.program_json(pc, TailGraph([pc], [], profile))
@@ -341,9 +347,7 @@ class Result:
         except ProfileError:
             profile = None
         for pr in self.programs:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled()
-            pr.complete(profile)
+            pr.complete(profile, cancel)
         self.completed = True
 
 

@@ -325,14 +325,19 @@ def make_server() -> Server:
     return ls
 
 
+def depends_on_ip_options(finding: dict) -> bool:
+    """A finding whose path reads the IPv4 header length (its header fields name
+    ipv4.ver_ihl) or whose reason names IP options: `--assume no-ip-options` may change it."""
+    return "ipv4.ver_ihl" in (finding["fields"] or "") or "IP options" in (finding["detail"] or "")
+
+
 def assume_edit(doc: Document, root: Path) -> lsp.WorkspaceEdit | None:
     """Adding `no-ip-options` to the top-level `assume` of .xdp2tc.toml, offered when a
-    finding of this source says IP options keep a path in software and it is not assumed."""
+    finding depends on IP options (depends_on_ip_options) and it is not assumed yet."""
     result, binding = doc.result, doc.binding
     if result is None or binding is None or ASSUME_IP_OPTIONS in binding.config.assume:
         return None
-    findings = result.check["findings"]
-    if not any(f["code"] == "atypical-packets" and "IP options" in (f["detail"] or "") for f in findings):
+    if not any(depends_on_ip_options(f) for f in result.check["findings"]):
         return None
     path = binding.config_file or root / editor.CONFIG_FILE
     uri = from_fs_path(str(path))

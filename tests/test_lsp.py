@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from tests.conftest import require_tool
+from tests.conftest import require, require_tool
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 CLANG = "clang-19"
@@ -241,3 +242,51 @@ def test_neovim_headless_reads_the_diagnostics(tmp_path: Path):
     expected = lookup_lines(source)
     assert {d["lnum"] for d in rows} == expected, doc
     assert all("map-dependent" in d["message"] and d["severity"] == 2 and d["source"] == "xdp2tc" for d in rows)
+
+
+@pytest.mark.asyncio
+async def test_config_binding_and_assume_quick_fix(client: LanguageClient, tmp_path: Path):
+    """ipv4_options.c bound by .xdp2tc.toml to its corpus object. Its header comment says the
+    `ihl < 5` drops stay in XDP (no flower match) and the UDP 5353 drop is a flower rule; with
+    IP options possible (the UDP header at ihl*4) that rule is only sound under
+    `--assume no-ip-options`, which the quick fix adds; after it only the ihl line is left."""
+    obj = CORPUS / "build" / "clang" / "ipv4_options.o"
+    require(obj.is_file(), "corpus is not built (run `make corpus`)")
+    source = tmp_path / "ipv4_options.c"
+    shutil.copy(CORPUS / "ipv4_options.c", source)
+    config = tmp_path / ".xdp2tc.toml"
+    config.write_text(f'dev = "eth1"\n\n[[source]]\nfile = "ipv4_options.c"\nobject = "{obj}"\n')
+    uri = source.as_uri()
+    ihl, mdns = line_of(source, "iph->ihl < 5"), line_of(source, "bpf_htons(5353)")
+    diags = await diagnostics_after(client, uri, lambda: open_doc(client, source))
+    assert {d.range.start.line for d in diags} == {ihl, mdns}, [(d.range.start.line, d.message) for d in diags]
+    assert next(d for d in diags if d.range.start.line == ihl).code == "XT006"  # atypical-packets
+
+    await hover_at(client, uri, ihl)  # the documents behind the code actions are complete
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            range=lsp.Range(start=lsp.Position(line=mdns, character=0), end=lsp.Position(line=mdns, character=0)),
+            context=lsp.CodeActionContext(diagnostics=diags),
+        )
+    )
+    fix = next(a for a in actions if isinstance(a, lsp.CodeAction) and "no-ip-options" in a.title)
+    (edit,) = [c for c in fix.edit.document_changes if isinstance(c, lsp.TextDocumentEdit)]
+    assert edit.text_document.uri == config.as_uri()
+    # apply it as an editor would: the text edit on the file's lines, then the file is saved
+    lines = config.read_text().splitlines(keepends=True)
+    (change,) = edit.edits
+    start, end = change.range.start.line, change.range.end.line
+    config.write_text("".join(lines[:start]) + change.new_text + "".join(lines[end:]))
+    assert tomllib.loads(config.read_text())["assume"] == ["no-ip-options"]
+
+    def changed():
+        client.diagnostics.pop(uri, None)
+        client.workspace_did_change_watched_files(
+            lsp.DidChangeWatchedFilesParams(
+                changes=[lsp.FileEvent(uri=config.as_uri(), type=lsp.FileChangeType.Changed)]
+            )
+        )
+
+    diags = await diagnostics_after(client, uri, changed)
+    assert [(d.range.start.line, d.code) for d in diags] == [(ihl, "XT006")]
