@@ -392,7 +392,7 @@ def tail_call_locations(obj: BpfObject, prog) -> dict[int, dict | None]:
 class Cache:
     """Results per object digest (a rebuild that changes nothing costs a hash)."""
 
-    def __init__(self, size: int = 16):
+    def __init__(self, size: int = 8):
         self.size = size
         self.items: dict[tuple[str, Config], Result] = {}
         self.lock = threading.Lock()
@@ -402,7 +402,7 @@ class Cache:
         with self.lock:
             hit = self.items.get(key)
         if hit is not None:
-            return replace(hit, object=str(path))
+            return hit
         result = analyse(path, cfg, cancel)
         with self.lock:
             self.items[key] = result
@@ -421,7 +421,7 @@ class LineNote:
     line: int  # 1-based
     classes: list[str] = field(default_factory=list)
     paths: list[tuple[ProgramResult, dict]] = field(default_factory=list)  # (program, check path doc)
-    tail_calls: list[dict] = field(default_factory=list)  # cost sites
+    tail_calls: list[tuple[ProgramResult, dict]] = field(default_factory=list)  # (program, cost site)
 
 
 def _here(loc_file: str | None, source: Path) -> bool:
@@ -439,6 +439,7 @@ def class_label(branch: dict) -> str:
 
 
 def line_notes(result: Result, source: Path) -> dict[int, LineNote]:
+    """The notes of `source`'s lines (1-based) from a completed result."""
     notes: dict[int, LineNote] = {}
 
     def at(line: int) -> LineNote:
@@ -457,7 +458,7 @@ def line_notes(result: Result, source: Path) -> dict[int, LineNote]:
         for site in (pr.cost or {}).get("sites", []):
             loc = pr.tail_sites.get(site["pc"]) if site["program"] == pr.name else None
             if loc and _here(loc["file"], source):
-                at(loc["line"]).tail_calls.append(site)
+                at(loc["line"]).tail_calls.append((pr, site))
     return notes
 
 
@@ -484,9 +485,19 @@ def hint_text(note: LineNote) -> str:
             med = sorted(s["median"] for s in spans)[len(spans) // 2]
             text += f" {lo:.1f}/{med:.1f}/{hi:.1f} ns"
         parts.append(text)
-    for site in note.tail_calls:
-        parts.append(f"tail call {site['kind']}")
+    for pr, site in note.tail_calls:
+        ns = tail_call_ns(pr, site["pc"])
+        parts.append(f"tail call {site['kind']}" + (f" {ns:.1f} ns" if ns is not None else ""))
     return " · ".join(parts)
+
+
+def tail_call_ns(pr: ProgramResult, pc: int) -> float | None:
+    """The cost document's price of the tail call at `pc` (the same on every path taking it)."""
+    for p in (pr.cost or {}).get("paths", []):
+        for t in p["tail_calls"]:
+            if t["pc"] == pc and t["ns"] is not None:
+                return t["ns"]
+    return None
 
 
 def hover_text(note: LineNote) -> str:
@@ -513,8 +524,9 @@ def hover_text(note: LineNote) -> str:
         packet = pr.witness(p["id"])
         if packet is not None:
             out.append(f"  - counterexample packet ({len(packet)} bytes): `{packet[:64].hex()}`")
-    for site in note.tail_calls:
-        out.append(f"- tail call: {site['kind']} ({site['why']})")
+    for pr, site in note.tail_calls:
+        ns = tail_call_ns(pr, site["pc"])
+        out.append(f"- tail call: {site['kind']} ({site['why']})" + (f", {ns:.1f} ns" if ns is not None else ""))
     return "\n".join(out)
 
 

@@ -91,6 +91,13 @@ class Server(LanguageServer):
         if generation != doc.generation or cancel.is_set():
             return
         doc.binding, doc.result, doc.notes = binding, result, {}
+        if binding is not None:
+            obj = binding.build.output if binding.build else binding.object
+            self.window_log_message(
+                lsp.LogMessageParams(
+                    type=lsp.MessageType.Log, message=f"xdp2tc: {binding.source.name} -> {obj} ({binding.how})"
+                )
+            )
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
         if result is None:
             return
