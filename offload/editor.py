@@ -5,8 +5,9 @@ rebuilt with that clang command into a temporary directory), by a `.xdp2tc.toml`
 workspace, or by an object whose BTF line info names the source. `analyse` then runs the CLI's
 own pipeline once per entry program and keeps its documents: `check` (findings with
 source locations and reason codes), `rules` (filters and the tc script), `analyze` (branch
-classes) and `cost` (ns per path). `Notes` places them on the source's lines. Nothing here is
-computed only for the editor.
+classes), `cost` (ns per path) and a z3 witness packet per path; `run` does that in a child
+process that a newer save kills. `line_notes` places them on the source's lines. Nothing here
+is computed only for the editor.
 
 `.xdp2tc.toml` (at the workspace root or beside the source; every key optional):
 
@@ -24,10 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import re
 import shlex
+import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import tomllib
@@ -35,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from analyzer.cost import Counted, ProfileError, count, load_profile, path_costs
-from analyzer.explore import Exploration, ExplorationError, Options
+from analyzer.explore import ExplorationError, Options
 from analyzer.report import analysis_json
 from analyzer.tailgraph import Node, ProgramCost, TailGraph
 from analyzer.verify import witness_packet
@@ -281,102 +285,130 @@ def rebuild(build: Build, outdir: str, cancel: threading.Event | None = None) ->
 
 @dataclass
 class ProgramResult:
-    """One entry program: its exploration and rule set (from `check`), then, once `complete`d,
-    the `rules`, `analyze` and `cost` documents and where its paths are decided."""
+    """One entry program's documents (plain data: it comes from the analysis process)."""
 
-    counted: Counted
-    ruleset: RuleSet
-    dev: str
-    rules: dict | None = None  # xdp2tc.rules/1
-    analyze: dict | None = None  # xdp2tc.analyze/1
-    cost: dict | None = None  # xdp2tc.cost/1 program entry; None without a cost profile
-    decided: dict[int, dict | None] = field(default_factory=dict)  # path id -> check.decided_at location
-    tail_sites: dict[int, dict | None] = field(default_factory=dict)  # tail-call pc -> location
-    witnesses: dict[int, bytes | None] = field(default_factory=dict)
-
-    @property
-    def exploration(self) -> Exploration:
-        return self.counted.exploration
-
-    @property
-    def name(self) -> str:
-        return self.exploration.program.name
-
-    def complete(self, profile, cancel: threading.Event | None = None) -> None:
-        def step():
-            if cancel is not None and cancel.is_set():
-                raise Cancelled()
-
-        e = self.exploration
-        self.rules = rules_output.rules_json(e, self.ruleset, self.dev, "skip_sw")
-        step()
-        self.analyze = analysis_json(e, conditions=False)
-        step()
-        if profile is not None:
-            pc = ProgramCost(Node(e.obj.path, self.name), self.counted, path_costs(self.counted, profile), True)
-            self.cost = costcmd.program_json(pc, TailGraph([pc], [], profile))
-        self.decided = {p.id: check.location(e.obj, *check.decided_at(p)) for p in e.paths}
-        self.tail_sites = tail_call_locations(e.obj, e.program)
-
-    def tc(self) -> str:
-        """The tc -batch script `rules` prints for this program."""
-        return rules_output.tc_script(self.exploration, self.ruleset, self.dev, "skip_sw")
-
-    def witness(self, path_id: int) -> bytes | None:
-        if path_id not in self.witnesses:
-            self.witnesses[path_id] = witness_packet(self.exploration, self.exploration.paths[path_id])
-        return self.witnesses[path_id]
+    name: str
+    rules: dict  # xdp2tc.rules/1
+    analyze: dict  # xdp2tc.analyze/1
+    cost: dict | None  # xdp2tc.cost/1 program entry; None without a cost profile
+    tc: str  # the tc -batch script `rules` prints
+    decided: dict[int, dict | None]  # path id -> where its verdict is decided (check.decided_at)
+    tail_sites: dict[int, dict | None]  # tail-call pc -> location
+    witnesses: dict[int, bytes | None]  # path id -> a packet taking it (z3), None: none found
 
 
 @dataclass
 class Result:
-    """Everything the editor shows for one object: `check` first (the diagnostics), the other
-    documents after `complete` (hover, hints)."""
+    """Everything the editor shows for one object: `check` first (the diagnostics), the
+    programs' other documents once complete (hover, hints, code actions)."""
 
     object: str
     digest: str
     check: dict  # xdp2tc.check/1
-    programs: list[ProgramResult]
+    programs: list[ProgramResult] = field(default_factory=list)
     completed: bool = False
 
-    def complete(self, cancel: threading.Event | None = None) -> None:
-        if self.completed:
-            return
-        try:
-            profile = load_profile()
-        except ProfileError:
-            profile = None
-        for pr in self.programs:
-            pr.complete(profile, cancel)
-        self.completed = True
+
+class AnalysisError(Exception):
+    """The analysis of an object failed: the one-line error (a LiftError's text)."""
 
 
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def analyse(path: Path, cfg: Config, cancel: threading.Event | None = None) -> Result:
-    """The `check` document of one object, its programs ready to `complete` (LiftError on bad
-    input, Cancelled when `cancel` is set)."""
+def analyse(path: Path, cfg: Config, send) -> None:
+    """The CLI's pipeline on one object: `send(("check", Result))` as soon as `check` has its
+    findings, then `send(("complete", [ProgramResult]))`. Raises LiftError on bad input."""
     cfg.check()
-
-    def progress(*_):
-        if cancel is not None and cancel.is_set():
-            raise Cancelled()
-
     obj = load_object(str(path))
     report = check.Report([TARGETS[t] for t in cfg.targets])
-    programs = []
+    done = []
     for prog in device_programs(obj, cfg.program, per_program_output=True):
-        progress()
         try:
-            counted = count(obj, prog, Options(), progress)
+            counted = count(obj, prog, Options())
         except ExplorationError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
-        rs = check.check_exploration(counted.exploration, report, cfg.assume, 512)
-        programs.append(ProgramResult(counted, rs, cfg.dev))
+        done.append((counted, check.check_exploration(counted.exploration, report, cfg.assume, 512)))
     failed = check.settle(report, None, ["any"])
-    return Result(str(path), digest(path), check.json_doc(report, failed, ["any"], None), programs)
+    send(("check", Result(str(path), digest(path), check.json_doc(report, failed, ["any"], None))))
+    try:
+        profile = load_profile()
+    except ProfileError:
+        profile = None
+    send(("complete", [program_result(counted, rs, cfg.dev, profile) for counted, rs in done]))
+
+
+def program_result(counted: Counted, rs: RuleSet, dev: str, profile) -> ProgramResult:
+    e = counted.exploration
+    cost = None
+    if profile is not None:
+        pc = ProgramCost(Node(e.obj.path, e.program.name), counted, path_costs(counted, profile), True)
+        cost = costcmd.program_json(pc, TailGraph([pc], [], profile))
+    return ProgramResult(
+        e.program.name,
+        rules_output.rules_json(e, rs, dev, "skip_sw"),
+        analysis_json(e, conditions=False),
+        cost,
+        rules_output.tc_script(e, rs, dev, "skip_sw"),
+        {p.id: check.location(e.obj, *check.decided_at(p)) for p in e.paths},
+        tail_call_locations(e.obj, e.program),
+        {p.id: witness_packet(e, p) for p in e.paths},
+    )
+
+
+def _child(conn, path: str, cfg: Config) -> None:
+    """The analysis process: never writes to stdout (the server's protocol channel)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 (for the life of this process)
+    try:
+        analyse(Path(path), cfg, conn.send)
+    except LiftError as err:
+        conn.send(("error", str(err).splitlines()[0]))
+    except Exception as err:  # reported as a one-line error, never a traceback
+        conn.send(("error", f"internal error: {type(err).__name__}: {err}".splitlines()[0]))
+    finally:
+        conn.close()
+
+
+def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_check=None) -> Result:
+    """`analyse` in a child process, killed when `cancel` is set (the rule synthesis has no
+    cancellation point of its own) and gone when done, so the server's memory stays what it
+    was. `on_check(result)` gets the findings before the other documents are complete.
+    Spawned, not forked: a fork of the threaded server deadlocked on a lock another thread
+    held; the child pays the imports (about 1 s) instead."""
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, str(path), cfg), daemon=True)
+    proc.start()
+    send.close()
+    result = None
+    try:
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            if not receive.poll(0.05):
+                continue
+            try:
+                kind, payload = receive.recv()
+            except EOFError:
+                proc.join()
+                raise AnalysisError(f"{path}: the analysis process ended (exit code {proc.exitcode})") from None
+            if kind == "error":
+                raise AnalysisError(payload)
+            if kind == "check":
+                result = payload
+                if on_check is not None:
+                    on_check(result)
+            elif kind == "complete":
+                result.programs, result.completed = payload, True
+                return result
+    finally:
+        receive.close()
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
 
 
 def tail_call_locations(obj: BpfObject, prog) -> dict[int, dict | None]:
@@ -390,25 +422,22 @@ def tail_call_locations(obj: BpfObject, prog) -> dict[int, dict | None]:
 
 
 class Cache:
-    """Results per object digest (a rebuild that changes nothing costs a hash)."""
+    """Complete results per (object digest, options): a rebuild that changes nothing costs a hash."""
 
     def __init__(self, size: int = 8):
         self.size = size
         self.items: dict[tuple[str, Config], Result] = {}
         self.lock = threading.Lock()
 
-    def get(self, path: Path, cfg: Config, cancel: threading.Event | None = None) -> Result:
-        key = (digest(path), cfg)
+    def get(self, path: Path, cfg: Config) -> Result | None:
         with self.lock:
-            hit = self.items.get(key)
-        if hit is not None:
-            return hit
-        result = analyse(path, cfg, cancel)
+            return self.items.get((digest(path), cfg))
+
+    def put(self, cfg: Config, result: Result) -> None:
         with self.lock:
-            self.items[key] = result
+            self.items[(result.digest, cfg)] = result
             while len(self.items) > self.size:
                 self.items.pop(next(iter(self.items)))
-        return result
 
 
 # --- on the source's lines ---------------------------------------------------------------------
@@ -521,7 +550,7 @@ def hover_text(note: LineNote) -> str:
             out.append("  - passes to the host (no filter needed: the program runs there anyway)")
         else:
             out.append(f"  - stays in software: {p['code']}: {p['detail'] or REASONS[p['code']].text}")
-        packet = pr.witness(p["id"])
+        packet = pr.witnesses.get(p["id"])
         if packet is not None:
             out.append(f"  - counterexample packet ({len(packet)} bytes): `{packet[:64].hex()}`")
     for pr, site in note.tail_calls:
@@ -530,22 +559,19 @@ def hover_text(note: LineNote) -> str:
     return "\n".join(out)
 
 
-def cfg_svg(pr: ProgramResult) -> str:
-    """The program's CFG as SVG (the `cfg --format svg` output)."""
-    from .cli import cfg_dot  # cli imports this module's server lazily; no import cycle
+def cfg_svg(result: Result) -> str:
+    """The CFG of each of the object's analysed programs as SVG (`cfg --format svg`)."""
+    from .cli import cfg_dot  # cli imports the server lazily: no import cycle
 
-    if not _which("dot"):
+    if shutil.which("dot") is None:
         raise LiftError("show CFG needs graphviz's `dot` (apt-get install graphviz)")
-    e = pr.exploration
-    return subprocess.run(
-        ["dot", "-Tsvg"], input=cfg_dot(e.obj, e.program), capture_output=True, text=True, check=True
-    ).stdout
-
-
-def _which(cmd: str) -> bool:
-    import shutil
-
-    return shutil.which(cmd) is not None
+    obj = load_object(result.object)
+    return "".join(
+        subprocess.run(
+            ["dot", "-Tsvg"], input=cfg_dot(obj, obj.program(pr.name)), capture_output=True, text=True, check=True
+        ).stdout
+        for pr in result.programs
+    )
 
 
 def temp_dir() -> str:

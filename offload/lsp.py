@@ -3,15 +3,16 @@
 On open and save of a C source the server ties it to its object (offload/editor.py `bind`),
 rebuilds it when a compile_commands.json entry says how, and publishes the `check` findings
 on the source's lines. Hover, inlay hints and code actions show the same documents (`rules`,
-`analyze`, `cost`). Analysis runs on one worker thread (z3's context is not thread-safe), off
-the protocol's event loop; a newer save cancels the running one (the explorer's progress
-callback and the clang process watch a flag); results are cached per object digest. Bad input
-of any kind becomes a diagnostic with the one-line error, never a crashed server.
+`analyze`, `cost`). The analysis runs in a child process (editor.run) driven from one worker
+thread, off the protocol's event loop: a newer save kills it (clang too), and it takes its
+memory with it when done; complete results are cached per object digest. Bad input of any
+kind becomes a diagnostic with the one-line error, never a crashed server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 import shutil
@@ -75,92 +76,89 @@ class Server(LanguageServer):
 
     def schedule(self, uri: str) -> None:
         doc = self.documents.setdefault(uri, Document(uri))
-        doc.cancel.set()  # the running analysis of this document stops at its next check
-        if doc.task is not None:
-            doc.task.cancel()
+        doc.cancel.set()  # the running analysis of this document is killed (editor.run)
         doc.cancel = threading.Event()
         doc.generation += 1
         doc.task = asyncio.get_running_loop().create_task(self.refresh(doc, doc.generation, doc.cancel))
 
     async def refresh(self, doc: Document, generation: int, cancel: threading.Event) -> None:
         loop = asyncio.get_running_loop()
+
+        def publish(binding, result, diagnostics):  # from the worker thread, onto the loop
+            loop.call_soon_threadsafe(self.publish, doc, generation, cancel, binding, result, diagnostics)
+
         try:
-            binding, result, diagnostics = await loop.run_in_executor(self.worker, self.work, doc.uri, cancel)
+            await loop.run_in_executor(self.worker, self.work, doc.uri, cancel, publish)
         except editor.Cancelled:
             return
+
+    def publish(self, doc: Document, generation: int, cancel, binding, result, diagnostics) -> None:
+        """On the loop: show what the worker has, unless a newer save made it stale.
+        `diagnostics` None: the same findings, now with the documents behind hover and hints."""
         if generation != doc.generation or cancel.is_set():
             return
-        doc.binding, doc.result, doc.notes = binding, result, {}
-        if binding is not None:
+        if diagnostics is not None and binding is not None:
             obj = binding.build.output if binding.build else binding.object
             self.window_log_message(
                 lsp.LogMessageParams(
                     type=lsp.MessageType.Log, message=f"xdp2tc: {binding.source.name} -> {obj} ({binding.how})"
                 )
             )
-        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
-        if result is None:
-            return
-        # then the documents hover and hints show (rules, analyze, cost), after the diagnostics
-        try:
-            await loop.run_in_executor(self.worker, result.complete, cancel)
-        except editor.Cancelled:
-            return
-        except Exception as err:  # never a crashed server
-            self.window_log_message(
-                lsp.LogMessageParams(type=lsp.MessageType.Error, message=f"xdp2tc: {type(err).__name__}: {err}")
-            )
-            return
-        if generation != doc.generation or cancel.is_set():
-            return
-        doc.notes = editor.line_notes(result, Path(to_fs_path(doc.uri)))
-        if _inlay_refresh(self.client_capabilities):
+        doc.binding, doc.result = binding, result
+        complete = result is not None and result.completed
+        doc.notes = editor.line_notes(result, Path(to_fs_path(doc.uri))) if complete else {}
+        if diagnostics is not None:
+            self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
+        if complete and _inlay_refresh(self.client_capabilities):
             self.workspace_inlay_hint_refresh(None)
 
-    def work(self, uri: str, cancel: threading.Event):
-        """On the worker thread: bind, rebuild, analyse; (binding, result, diagnostics)."""
+    def work(self, uri: str, cancel: threading.Event, publish) -> None:
+        """On the worker thread: bind, rebuild, analyse (in a process), `publish` as it goes."""
         source = Path(to_fs_path(uri))
         lines = self._lines(uri)
         binding = None
         try:
             binding = editor.bind(source, self.root(source), self.settings)
             if binding is None:
-                return None, None, [_line_zero(f"xdp2tc: {source.name}: no object for this source", "warning")]
+                msg = f"xdp2tc: {source.name}: no object for this source"
+                return publish(None, None, [_line_zero(msg, "warning")])
             obj, diagnostics = binding.object, []
             if binding.build is not None:
-                outdir = os.path.join(self.outdir, str(abs(hash(uri))))
+                outdir = os.path.join(self.outdir, hashlib.sha256(uri.encode()).hexdigest()[:16])
                 os.makedirs(outdir, exist_ok=True)
                 obj, stderr = editor.rebuild(binding.build, outdir, cancel)
                 diagnostics += _compile_diagnostics(stderr, source, binding.build.directory, lines)
                 if obj is None:
                     first = stderr.strip().splitlines()[:1] or ["(no message)"]
-                    return binding, None, diagnostics or [_line_zero(f"xdp2tc: build failed: {first[0]}", "error")]
+                    msg = f"xdp2tc: build failed: {first[0]}"
+                    return publish(binding, None, diagnostics or [_line_zero(msg, "error")])
             if binding.config.maps_from:
-                diagnostics.append(
-                    _line_zero(
-                        "xdp2tc: maps_from is not used: the CLI has no --maps-from yet; maps are analysed as empty",
-                        "note",
-                    )
-                )
-            result = self.cache.get(obj, binding.config, cancel)
-            return binding, result, diagnostics + _findings(result, source, lines)
+                msg = "xdp2tc: maps_from is not used: the CLI has no --maps-from yet; maps are analysed as empty"
+                diagnostics.append(_line_zero(msg, "note"))
+            cached = self.cache.get(obj, binding.config)
+            if cached is not None:
+                return publish(binding, cached, diagnostics + _findings(cached, source, lines))
+            result = editor.run(
+                obj,
+                binding.config,
+                cancel,
+                on_check=lambda r: publish(binding, r, diagnostics + _findings(r, source, lines)),
+            )
+            self.cache.put(binding.config, result)
+            publish(binding, result, None)
         except editor.Cancelled:
             raise
-        except LiftError as err:
-            return binding, None, [_line_zero(f"xdp2tc: {err}".splitlines()[0], "error")]
+        except (LiftError, editor.AnalysisError) as err:
+            publish(binding, None, [_line_zero(f"xdp2tc: {err}".splitlines()[0], "error")])
         except Exception as err:  # never a crashed server: the one-line error on the file
             msg = f"xdp2tc: internal error: {type(err).__name__}: {err}".splitlines()[0]
-            return binding, None, [_line_zero(msg, "error")]
+            publish(binding, None, [_line_zero(msg, "error")])
 
     def _lines(self, uri: str) -> list[str]:
         try:
             return self.workspace.get_text_document(uri).lines
         except Exception:
             return []
-
-    async def on_worker(self, fn, *args):
-        """Run `fn` on the analysis thread (z3 work such as counterexample packets)."""
-        return await asyncio.get_running_loop().run_in_executor(self.worker, fn, *args)
 
 
 # --- diagnostics -----------------------------------------------------------------------------
@@ -265,7 +263,7 @@ def make_server() -> Server:
         note = doc.notes.get(params.position.line + 1) if doc else None
         if note is None:
             return None
-        text = await ls.on_worker(editor.hover_text, note)  # counterexamples are z3 work
+        text = editor.hover_text(note)
         return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text))
 
     @ls.feature(lsp.TEXT_DOCUMENT_INLAY_HINT)
@@ -314,9 +312,9 @@ def make_server() -> Server:
     @ls.command(COMMAND_RULES)
     async def rules_command(ls: Server, uri: str):
         doc = ls.documents.get(uri)
-        if not doc or not doc.result:
+        if not doc or not doc.result or not doc.result.completed:
             return None
-        return await ls.on_worker(lambda: "".join(pr.tc() for pr in doc.result.programs))
+        return "".join(pr.tc for pr in doc.result.programs)
 
     @ls.command(COMMAND_CFG)
     async def cfg_command(ls: Server, uri: str):
@@ -324,7 +322,7 @@ def make_server() -> Server:
         if not doc or not doc.result:
             return None
         try:
-            return await ls.on_worker(lambda: "".join(editor.cfg_svg(pr) for pr in doc.result.programs))
+            return await asyncio.get_running_loop().run_in_executor(None, editor.cfg_svg, doc.result)
         except LiftError as err:
             ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"xdp2tc: {err}"))
             return None

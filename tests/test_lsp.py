@@ -176,6 +176,7 @@ async def test_diagnostics_hover_save_rebuild_and_broken_build(client: LanguageC
     source.write_text("\n".join(text) + "\n")
     diags = await diagnostics_after(client, uri, lambda: save_doc(client, source))
     assert {d.range.start.line for d in diags if d.code == "XT001"} == {n + 3 for n in expected}
+    await hover_at(client, uri, line + 3)  # the documents behind the code actions are complete
     actions = await client.text_document_code_action_async(
         lsp.CodeActionParams(
             text_document=lsp.TextDocumentIdentifier(uri=uri),
