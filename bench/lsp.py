@@ -178,6 +178,8 @@ def main() -> int:
             f"RSS init {row['rss_after_initialize_mb']:.0f} MB idle {row['rss_idle_after_saves_mb']:.0f} MB",
             flush=True,
         )
+    load = os.getloadavg()[0]
+    print(f"(machine load average {load:.1f} on {os.cpu_count()} CPUs: wall times stretch with it)")
     changed = statistics.median(r["save_changed_s"]["p50"] for r in rows)
     idle = max(r["rss_idle_after_saves_mb"] for r in rows)
     print(
@@ -187,7 +189,7 @@ def main() -> int:
     )
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"programs": rows}, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({"load_average": load, "programs": rows}, indent=2) + "\n")
     return 0
 
 

@@ -53,7 +53,7 @@ class Document:
     result: editor.Result | None = None
     notes: dict[int, editor.LineNote] = field(default_factory=dict)
     cancel: threading.Event = field(default_factory=threading.Event)
-    task: asyncio.Task | None = None
+    task: asyncio.Task | None = None  # held here: the event loop keeps only a weak reference
     generation: int = 0
 
 
