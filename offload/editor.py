@@ -40,6 +40,7 @@ from pathlib import Path
 
 from analyzer.cost import Counted, ProfileError, count, load_profile, path_costs
 from analyzer.explore import ExplorationError, Options
+from analyzer.helpers import helper_name
 from analyzer.report import analysis_json
 from analyzer.tailgraph import Node, ProgramCost, TailGraph
 from analyzer.verify import witness_packet
@@ -417,7 +418,7 @@ def tail_call_locations(obj: BpfObject, prog) -> dict[int, dict | None]:
         insn.pc: check.location(obj, func.section, insn.pc)
         for func in prog.functions
         for insn in func.insns
-        if isinstance(insn, Call) and insn.kind == CallSrc.HELPER and insn.imm == 12
+        if isinstance(insn, Call) and insn.kind == CallSrc.HELPER and helper_name(insn.imm) == "bpf_tail_call"
     }
 
 
