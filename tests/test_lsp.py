@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 import pytest_lsp
@@ -191,6 +192,9 @@ async def test_diagnostics_hover_save_rebuild_and_broken_build(client: LanguageC
     )
     assert script.startswith("# xdp2tc rules for ") and "flower" in script
     assert any(a.title == "xdp2tc: show CFG" for a in actions)
+    require_tool("dot")
+    svg = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command="xdp2tc.cfg", arguments=[uri]))
+    assert ElementTree.fromstring(svg).tag.endswith("svg")  # graphviz's SVG, parsed back
 
 
 @pytest.mark.asyncio
