@@ -13,11 +13,12 @@ LLVM_OBJDUMP ?= llvm-objdump-19
 LLVM_OBJCOPY ?= llvm-objcopy-19
 BPF_GCC      ?= bpf-gcc
 # Debian packages that provide the commands above, plus headers and tools the tests use.
-APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev linux-libc-dev iproute2 graphviz
+# neovim: the independent LSP client of tests/test_lsp.py (nvim --headless).
+APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev linux-libc-dev iproute2 graphviz neovim
 
 DEMO_OBJ  := corpus/build/clang/thesis_static_rules.o
 
-.PHONY: demo test lint setup system-deps venv corpus external flowervm clean bench watcher
+.PHONY: demo test lint setup system-deps venv corpus external flowervm clean bench watcher node-deps vscode-check vsix
 
 demo: setup corpus
 	$(XDP2TC) info $(DEMO_OBJ)
@@ -27,7 +28,7 @@ demo: setup corpus
 	@echo "# check, the CI gate: it exits 1 when a path stays in software (--fail-on any)"
 	-$(XDP2TC) check $(DEMO_OBJ)
 
-test: setup corpus watcher external flowervm lint
+test: setup corpus watcher external flowervm lint vscode-check
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 setup: system-deps venv
@@ -42,7 +43,7 @@ lint: venv
 # apt-get only when a command is missing, so a ready machine pays nothing.
 system-deps:
 	@missing=""; \
-	for c in $(CLANG) $(LLVM_OBJDUMP) $(LLVM_OBJCOPY) bpftool $(BPF_GCC) tc; do \
+	for c in $(CLANG) $(LLVM_OBJDUMP) $(LLVM_OBJCOPY) bpftool $(BPF_GCC) tc dot nvim; do \
 	  command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
 	[ -f /usr/include/bpf/bpf_helpers.h ] || missing="$$missing libbpf-dev"; \
 	if [ -n "$$missing" ]; then \
@@ -70,7 +71,7 @@ $(VENV)/.installed: pyproject.toml
 	echo "using $$py ($$($$py -V))"; \
 	[ -x $(PY) ] && $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null || { rm -rf $(VENV); $$py -m venv $(VENV); }; \
 	$(PY) -m pip install -q --upgrade pip && \
-	$(PY) -m pip install -q -e '.[test,angr]' && touch $@
+	$(PY) -m pip install -q -e '.[test,angr,lsp]' && touch $@
 
 corpus: system-deps
 	$(MAKE) -s -C corpus -j2 CLANG=$(CLANG) BPF_GCC=$(BPF_GCC) LLVM_OBJCOPY=$(LLVM_OBJCOPY)
@@ -102,6 +103,31 @@ flowervm: venv
 	  { echo "error: apt-get could not install$$missing" >&2; exit 1; }; \
 	fi
 	$(PY) -m offload.flowervm fetch
+
+# The VS Code extension (editors/vscode, issue 15): node and npm from apt when missing;
+# `npm ci` only when package-lock.json changed (a stamp in node_modules), so a ready machine
+# pays nothing; then the type check (tsc --noEmit) and eslint. `make vsix` packages it with
+# @vscode/vsce into build/xdp2tc.vsix.
+VSCODE := editors/vscode
+
+node-deps:
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "installing system packages (missing: npm)"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null || \
+	  { echo "error: apt-get could not install nodejs npm" >&2; exit 1; }; }
+
+$(VSCODE)/node_modules/.ci-stamp: $(VSCODE)/package-lock.json | node-deps
+	cd $(VSCODE) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+vscode-check: $(VSCODE)/node_modules/.ci-stamp
+	cd $(VSCODE) && ./node_modules/.bin/tsc --noEmit -p . && ./node_modules/.bin/eslint src
+
+vsix: vscode-check
+	mkdir -p build
+	cd $(VSCODE) && ./node_modules/.bin/tsc -p . && \
+	  ./node_modules/.bin/vsce package --allow-missing-repository --skip-license -o ../../build/xdp2tc.vsix
 
 bench: setup corpus watcher external
 	$(PY) bench/lift.py

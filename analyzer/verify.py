@@ -82,6 +82,38 @@ def existing_ifindexes() -> list[int]:
     return sorted(out) or [1]
 
 
+def short_model(constraints: list[z3.BoolRef]) -> z3.ModelRef | None:
+    """A model of `constraints` with the shortest packet bound that allows one (64, 256 bytes,
+    then any): short witnesses are faster to build, run and read."""
+    solver = z3.Solver()
+    solver.add(*constraints)
+    for limit in (64, 256, None):
+        solver.push()
+        if limit is not None:
+            solver.add(z3.ULE(PACKET_LEN, limit))
+        if solver.check() == z3.sat:
+            model = solver.model()
+            solver.pop()
+            return model
+        solver.pop()
+    return None
+
+
+def packet_of(ev) -> bytes:
+    """The packet a model holds (`ev` evaluates a term in it, completing the model)."""
+    n = ev(PACKET_LEN).as_long()
+    return bytes(ev(z3.Select(PACKET, i)).as_long() for i in range(n))
+
+
+def witness_packet(e: Exploration, path: Path) -> bytes | None:
+    """A packet that takes `path` (maps and helpers as the model chooses), or None when z3
+    finds none: the counterexample the editor shows for a decision (offload/editor.py)."""
+    model = short_model([*e.base_constraints(), e.condition(path)])
+    if model is None:
+        return None
+    return packet_of(lambda x: model.eval(x, model_completion=True))
+
+
 class Verifier:
     def __init__(self, e: Exploration, loaded: kernel.LoadedObject, seed: int = 0):
         self.e = e
@@ -153,18 +185,7 @@ class Verifier:
         return None
 
     def _model(self, cond: z3.BoolRef) -> z3.ModelRef | None:
-        solver = z3.Solver()
-        solver.add(*self.e.base_constraints(), *self.env, cond)
-        for limit in (64, 256, None):  # short packets first: faster to build and to run
-            solver.push()
-            if limit is not None:
-                solver.add(z3.ULE(PACKET_LEN, limit))
-            if solver.check() == z3.sat:
-                model = solver.model()
-                solver.pop()
-                return model
-            solver.pop()
-        return None
+        return short_model([*self.e.base_constraints(), *self.env, cond])
 
     def _check_witness(self, path: Path, model: z3.ModelRef) -> None:
         ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
@@ -205,8 +226,7 @@ class Verifier:
         return frozenset(out)
 
     def _packet(self, ev) -> bytes:
-        n = ev(PACKET_LEN).as_long()
-        return bytes(ev(z3.Select(PACKET, i)).as_long() for i in range(n))
+        return packet_of(ev)
 
     def _prediction(self, path: Path, ev) -> tuple[int, bytes]:
         return output_of(path, lambda x: ev(x).as_long(), self._packet(ev))

@@ -40,7 +40,7 @@ from pathlib import Path as FsPath
 
 from analyzer import kernel
 from analyzer.classify import classify, map_classes
-from analyzer.explore import ExplorationError, Options, explore
+from analyzer.explore import Exploration, ExplorationError, Options, explore
 from analyzer.fields import Decoder
 from analyzer.helpers import helper, helper_name
 from lifter.errors import LiftError
@@ -225,73 +225,88 @@ def check_object(
             e = explore(obj, prog, options)
         except ExplorationError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
-        maps = map_classes(e, classify(e))
-        try:
-            rs = ruleset.build(e, assume, {}, max_rules)
-        except ValueError as err:
-            raise LiftError(str(err), file=obj.path, program=prog.name) from err
-        fates = account(e, rs, maps)
-        decoder = Decoder(e.environment())
-        fields = {p.id: decoder.render(e.condition(p)) for p in e.paths}
-        counts = summary(fates)
-        report.programs.append(
-            {
-                "file": str(obj.path),
-                "program": prog.name,
-                "section": prog.section,
-                "summary": {"verdicts": counts, "lines": summary_lines(counts)},
-                "paths": [
-                    {
-                        "id": f.path,
-                        "verdict": f.verdict,
-                        "offloaded": f.offloaded,
-                        "code": f.reason.code if f.reason else None,
-                        "detail": f.reason.detail if f.reason else None,
-                        "fields": fields[f.path],
-                    }
-                    for f in fates
-                ],
-            }
-        )
-        if kernel_verify:
-            report.programs[-1]["kernel"] = kernel_verdict(str(obj.path), prog.name)
-        if frames is not None:
-            report.programs[-1]["traffic"] = traffic.traffic_json(traffic.run(e, rs.rules, frames), rs.rules, fates)
-        for t in report.targets:
-            if t.kind == "ebpf":
-                for section, pc, reason in ebpf_findings(obj, prog, t):
-                    report.findings.append(
-                        Finding(t.name, str(obj.path), prog.name, None, None, reason, None, location(obj, section, pc))
-                    )
-                continue
-            bad = {i: why for i, r in enumerate(rs.rules) if (why := unsupported(r, t))}
-            limit = t.max_rules
-            for f in fates:
-                p = e.paths[f.path]
-                if f.offloaded:
-                    whys = [bad[i] for i in f.filters if i in bad]
-                    if whys:
-                        reason = Reason("target-unsupported", whys[0])
-                    elif limit is not None and max(f.filters) >= limit:
-                        reason = Reason("rule-budget", f"{len(rs.rules)} filters, {t.name} holds {limit}")
-                    else:
-                        continue
-                elif f.reason.code == "pass-to-host":
-                    continue
-                else:
-                    reason = f.reason
+        check_exploration(e, report, assume, max_rules, frames, kernel_verify)
+
+
+def check_exploration(
+    e: Exploration,
+    report: Report,
+    assume: tuple,
+    max_rules: int,
+    frames: list[bytes] | None = None,
+    kernel_verify: bool = False,
+) -> ruleset.RuleSet:
+    """Add one explored program's entry and findings to `report`; the rule set it built is
+    returned so a caller that shows the filters too (the editor, offload/lsp.py) builds it once."""
+    obj, prog = e.obj, e.program
+    maps = map_classes(e, classify(e))
+    try:
+        rs = ruleset.build(e, assume, {}, max_rules)
+    except ValueError as err:
+        raise LiftError(str(err), file=obj.path, program=prog.name) from err
+    fates = account(e, rs, maps)
+    decoder = Decoder(e.environment())
+    fields = {p.id: decoder.render(e.condition(p)) for p in e.paths}
+    counts = summary(fates)
+    report.programs.append(
+        {
+            "file": str(obj.path),
+            "program": prog.name,
+            "section": prog.section,
+            "summary": {"verdicts": counts, "lines": summary_lines(counts)},
+            "paths": [
+                {
+                    "id": f.path,
+                    "verdict": f.verdict,
+                    "offloaded": f.offloaded,
+                    "code": f.reason.code if f.reason else None,
+                    "detail": f.reason.detail if f.reason else None,
+                    "fields": fields[f.path],
+                }
+                for f in fates
+            ],
+        }
+    )
+    if kernel_verify:
+        report.programs[-1]["kernel"] = kernel_verdict(str(obj.path), prog.name)
+    if frames is not None:
+        report.programs[-1]["traffic"] = traffic.traffic_json(traffic.run(e, rs.rules, frames), rs.rules, fates)
+    for t in report.targets:
+        if t.kind == "ebpf":
+            for section, pc, reason in ebpf_findings(obj, prog, t):
                 report.findings.append(
-                    Finding(
-                        t.name,
-                        str(obj.path),
-                        prog.name,
-                        f.path,
-                        f.verdict,
-                        reason,
-                        fields[f.path],
-                        location(obj, *decided_at(p)),
-                    )
+                    Finding(t.name, str(obj.path), prog.name, None, None, reason, None, location(obj, section, pc))
                 )
+            continue
+        bad = {i: why for i, r in enumerate(rs.rules) if (why := unsupported(r, t))}
+        limit = t.max_rules
+        for f in fates:
+            p = e.paths[f.path]
+            if f.offloaded:
+                whys = [bad[i] for i in f.filters if i in bad]
+                if whys:
+                    reason = Reason("target-unsupported", whys[0])
+                elif limit is not None and max(f.filters) >= limit:
+                    reason = Reason("rule-budget", f"{len(rs.rules)} filters, {t.name} holds {limit}")
+                else:
+                    continue
+            elif f.reason.code == "pass-to-host":
+                continue
+            else:
+                reason = f.reason
+            report.findings.append(
+                Finding(
+                    t.name,
+                    str(obj.path),
+                    prog.name,
+                    f.path,
+                    f.verdict,
+                    reason,
+                    fields[f.path],
+                    location(obj, *decided_at(p)),
+                )
+            )
+    return rs
 
 
 # --- fingerprints and baseline -------------------------------------------------------------------
@@ -343,6 +358,14 @@ def gated(f: Finding, fail_on: set[str]) -> bool:
         or ("unknown" in fail_on and f.reason.code == "unknown")
         or ("target-unsupported" in fail_on and f.reason.code == "target-unsupported")
     )
+
+
+def settle(report: Report, baseline: set[str] | None, fail_on: list[str]) -> bool:
+    """Fingerprint the findings, mark those not in `baseline` new; whether the gate fails."""
+    assign_fingerprints(report.findings)
+    for f in report.findings:
+        f.new = baseline is None or f.fingerprint not in baseline
+    return any(f.new and gated(f, set(fail_on)) for f in report.findings)
 
 
 # --- output --------------------------------------------------------------------------------------
@@ -511,10 +534,7 @@ def run(args) -> int:
         check_object(
             path, report, options, args.program, tuple(args.assume), args.max_rules, frames, args.kernel_verify
         )
-    assign_fingerprints(report.findings)
-    for f in report.findings:
-        f.new = baseline is None or f.fingerprint not in baseline
-    failed = any(f.new and gated(f, set(fail_on)) for f in report.findings)
+    failed = settle(report, baseline, fail_on)
     if args.format == "json":
         out = json.dumps(json_doc(report, failed, fail_on, args.baseline), indent=2, ensure_ascii=False) + "\n"
     elif args.format == "sarif":

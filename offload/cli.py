@@ -528,6 +528,7 @@ def parser() -> argparse.ArgumentParser:
     costcmd.add_parsers(sub, _exploration_flags)
     # --- end cost model ---
     check.add_parser(sub, _exploration_flags)  # the CI gate (issue 11), offload/check.py
+    sub.add_parser("lsp", help="the language server for editors (stdio; offload/lsp.py)")
     return top
 
 
@@ -544,6 +545,17 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 COMMANDS.update(costcmd.COMMANDS)
 # --- end cost model ---
 COMMANDS.update(check.COMMANDS)
+
+
+def _lsp(args: argparse.Namespace) -> int:
+    try:
+        from offload import lsp
+    except ImportError as err:
+        raise LiftError(f"lsp needs pygls and lsprotocol (pip install 'xdp2tc[lsp]'): {err}") from None
+    return lsp.run()
+
+
+COMMANDS["lsp"] = _lsp
 
 
 def main(argv: list[str] | None = None) -> int:

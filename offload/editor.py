@@ -1,0 +1,579 @@
+"""What the editor shows for one C source (the language server, offload/lsp.py, serves it).
+
+A source is tied to its object (`bind`): by a `compile_commands.json` entry (the object is
+rebuilt with that clang command into a temporary directory), by a `.xdp2tc.toml` in the
+workspace, or by an object whose BTF line info names the source. `analyse` then runs the CLI's
+own pipeline once per entry program and keeps its documents: `check` (findings with
+source locations and reason codes), `rules` (filters and the tc script), `analyze` (branch
+classes), `cost` (ns per path) and a z3 witness packet per path; `run` does that in a child
+process that a newer save kills. `line_notes` places them on the source's lines. Nothing here
+is computed only for the editor.
+
+`.xdp2tc.toml` (at the workspace root or beside the source; every key optional):
+
+    assume = ["no-ip-options"]      # as `rules --assume`, for every source
+    target = ["generic"]            # as `check --target`
+    dev = "eth0"                    # the device the copied tc script attaches to
+    [[source]]
+    file = "prog.c"                 # relative to the .toml's directory
+    object = "build/prog.o"
+    program = "xdp_main"            # as `--program`
+    assume = [...], target = [...], maps_from = "..."   (per source, over the defaults)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from analyzer.cost import Counted, ProfileError, count, load_profile, path_costs
+from analyzer.explore import ExplorationError, Options
+from analyzer.helpers import helper_name
+from analyzer.report import analysis_json
+from analyzer.tailgraph import Node, ProgramCost, TailGraph
+from analyzer.verify import witness_packet
+from lifter.errors import LiftError
+from lifter.insn import Call
+from lifter.opcodes import CallSrc
+from lifter.program import BpfObject, load_object
+from rules import output as rules_output
+from rules.reasons import REASONS
+from rules.ruleset import RuleSet
+from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
+
+from . import check, costcmd
+from .programs import device_programs
+from .targets import DEFAULT_TARGETS, TARGETS
+
+CONFIG_FILE = ".xdp2tc.toml"
+#: Folders never searched for objects or build databases.
+SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".pytest_cache"}
+#: Objects looked at when searching by line info: a workspace holds a few, not thousands.
+MAX_OBJECTS = 400
+
+
+class Cancelled(Exception):
+    """A newer save (or a closed document) made this analysis pointless."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The CLI options one source is analysed with (.xdp2tc.toml over the client's settings)."""
+
+    object: str | None = None
+    program: str | None = None
+    assume: tuple[str, ...] = ()
+    targets: tuple[str, ...] = DEFAULT_TARGETS
+    dev: str = "eth0"
+    maps_from: str | None = None
+
+    def check(self) -> None:
+        """The same refusals as the CLI's option parsing, as a LiftError (one line)."""
+        for a in self.assume:
+            if a not in ASSUMPTIONS or a in DEFAULT_ASSUMPTIONS:
+                allowed = ", ".join(sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)))
+                raise LiftError(f"assume {a!r}: expected one of {allowed}")
+        for t in self.targets:
+            if t not in TARGETS:
+                raise LiftError(f"target {t!r}: expected one of {', '.join(TARGETS)}")
+
+
+@dataclass(frozen=True)
+class Build:
+    """One compile_commands.json entry: its argv, directory and the object it writes."""
+
+    argv: tuple[str, ...]
+    directory: str
+    output: str | None
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A source, the object it is built into and how that was found."""
+
+    source: Path
+    object: Path | None
+    build: Build | None
+    config: Config
+    how: str
+    config_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class CompileMessage:
+    """One `file:line:col: error|warning: text` line of clang's stderr."""
+
+    file: str
+    line: int
+    col: int
+    severity: str
+    text: str
+
+
+# --- binding ---------------------------------------------------------------------------------
+
+
+def _list(value) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(str(v) for v in value)
+
+
+def read_config(path: Path, source: Path, base: Config) -> Config:
+    """`base` overridden by the toml's defaults and by the [[source]] entry for `source`."""
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise LiftError(f"cannot read it: {err}".splitlines()[0], file=str(path)) from None
+    cfg = _apply(base, doc, path.parent)
+    for entry in doc.get("source", []):
+        if isinstance(entry, dict) and "file" in entry and same_file(path.parent / entry["file"], source):
+            cfg = _apply(cfg, entry, path.parent)
+    return cfg
+
+
+def _apply(cfg: Config, table: dict, base: Path) -> Config:
+    changes: dict = {}
+    if "object" in table:
+        changes["object"] = str(base / table["object"])
+    if "program" in table:
+        changes["program"] = str(table["program"])
+    if "assume" in table:
+        changes["assume"] = _list(table["assume"])
+    if "target" in table:
+        changes["targets"] = _list(table["target"])
+    if "dev" in table:
+        changes["dev"] = str(table["dev"])
+    if "maps_from" in table:
+        changes["maps_from"] = str(base / table["maps_from"])
+    return replace(cfg, **changes)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (by path when either does not exist)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _upwards(source: Path, root: Path, name: str) -> Path | None:
+    """`name` in the source's folder or one above it, up to the workspace root."""
+    d = source.parent
+    while True:
+        if (d / name).is_file():
+            return d / name
+        if d == root or d.parent == d or root not in d.parents:
+            return None
+        d = d.parent
+
+
+def compile_entry(source: Path, root: Path) -> Build | None:
+    """The compile_commands.json entry (at the root, beside the source or in build/) for `source`."""
+    for db in (_upwards(source, root, "compile_commands.json"), root / "build" / "compile_commands.json"):
+        if db is None or not db.is_file():
+            continue
+        try:
+            entries = json.loads(db.read_text())
+        except (OSError, ValueError) as err:
+            raise LiftError(f"cannot read it: {err}".splitlines()[0], file=str(db)) from None
+        for e in entries if isinstance(entries, list) else []:
+            directory = Path(e.get("directory", db.parent))
+            if "file" in e and same_file(directory / e["file"], source):
+                argv = e.get("arguments") or shlex.split(e.get("command", ""))
+                out = e.get("output")
+                if out is None and "-o" in argv[:-1]:
+                    out = argv[argv.index("-o") + 1]
+                return Build(tuple(argv), str(directory), out)
+    return None
+
+
+def objects_naming(source: Path, root: Path) -> list[Path]:
+    """Objects under `root` whose BTF line info names the source (same file name), sorted."""
+    found = []
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        for name in sorted(filenames):
+            if not name.endswith(".o"):
+                continue
+            seen += 1
+            if seen > MAX_OBJECTS:
+                return found
+            path = Path(dirpath) / name
+            if source.name.encode() not in path.read_bytes():  # cheap filter before lifting
+                continue
+            try:
+                files = load_object(str(path)).source_files
+            except LiftError:
+                continue
+            if any(os.path.basename(f) == source.name for f in files):
+                found.append(path)
+    return found
+
+
+def bind(source: Path, root: Path, settings: Config) -> Binding | None:
+    """How `source` is tied to an object; None when nothing ties it (see the module doc)."""
+    cfg_file = _upwards(source, root, CONFIG_FILE)
+    cfg = read_config(cfg_file, source, settings) if cfg_file else settings
+    build = compile_entry(source, root)
+    if build is not None:
+        return Binding(source, None, build, cfg, "compile_commands.json", cfg_file)
+    if cfg.object:
+        return Binding(source, Path(cfg.object), None, cfg, CONFIG_FILE, cfg_file)
+    objects = objects_naming(source, root)
+    if objects:
+        return Binding(source, objects[0], None, cfg, f"line info of {objects[0]}", cfg_file)
+    return None
+
+
+# --- rebuild ---------------------------------------------------------------------------------
+
+_MESSAGE = re.compile(
+    r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning): (?P<text>.*)$"
+)
+
+
+def compile_messages(stderr: str) -> list[CompileMessage]:
+    """clang's located messages (notes and context lines are left out)."""
+    return [
+        CompileMessage(
+            m["file"], int(m["line"]), int(m["col"]), "error" if "error" in m["sev"] else "warning", m["text"]
+        )
+        for m in map(_MESSAGE.match, stderr.splitlines())
+        if m
+    ]
+
+
+def rebuild(build: Build, outdir: str, cancel: threading.Event | None = None) -> tuple[Path | None, str]:
+    """Run the entry's command with its output in `outdir`: (object or None, clang's stderr)."""
+    argv = list(build.argv)
+    out = Path(outdir) / (Path(build.output).name if build.output else "out.o")
+    if "-o" in argv[:-1]:
+        argv[argv.index("-o") + 1] = str(out)
+    else:
+        argv += ["-o", str(out)]
+    try:
+        proc = subprocess.Popen(argv, cwd=build.directory, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    except OSError as err:
+        raise LiftError(f"cannot run {argv[0]}: {err.strerror}") from None
+    while True:
+        try:
+            _, stderr = proc.communicate(timeout=0.05)
+            break
+        except subprocess.TimeoutExpired:
+            if cancel is not None and cancel.is_set():
+                proc.kill()
+                proc.wait()
+                raise Cancelled() from None
+    return (out if proc.returncode == 0 and out.is_file() else None), stderr
+
+
+# --- analysis --------------------------------------------------------------------------------
+
+
+@dataclass
+class ProgramResult:
+    """One entry program's documents (plain data: it comes from the analysis process)."""
+
+    name: str
+    rules: dict  # xdp2tc.rules/1
+    analyze: dict  # xdp2tc.analyze/1
+    cost: dict | None  # xdp2tc.cost/1 program entry; None without a cost profile
+    tc: str  # the tc -batch script `rules` prints
+    decided: dict[int, dict | None]  # path id -> where its verdict is decided (check.decided_at)
+    tail_sites: dict[int, dict | None]  # tail-call pc -> location
+    witnesses: dict[int, bytes | None]  # path id -> a packet taking it (z3), None: none found
+
+
+@dataclass
+class Result:
+    """Everything the editor shows for one object: `check` first (the diagnostics), the
+    programs' other documents once complete (hover, hints, code actions)."""
+
+    object: str
+    digest: str
+    check: dict  # xdp2tc.check/1
+    programs: list[ProgramResult] = field(default_factory=list)
+    completed: bool = False
+
+
+class AnalysisError(Exception):
+    """The analysis of an object failed: the one-line error (a LiftError's text)."""
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def analyse(path: Path, cfg: Config, send) -> None:
+    """The CLI's pipeline on one object: `send(("check", Result))` as soon as `check` has its
+    findings, then `send(("complete", [ProgramResult]))`. Raises LiftError on bad input."""
+    cfg.check()
+    obj = load_object(str(path))
+    report = check.Report([TARGETS[t] for t in cfg.targets])
+    done = []
+    for prog in device_programs(obj, cfg.program, per_program_output=True):
+        try:
+            counted = count(obj, prog, Options())
+        except ExplorationError as err:
+            raise LiftError(str(err), file=obj.path, program=prog.name) from err
+        done.append((counted, check.check_exploration(counted.exploration, report, cfg.assume, 512)))
+    failed = check.settle(report, None, ["any"])
+    send(("check", Result(str(path), digest(path), check.json_doc(report, failed, ["any"], None))))
+    try:
+        profile = load_profile()
+    except ProfileError:
+        profile = None
+    send(("complete", [program_result(counted, rs, cfg.dev, profile) for counted, rs in done]))
+
+
+def program_result(counted: Counted, rs: RuleSet, dev: str, profile) -> ProgramResult:
+    e = counted.exploration
+    cost = None
+    if profile is not None:
+        pc = ProgramCost(Node(e.obj.path, e.program.name), counted, path_costs(counted, profile), True)
+        cost = costcmd.program_json(pc, TailGraph([pc], [], profile))
+    return ProgramResult(
+        e.program.name,
+        rules_output.rules_json(e, rs, dev, "skip_sw"),
+        analysis_json(e, conditions=False),
+        cost,
+        rules_output.tc_script(e, rs, dev, "skip_sw"),
+        {p.id: check.location(e.obj, *check.decided_at(p)) for p in e.paths},
+        tail_call_locations(e.obj, e.program),
+        {p.id: witness_packet(e, p) for p in e.paths},
+    )
+
+
+def _child(conn, path: str, cfg: Config) -> None:
+    """The analysis process: never writes to stdout (the server's protocol channel)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 (for the life of this process)
+    try:
+        analyse(Path(path), cfg, conn.send)
+    except LiftError as err:
+        conn.send(("error", str(err).splitlines()[0]))
+    except Exception as err:  # reported as a one-line error, never a traceback
+        conn.send(("error", f"internal error: {type(err).__name__}: {err}".splitlines()[0]))
+    finally:
+        conn.close()
+
+
+def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_check=None) -> Result:
+    """`analyse` in a child process, killed when `cancel` is set (the rule synthesis has no
+    cancellation point of its own) and gone when done, so the server's memory stays what it
+    was. `on_check(result)` gets the findings before the other documents are complete.
+    Spawned, not forked: a fork of the threaded server deadlocked on a lock another thread
+    held; the child pays the imports (about 1 s) instead."""
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, str(path), cfg), daemon=True)
+    proc.start()
+    send.close()
+    result = None
+    try:
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            if not receive.poll(0.05):
+                continue
+            try:
+                kind, payload = receive.recv()
+            except EOFError:
+                proc.join()
+                raise AnalysisError(f"{path}: the analysis process ended (exit code {proc.exitcode})") from None
+            if kind == "error":
+                raise AnalysisError(payload)
+            if kind == "check":
+                result = payload
+                if on_check is not None:
+                    on_check(result)
+            elif kind == "complete":
+                result.programs, result.completed = payload, True
+                return result
+    finally:
+        receive.close()
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+
+
+def tail_call_locations(obj: BpfObject, prog) -> dict[int, dict | None]:
+    """Source location of each `bpf_tail_call` of a program, by pc (cost sites name the pc)."""
+    return {
+        insn.pc: check.location(obj, func.section, insn.pc)
+        for func in prog.functions
+        for insn in func.insns
+        if isinstance(insn, Call) and insn.kind == CallSrc.HELPER and helper_name(insn.imm) == "bpf_tail_call"
+    }
+
+
+class Cache:
+    """Complete results per (object digest, options): a rebuild that changes nothing costs a hash."""
+
+    def __init__(self, size: int = 8):
+        self.size = size
+        self.items: dict[tuple[str, Config], Result] = {}
+        self.lock = threading.Lock()
+
+    def get(self, path: Path, cfg: Config) -> Result | None:
+        with self.lock:
+            return self.items.get((digest(path), cfg))
+
+    def put(self, cfg: Config, result: Result) -> None:
+        with self.lock:
+            self.items[(result.digest, cfg)] = result
+            while len(self.items) > self.size:
+                self.items.pop(next(iter(self.items)))
+
+
+# --- on the source's lines ---------------------------------------------------------------------
+
+
+@dataclass
+class LineNote:
+    """What one source line gets: decision classes, the paths decided there, tail calls."""
+
+    line: int  # 1-based
+    classes: list[str] = field(default_factory=list)
+    paths: list[tuple[ProgramResult, dict]] = field(default_factory=list)  # (program, check path doc)
+    tail_calls: list[tuple[ProgramResult, dict]] = field(default_factory=list)  # (program, cost site)
+
+
+def _here(loc_file: str | None, source: Path) -> bool:
+    return bool(loc_file) and os.path.basename(loc_file) == source.name
+
+
+def class_label(branch: dict) -> str:
+    """`stateless`, `map: blacklist`, `helper: ktime_get_ns`...: a branch's class as a hint."""
+    cls = branch["class"]
+    if cls == "control-plane-map" and branch["detail"]:
+        return "map: " + ", ".join(branch["detail"])
+    if cls in ("helper", "ctx", "data-plane-state") and branch["detail"]:
+        return f"{cls}: " + ", ".join(branch["detail"])
+    return cls
+
+
+def line_notes(result: Result, source: Path) -> dict[int, LineNote]:
+    """The notes of `source`'s lines (1-based) from a completed result."""
+    notes: dict[int, LineNote] = {}
+
+    def at(line: int) -> LineNote:
+        return notes.setdefault(line, LineNote(line))
+
+    check_paths = {p["program"]: {q["id"]: q for q in p["paths"]} for p in result.check["programs"]}
+    for pr in result.programs:
+        for b in pr.analyze["branches"]:
+            if _here(b["file"], source) and b["line"]:
+                label = class_label(b)
+                if label not in at(b["line"]).classes:
+                    at(b["line"]).classes.append(label)
+        for pid, loc in pr.decided.items():
+            if loc and _here(loc["file"], source):
+                at(loc["line"]).paths.append((pr, check_paths[pr.name][pid]))
+        for site in (pr.cost or {}).get("sites", []):
+            loc = pr.tail_sites.get(site["pc"]) if site["program"] == pr.name else None
+            if loc and _here(loc["file"], source):
+                at(loc["line"]).tail_calls.append((pr, site))
+    return notes
+
+
+def path_ns(pr: ProgramResult, path_id: int) -> dict | None:
+    """The cost document's ns {min, median, max} of one path (None: not priced)."""
+    if pr.cost is None:
+        return None
+    return next((p["ns"] for p in pr.cost["paths"] if p["id"] == path_id), None)
+
+
+def hint_text(note: LineNote) -> str:
+    """The inlay hint at the end of a line: classes, verdict counts with ns, tail calls."""
+    parts = list(note.classes)
+    by_verdict: dict[str, list] = {}
+    for pr, p in note.paths:
+        by_verdict.setdefault(p["verdict"], []).append((pr, p))
+    for verdict, items in sorted(by_verdict.items()):
+        off = sum(1 for _, p in items if p["offloaded"])
+        text = f"{verdict}×{len(items)}" + (f" ({off} on NIC)" if off else "")
+        spans = [ns for pr, p in items if (ns := path_ns(pr, p["id"]))]
+        if spans:
+            lo = min(s["min"] for s in spans)
+            hi = max(s["max"] for s in spans)
+            med = sorted(s["median"] for s in spans)[len(spans) // 2]
+            text += f" {lo:.1f}/{med:.1f}/{hi:.1f} ns"
+        parts.append(text)
+    for pr, site in note.tail_calls:
+        ns = tail_call_ns(pr, site["pc"])
+        parts.append(f"tail call {site['kind']}" + (f" {ns:.1f} ns" if ns is not None else ""))
+    return " · ".join(parts)
+
+
+def tail_call_ns(pr: ProgramResult, pc: int) -> float | None:
+    """The cost document's price of the tail call at `pc` (the same on every path taking it)."""
+    for p in (pr.cost or {}).get("paths", []):
+        for t in p["tail_calls"]:
+            if t["pc"] == pc and t["ns"] is not None:
+                return t["ns"]
+    return None
+
+
+def hover_text(note: LineNote) -> str:
+    """Markdown for a decision line: class, path conditions in header fields, filters or the
+    reason none, the counterexample packet, the cost."""
+    out = []
+    if note.classes:
+        out.append("**xdp2tc** decision: " + ", ".join(f"`{c}`" for c in note.classes))
+    for pr, p in note.paths:
+        head = f"- path {p['id']} (program `{pr.name}`) **{p['verdict']}**"
+        ns = path_ns(pr, p["id"])
+        if ns:
+            head += f", {ns['min']:.1f}/{ns['median']:.1f}/{ns['max']:.1f} ns predicted (min/median/max)"
+        out.append(head)
+        out.append(f"  - when `{p['fields']}`")
+        fate = next(f for f in pr.rules["fates"] if f["path"] == p["id"])
+        if p["offloaded"]:
+            for i in fate["filters"]:
+                out.append(f"  - filter: `{pr.rules['rules'][i]['tc']}`")
+        elif p["code"] == "pass-to-host":
+            out.append("  - passes to the host (no filter needed: the program runs there anyway)")
+        else:
+            out.append(f"  - stays in software: {p['code']}: {p['detail'] or REASONS[p['code']].text}")
+        packet = pr.witnesses.get(p["id"])
+        if packet is not None:
+            out.append(f"  - counterexample packet ({len(packet)} bytes): `{packet[:64].hex()}`")
+    for pr, site in note.tail_calls:
+        ns = tail_call_ns(pr, site["pc"])
+        out.append(f"- tail call: {site['kind']} ({site['why']})" + (f", {ns:.1f} ns" if ns is not None else ""))
+    return "\n".join(out)
+
+
+def cfg_svg(result: Result) -> str:
+    """The CFG of each of the object's analysed programs as SVG (`cfg --format svg`)."""
+    from .cli import cfg_dot  # cli imports the server lazily: no import cycle
+
+    if shutil.which("dot") is None:
+        raise LiftError("show CFG needs graphviz's `dot` (apt-get install graphviz)")
+    obj = load_object(result.object)
+    return "".join(
+        subprocess.run(
+            ["dot", "-Tsvg"], input=cfg_dot(obj, obj.program(pr.name)), capture_output=True, text=True, check=True
+        ).stdout
+        for pr in result.programs
+    )
+
+
+def temp_dir() -> str:
+    return tempfile.mkdtemp(prefix="xdp2tc-lsp-")

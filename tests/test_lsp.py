@@ -1,0 +1,297 @@
+"""`xdp2tc lsp` end to end (issue 15): a real LSP client (pytest-lsp) drives the server over
+stdio on corpus sources copied into a temporary workspace with a compile_commands.json, so a
+save rebuilds the object with clang. Expected lines come from the source text itself (the line
+that holds the map lookup), not from the server; the reason codes from the corpus's
+`// expect:` comments and what the program does (a map lookup decides the drop)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as lsp
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from tests.conftest import require, require_tool
+
+CORPUS = Path(__file__).resolve().parent.parent / "corpus"
+CLANG = "clang-19"
+STEM = "thesis_ddos_blacklist"
+#: How long one analysis may take on a loaded 2-core machine before a test gives up.
+WAIT = 120
+
+
+def clang_command(name: str) -> list[str]:
+    """corpus/Makefile's clang toolchain command (CLANG_BASE -g), as a build database holds it."""
+    return [
+        CLANG,
+        "-O2",
+        "-target",
+        "bpf",
+        "-Wall",
+        "-Werror",
+        "-I/usr/include/x86_64-linux-gnu",
+        "-Iinclude",
+        "-g",
+        "-c",
+        name,
+        "-o",
+        f"build/{Path(name).stem}.o",
+    ]
+
+
+def workspace(root: Path) -> Path:
+    """A copy of one corpus source with the corpus headers and a compile_commands.json."""
+    shutil.copytree(CORPUS / "include", root / "include")
+    shutil.copy(CORPUS / f"{STEM}.c", root / f"{STEM}.c")
+    (root / "build").mkdir()
+    db = [{"directory": str(root), "file": f"{STEM}.c", "arguments": clang_command(f"{STEM}.c")}]
+    (root / "compile_commands.json").write_text(json.dumps(db))
+    return root / f"{STEM}.c"
+
+
+def line_of(source: Path, needle: str) -> int:
+    """0-based line of the first line containing `needle` (LSP lines are 0-based)."""
+    return next(i for i, text in enumerate(source.read_text().splitlines()) if needle in text)
+
+
+def lookup_lines(source: Path) -> set[int]:
+    """The lines of the program's two map lookups, each deciding a drop."""
+    return {line_of(source, "bpf_map_lookup_elem(&blacklist"), line_of(source, "bpf_map_lookup_elem(&port_blacklist")}
+
+
+@pytest_lsp.fixture(
+    config=ClientServerConfig(server_command=[sys.executable, "-m", "offload.cli", "lsp"]),
+)
+async def client(lsp_client: LanguageClient, tmp_path: Path):
+    require_tool(CLANG)
+    workspace(tmp_path)
+    await lsp_client.initialize_session(
+        lsp.InitializeParams(
+            capabilities=pytest_lsp.client_capabilities("visual-studio-code"),
+            root_uri=tmp_path.as_uri(),
+            workspace_folders=[lsp.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
+        )
+    )
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def diagnostics_after(client: LanguageClient, uri: str, action) -> list[lsp.Diagnostic]:
+    """Do `action` (open or save), then wait for the diagnostics it publishes for `uri`."""
+    waiting = asyncio.ensure_future(client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS))
+    action()
+    while True:
+        await asyncio.wait_for(asyncio.shield(waiting), WAIT)
+        if uri in client.diagnostics:
+            return list(client.diagnostics[uri])
+        waiting = asyncio.ensure_future(client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS))
+
+
+async def hover_at(client: LanguageClient, uri: str, line: int) -> str:
+    """The hover text of a line; the server answers None until the documents behind it
+    (rules, analyze, cost) are complete, which follows the diagnostics."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while True:
+        hover = await client.text_document_hover_async(
+            lsp.HoverParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=line, character=8)
+            )
+        )
+        if hover is not None or loop.time() > deadline:
+            assert hover is not None, f"no hover on line {line}"
+            return hover.contents.value
+        await asyncio.sleep(0.2)
+
+
+def open_doc(client: LanguageClient, source: Path) -> None:
+    client.text_document_did_open(
+        lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(uri=source.as_uri(), language_id="c", version=1, text=source.read_text())
+        )
+    )
+
+
+def save_doc(client: LanguageClient, source: Path) -> None:
+    client.diagnostics.pop(source.as_uri(), None)
+    client.text_document_did_save(
+        lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=source.as_uri()))
+    )
+
+
+@pytest.mark.asyncio
+async def test_diagnostics_hover_save_rebuild_and_broken_build(client: LanguageClient, tmp_path: Path):
+    source = tmp_path / f"{STEM}.c"
+    uri = source.as_uri()
+    diags = await diagnostics_after(client, uri, lambda: open_doc(client, source))
+    # the two drops decided by a map lookup stay in software: map-dependent (XT001)
+    expected = lookup_lines(source)
+    found = {d.range.start.line for d in diags if d.code == "XT001"}
+    assert found == expected, [(d.range.start.line, d.message) for d in diags]
+    assert all("map-dependent" in d.message and "DROP" in d.message for d in diags if d.code == "XT001")
+    assert all(d.severity == lsp.DiagnosticSeverity.Warning for d in diags if d.code == "XT001")
+
+    # hover on the blacklist lookup: class, the drop path's header fields, why no filter, a packet
+    line = line_of(source, "bpf_map_lookup_elem(&blacklist")
+    text = await hover_at(client, uri, line)
+    assert "map: blacklist" in text and "**DROP**" in text
+    assert "ipv4.saddr" in text and "map-dependent" in text and "counterexample packet" in text
+
+    # inlay hints carry the class per decision line
+    hints = await client.text_document_inlay_hint_async(
+        lsp.InlayHintParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=10_000, character=0)),
+        )
+    )
+    assert any(h.position.line == line and "map: blacklist" in h.label and "DROP" in h.label for h in hints)
+
+    # save after inserting three lines: the object is rebuilt by clang and the findings move
+    source.write_text("\n\n\n" + source.read_text())
+    diags = await diagnostics_after(client, uri, lambda: save_doc(client, source))
+    assert {d.range.start.line for d in diags if d.code == "XT001"} == {n + 3 for n in expected}
+
+    # a broken build: clang's error on its line, and the server still answers afterwards
+    text = source.read_text().splitlines()
+    text.append("#error deliberately broken")
+    source.write_text("\n".join(text) + "\n")
+    diags = await diagnostics_after(client, uri, lambda: save_doc(client, source))
+    broken = len(text) - 1
+    assert [(d.range.start.line, d.severity, d.source) for d in diags] == [
+        (broken, lsp.DiagnosticSeverity.Error, "clang")
+    ]
+    assert "deliberately broken" in diags[0].message
+
+    # code actions: copy tc rules (the `rules` script) and show CFG
+    del text[broken]
+    source.write_text("\n".join(text) + "\n")
+    diags = await diagnostics_after(client, uri, lambda: save_doc(client, source))
+    assert {d.range.start.line for d in diags if d.code == "XT001"} == {n + 3 for n in expected}
+    await hover_at(client, uri, line + 3)  # the documents behind the code actions are complete
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0)),
+            context=lsp.CodeActionContext(diagnostics=[]),
+        )
+    )
+    copy = next(a for a in actions if a.title == "xdp2tc: copy tc rules")
+    assert copy.command == "xdp2tc.copyRules" and list(copy.arguments) == [uri]
+    script = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="xdp2tc.rules", arguments=[uri])
+    )
+    assert script.startswith("# xdp2tc rules for ") and "flower" in script
+    assert any(a.title == "xdp2tc: show CFG" for a in actions)
+    require_tool("dot")
+    svg = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command="xdp2tc.cfg", arguments=[uri]))
+    assert ElementTree.fromstring(svg).tag.endswith("svg")  # graphviz's SVG, parsed back
+
+
+@pytest.mark.asyncio
+async def test_bad_input_is_a_diagnostic(client: LanguageClient, tmp_path: Path):
+    # a source nothing builds and no object names
+    orphan = tmp_path / "orphan.c"
+    orphan.write_text("int x;\n")
+    diags = await diagnostics_after(client, orphan.as_uri(), lambda: open_doc(client, orphan))
+    assert [d.message for d in diags] == ["xdp2tc: orphan.c: no object for this source"]
+
+    # an object that fails to lift, named by .xdp2tc.toml: its one-line error
+    junk = tmp_path / "junk.c"
+    junk.write_text("int y;\n")
+    (tmp_path / "junk.o").write_bytes(b"not an ELF file at all")
+    (tmp_path / ".xdp2tc.toml").write_text('[[source]]\nfile = "junk.c"\nobject = "junk.o"\n')
+    diags = await diagnostics_after(client, junk.as_uri(), lambda: open_doc(client, junk))
+    assert len(diags) == 1 and diags[0].severity == lsp.DiagnosticSeverity.Error
+    assert diags[0].message.startswith("xdp2tc: ") and "junk.o" in diags[0].message
+    assert "\n" not in diags[0].message
+
+
+def test_neovim_headless_reads_the_diagnostics(tmp_path: Path):
+    """Neovim's own LSP client (Debian's `neovim`, `nvim --headless`): no pytest-lsp, no pygls
+    on the client side; it reads back the same findings on the same lines."""
+    require_tool(CLANG)
+    nvim = require_tool("nvim")
+    source = workspace(tmp_path)
+    out = tmp_path / "diagnostics.json"
+    env = {
+        **os.environ,
+        "XDP2TC_SOURCE": str(source),
+        "XDP2TC_OUT": str(out),
+        "XDP2TC_PYTHON": sys.executable,
+        "XDP2TC_WAIT": str(WAIT),
+    }
+    script = Path(__file__).parent / "data" / "nvim_diagnostics.lua"
+    proc = subprocess.run(
+        [nvim, "--headless", "--clean", "-n", "-c", f"luafile {script}"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=WAIT + 60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.is_file(), proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["done"], doc
+    rows = [d for d in doc["diagnostics"] if d["code"] == "XT001"]
+    expected = lookup_lines(source)
+    assert {d["lnum"] for d in rows} == expected, doc
+    assert all("map-dependent" in d["message"] and d["severity"] == 2 and d["source"] == "xdp2tc" for d in rows)
+
+
+@pytest.mark.asyncio
+async def test_config_binding_and_assume_quick_fix(client: LanguageClient, tmp_path: Path):
+    """ipv4_options.c bound by .xdp2tc.toml to its corpus object. Its header comment says the
+    `ihl < 5` drops stay in XDP (no flower match) and the UDP 5353 drop is a flower rule; with
+    IP options possible (the UDP header at ihl*4) that rule is only sound under
+    `--assume no-ip-options`, which the quick fix adds; after it only the ihl line is left."""
+    obj = CORPUS / "build" / "clang" / "ipv4_options.o"
+    require(obj.is_file(), "corpus is not built (run `make corpus`)")
+    source = tmp_path / "ipv4_options.c"
+    shutil.copy(CORPUS / "ipv4_options.c", source)
+    config = tmp_path / ".xdp2tc.toml"
+    config.write_text(f'dev = "eth1"\n\n[[source]]\nfile = "ipv4_options.c"\nobject = "{obj}"\n')
+    uri = source.as_uri()
+    ihl, mdns = line_of(source, "iph->ihl < 5"), line_of(source, "bpf_htons(5353)")
+    diags = await diagnostics_after(client, uri, lambda: open_doc(client, source))
+    assert {d.range.start.line for d in diags} == {ihl, mdns}, [(d.range.start.line, d.message) for d in diags]
+    assert next(d for d in diags if d.range.start.line == ihl).code == "XT006"  # atypical-packets
+
+    await hover_at(client, uri, ihl)  # the documents behind the code actions are complete
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            range=lsp.Range(start=lsp.Position(line=mdns, character=0), end=lsp.Position(line=mdns, character=0)),
+            context=lsp.CodeActionContext(diagnostics=diags),
+        )
+    )
+    fix = next(a for a in actions if isinstance(a, lsp.CodeAction) and "no-ip-options" in a.title)
+    (edit,) = [c for c in fix.edit.document_changes if isinstance(c, lsp.TextDocumentEdit)]
+    assert edit.text_document.uri == config.as_uri()
+    # apply it as an editor would: the text edit on the file's lines, then the file is saved
+    lines = config.read_text().splitlines(keepends=True)
+    (change,) = edit.edits
+    start, end = change.range.start.line, change.range.end.line
+    config.write_text("".join(lines[:start]) + change.new_text + "".join(lines[end:]))
+    assert tomllib.loads(config.read_text())["assume"] == ["no-ip-options"]
+
+    def changed():
+        client.diagnostics.pop(uri, None)
+        client.workspace_did_change_watched_files(
+            lsp.DidChangeWatchedFilesParams(
+                changes=[lsp.FileEvent(uri=config.as_uri(), type=lsp.FileChangeType.Changed)]
+            )
+        )
+
+    diags = await diagnostics_after(client, uri, changed)
+    assert [(d.range.start.line, d.code) for d in diags] == [(ihl, "XT006")]
