@@ -78,7 +78,8 @@ def _ip(a: str) -> bytes:
     [
         (["--maps-from", "pinned:/no/such/dir"], "is not a directory"),
         (["--maps-from", "prog:0"], "a program id is an integer"),
-        (["--maps-from", "json:x.json"], "expected pinned:DIR or prog:ID"),
+        (["--maps-from", "json:x.json"], "sync follows live maps (pinned:DIR or prog:ID); a json: dump is a snapshot"),
+        (["--maps-from", "file:x"], "expected pinned:DIR or prog:ID"),
         (["--maps-from", "prog:1", "--apply", "--dry-run"], "not allowed with"),
         (["--maps-from", "prog:1", "--interval", "0"], "out of range"),
         (["--maps-from", "prog:1", "--netns", "a/b"], "not a valid network namespace name"),
