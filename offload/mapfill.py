@@ -50,6 +50,9 @@ def read_source(spec: MapSourceSpec, obj: BpfObject) -> MapContents:
         return read_json_spec(spec.where, {m.name: m for m in obj.maps})
     live = open_maps(obj, spec)
     try:
+        if not live.maps:
+            names = ", ".join(m.name for m in obj.maps) or "none"
+            raise LiftError(f"--maps-from {spec}: none of the object's maps is there (maps: {names})", file=obj.path)
         return live.contents()
     finally:
         live.close()

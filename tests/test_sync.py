@@ -126,6 +126,12 @@ def test_rules_maps_from_uses_the_same_parser(spec, message, capsys):
     assert message in err and err.count("\n") == 1
 
 
+def test_rules_maps_from_a_folder_without_the_maps_is_refused(tmp_path, capsys):
+    assert cli.main(["rules", str(_obj(DDOS)), "--dev", "eth0", "--maps-from", f"pinned:{tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "none of the object's maps is there (maps: blacklist, port_blacklist)" in err and err.count("\n") == 1
+
+
 # --------------------------------------------------------------------------- map sources
 
 
