@@ -379,6 +379,8 @@ def _sync(args: argparse.Namespace) -> int:
     if missing:
         live.close()
         raise LiftError(f"--maps-from {args.maps_from}: no live map {', '.join(missing)}", file=obj.path)
+    for line in getattr(filling, "notes", list)():  # what the templates are, before the first batch
+        print(line)
     tc = ("tc", "-n", args.netns) if args.netns else ("tc",)
     device = TcDevice(args.dev, "skip_hw" if args.sw else "skip_sw", tc)
     watcher = None if args.once else open_watcher(sys.stdout)

@@ -119,6 +119,10 @@ class TemplateFilling:
         self.templates = templates
         self.maps = frozenset(lv.map for t in templates for lv in t.levels)
 
+    def notes(self) -> list[str]:
+        """One `# template` line per template (a NOT proven one fills nothing: say so)."""
+        return [template_line(t) for t in self.templates]
+
     def active(self) -> list[Template]:
         """The drop templates, and the allow lists a drop template's proof relies on (as
         rules.templates.fill; asked each time: an LPM shape's proof may add to `needs`)."""
@@ -154,6 +158,16 @@ def template_filling(obj: BpfObject, prog: Program, assume: tuple[str, ...] = ()
     return TemplateFilling(templates) if templates else None
 
 
+def template_line(t: Template) -> str:
+    """`# template N: paths ..: map[keys] -> action (proven | NOT proven | ...)`."""
+    where = " -> ".join(f"{lv.map}[{'+'.join(lv.keys)}]" for lv in t.levels)
+    shapes = ", ".join("proven" if ok else "NOT proven" for ok in t.proved.values()) or "no entry"
+    if t.outcome.is_pass:
+        shapes = "pass filters, used only where a drop template's proof relies on them"
+    paths = ",".join(map(str, t.paths))
+    return f"# template {t.index}: paths {paths}: {where} -> {' '.join(t.outcome.action)} ({shapes})"
+
+
 def offloaded_paths(f: Filled) -> list[int]:
     """Paths a filled filter that acts (not a chain jump) claims."""
     return sorted({p for x in f.script.filters if x.role == "rule" for p in x.paths})
@@ -178,13 +192,7 @@ def comments(f: Filled) -> list[str]:
             f"# with these map contents, paths {','.join(map(str, taken))} are offloaded by the filled filters "
             "(the summary above holds for every map content)"
         )
-    for t in f.templates:
-        where = " -> ".join(f"{lv.map}[{'+'.join(lv.keys)}]" for lv in t.levels)
-        shapes = ", ".join("proven" if ok else "NOT proven" for ok in t.proved.values()) or "no entry"
-        if t.outcome.is_pass:
-            shapes = "pass filters, used only where a drop template's proof relies on them"
-        paths = ",".join(map(str, t.paths))
-        out.append(f"# template {t.index}: paths {paths}: {where} -> {' '.join(t.outcome.action)} ({shapes})")
+    out += [template_line(t) for t in f.templates]
     for ps, why in f.unfit:
         out.append(f"# no template: paths {','.join(map(str, ps))}: {why}")
     for name, (entries, prefixes, ok) in f.fill.aggregated.items():
