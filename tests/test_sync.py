@@ -251,7 +251,9 @@ def test_sync_and_rules_fill_the_seed_blacklist_from_pinned_maps(ddos, capsys):
     _bpftool("map", "update", "pinned", str(folder / "port_blacklist"), "key", "50", "0", "value", *"1000")
     common = [str(DDOS), "--dev", "eth0", "--maps-from", f"pinned:{folder}", "--assume", "no-ip-options"]
     assert cli.main(["sync", *common, "--dry-run", "--once"]) == 0
-    batch = [x for x in capsys.readouterr().out.splitlines() if x.startswith("filter ")]
+    printed = capsys.readouterr().out
+    assert "# template 1: paths 6: port_blacklist[dst_port] -> drop (proven)" in printed
+    batch = [x for x in printed.splitlines() if x.startswith("filter ")]
     seed = [
         "src_ip 192.168.1.40 action drop",
         "ip_proto tcp dst_port 50 action drop",
