@@ -2,9 +2,9 @@
 
 Set-up: corpus/thesis_ddos_blacklist.o's two maps are created by bpftool and pinned under a
 fresh bpffs folder, `blacklist` with room for ENTRIES + CHANGES addresses and ENTRIES
-addresses in it; `xdp2tc sync --dry-run` runs as a separate process (filled by the tiny
-hand-written filling of tests/sync_filling.py, until the rule templates land) with its
-stdout on a pipe. Then CHANGES changes, one at a time: add an address, or delete one (half
+addresses in it; `xdp2tc sync --dry-run --assume no-ip-options` runs as a separate process
+(filled by the program's rule templates, offload/mapfill.py's TemplateFilling, as a user
+runs it) with its stdout on a pipe. Then CHANGES changes, one at a time: add an address, or delete one (half
 each, alternating). Latency = CLOCK_MONOTONIC when the daemon had written the batch (the
 `mono=` of its `# batch N written` line, after the flush) minus CLOCK_MONOTONIC taken here
 right before the update/delete syscall. For deletes the first batch is the one the watcher's
@@ -13,8 +13,8 @@ still on the device in --dry-run terms (with --apply, add tc's own time). The da
 `since_syscall_us` (from the kernel's timestamp at syscall entry) is reported alongside.
 
 Initial fill: the daemon's own reconcile time (its header: maps read in batches, filled,
-planned), the time from starting the process to its reconcile batch written (Python, imports
-and lifting the object included), and its peak memory (VmHWM), for ENTRIES entries.
+planned), the time from starting the process to its reconcile batch written (Python, imports,
+lifting, the exploration and the templates' proofs included), and its peak memory (VmHWM), for ENTRIES entries.
 
     .venv/bin/python bench/sync.py [--entries 10000] [--changes 1000] [--repeat 3] [--json FILE]
 
@@ -42,10 +42,7 @@ sys.path.insert(0, str(ROOT))
 from analyzer import kernel  # noqa: E402
 
 OBJ = ROOT / "corpus/build/clang/thesis_ddos_blacklist.o"
-DAEMON = (
-    "import sys; sys.path.insert(0, {tests!r}); import sync_filling; from offload import cli, sync; "
-    "sync.FILLINGS.append(sync_filling.factory); sys.exit(cli.main(sys.argv[1:]))"
-)
+DAEMON = "import sys; from offload import cli; sys.exit(cli.main(sys.argv[1:]))"
 
 
 def bpftool(*args: str) -> None:
@@ -100,7 +97,7 @@ def run_once(entries: int, changes: int, interval: float) -> dict:
         live = kernel.open_pinned_map(str(folder / "blacklist"))
         for i in range(entries):
             kernel.map_update(live, address(i), bytes(4))
-        argv = [sys.executable, "-c", DAEMON.format(tests=str(ROOT / "tests")), "sync", str(OBJ), "--dev", "bench0"]
+        argv = [sys.executable, "-c", DAEMON, "sync", str(OBJ), "--dev", "bench0", "--assume", "no-ip-options"]
         argv += ["--maps-from", f"pinned:{folder}", "--dry-run", "--interval", str(interval)]
         start = time.monotonic_ns()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, bufsize=1)

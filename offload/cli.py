@@ -34,7 +34,7 @@ from offload import (  # check: the CI gate (issue 11); cost model (issue 5)
     mapfill,  # rules --maps-from (issue 12)
 )
 from offload.mapsource import open_maps
-from offload.options import OneLineParser, at_least, ifname_pair, interface_name, maps_from, netns_name, seconds
+from offload.options import OneLineParser, at_least, ifname_pair, interface_name, live_maps_from, netns_name, seconds
 from offload.programs import EGRESS_SECTIONS, device_programs
 from offload.sync import SyncDaemon, filling_for, open_watcher
 from offload.tcsync import TcDevice, TcError
@@ -363,8 +363,9 @@ def _rules(args: argparse.Namespace) -> int:
 def _sync(args: argparse.Namespace) -> int:
     """`xdp2tc sync` (issue 12, item 3; offload/sync.py): fill, reconcile, then follow."""
     obj = load_object(args.file)
+    _refuse_duplicates("--assume", args.assume)
     prog = device_programs(obj, args.program, per_program_output=False)[0]
-    filling = filling_for(obj, prog)
+    filling = filling_for(obj, prog, tuple(args.assume))
     if filling is None:
         raise LiftError(
             f"program {prog.name}: no rule template fills filters from its maps (issue 12 item 1)", file=obj.path
@@ -378,6 +379,8 @@ def _sync(args: argparse.Namespace) -> int:
     if missing:
         live.close()
         raise LiftError(f"--maps-from {args.maps_from}: no live map {', '.join(missing)}", file=obj.path)
+    for line in getattr(filling, "notes", list)():  # what the templates are, before the first batch
+        print(line)
     tc = ("tc", "-n", args.netns) if args.netns else ("tc",)
     device = TcDevice(args.dev, "skip_hw" if args.sw else "skip_sw", tc)
     watcher = None if args.once else open_watcher(sys.stdout)
@@ -427,6 +430,19 @@ def _exploration_flags(
         help=f"instructions explored before remaining paths are cut (default {d.max_insns})",
     )
     p.add_argument("--max-paths", type=at_least(1), default=d.max_paths, help=f"paths (default {d.max_paths})")
+
+
+def _assume_flag(p: argparse.ArgumentParser) -> None:
+    """--assume, as `rules` and `sync` take it (the proofs' assumptions beyond the default)."""
+    p.add_argument(
+        "--assume",
+        action="append",
+        default=[],
+        choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
+        help="prove under this assumption too (repeatable): "
+        + "; ".join(f"{k}: {v}" for k, v in ASSUMPTIONS.items() if k not in DEFAULT_ASSUMPTIONS)
+        + f" (always assumed: {ASSUMPTIONS['min-frame']})",
+    )
 
 
 #: The smallest `--max-len`: an Ethernet header (every program reads one; `rules` assumes
@@ -482,15 +498,7 @@ def parser() -> argparse.ArgumentParser:
         help="write one file per entry program, DIR/PROGRAM.tc (or .json), instead of "
         "stdout; without it an object with several entry programs needs --program",
     )
-    p.add_argument(
-        "--assume",
-        action="append",
-        default=[],
-        choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
-        help="prove under this assumption too (repeatable): "
-        + "; ".join(f"{k}: {v}" for k, v in ASSUMPTIONS.items() if k not in DEFAULT_ASSUMPTIONS)
-        + f" (always assumed: {ASSUMPTIONS['min-frame']})",
-    )
+    _assume_flag(p)
     p.add_argument(
         "--ifname",
         action="append",
@@ -507,11 +515,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--maps-from",
         required=True,
-        type=maps_from,
+        type=live_maps_from,
         metavar="pinned:DIR|prog:ID",
         help="the live maps: pinned in bpffs under DIR (one file per map name), or those of loaded program ID",
     )
     p.add_argument("--program", "-p", help="this program (default: the object's only entry program)")
+    _assume_flag(p)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--apply", action="store_true", help="run each batch with tc -batch")
     mode.add_argument("--dry-run", action="store_true", help="print each batch with a timestamp (the default)")

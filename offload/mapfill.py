@@ -1,10 +1,14 @@
 """`rules --maps-from SOURCE`: the map-dependent paths' templates filled from real map contents.
 
-Sources (repeatable; one map may come from one source only): `json:NAME=FILE` / `json:FILE`
-(offload/mapjson.py, `bpftool map dump -j`). `pinned:DIR` and `prog:ID` readers come with
-`sync`. The filled filters follow the static ones in the script (chain 0 prios after
-theirs, chains after theirs), within --max-rules, and the printed whole is proved with the
-contents (rules/filled.py).
+Sources (repeatable; one map may come from one source only), parsed by
+offload/mapsource.parse_spec for `rules` and `sync` alike: `json:NAME=FILE` / `json:FILE`
+(offload/mapjson.py, `bpftool map dump -j`), `pinned:DIR` and `prog:ID` (live kernel maps,
+offload/mapsource.py). The filled filters follow the static ones in the script (chain 0
+prios after theirs, chains after theirs), within --max-rules, and the printed whole is
+proved with the contents (rules/filled.py).
+
+`TemplateFilling` is the same templates as `sync` drives them (offload/sync.py's Filling):
+one filter set per map entry, in the chains and prios `rules` prints them at.
 """
 
 from __future__ import annotations
@@ -13,12 +17,18 @@ import argparse
 from collections import Counter
 from dataclasses import dataclass
 
+from analyzer.explore import Options, explore
 from lifter.errors import LiftError
+from lifter.program import BpfObject, Program
+from rules import ruleset
 from rules.filled import FilledScript, finish_filled
 from rules.mapcontents import MapContents
-from rules.templates import Fill, Template, fill, find_templates
+from rules.templates import Fill, FilledFilter, Template, fill, fill_entry, find_templates
 
 from .mapjson import read_json_spec
+from .mapsource import MapSourceSpec, open_maps
+from .options import maps_from
+from .tcsync import SyncFilter
 
 
 def add_option(p: argparse.ArgumentParser) -> None:
@@ -27,25 +37,32 @@ def add_option(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="SOURCE",
+        type=maps_from,
         help="fill the map-dependent paths' rule templates from these map contents (repeatable): "
+        "pinned:DIR (maps pinned in bpffs under DIR), prog:ID (the maps of loaded program ID), "
         "json:NAME=FILE (a `bpftool map dump -j` of map NAME) or json:FILE ({NAME: dump, ...})",
     )
 
 
-def contents_from(specs: list[str], obj) -> MapContents:
-    """The contents the --maps-from specs name, merged (a map given twice is refused)."""
-    maps = {m.name: m for m in obj.maps}
+def read_source(spec: MapSourceSpec, obj: BpfObject) -> MapContents:
+    """The contents one parsed --maps-from source holds now (live maps are read once)."""
+    if spec.kind == "json":
+        return read_json_spec(spec.where, {m.name: m for m in obj.maps})
+    live = open_maps(obj, spec)
+    try:
+        if not live.maps:
+            names = ", ".join(m.name for m in obj.maps) or "none"
+            raise LiftError(f"--maps-from {spec}: none of the object's maps is there (maps: {names})", file=obj.path)
+        return live.contents()
+    finally:
+        live.close()
+
+
+def contents_from(specs: list[MapSourceSpec], obj: BpfObject) -> MapContents:
+    """The contents the --maps-from sources name, merged (a map given twice is refused)."""
     merged = {}
     for spec in specs:
-        kind, sep, rest = spec.partition(":")
-        if not sep or not rest:
-            raise LiftError(f"--maps-from {spec!r}: expected json:NAME=FILE or json:FILE")
-        if kind == "json":
-            got = read_json_spec(rest, maps)
-        elif kind in ("pinned", "prog"):
-            raise LiftError(f"--maps-from {kind}: not in this build (use json:, from `bpftool map dump -j`)")
-        else:
-            raise LiftError(f"--maps-from {spec!r}: unknown source {kind!r} (json:NAME=FILE, json:FILE)")
+        got = read_source(spec, obj)
         for name, entries in got.maps.items():
             if name in merged:
                 raise LiftError(f"--maps-from: map {name} given twice")
@@ -67,13 +84,88 @@ def fill_rules(rs, contents: MapContents, dev: str, skip: str | None, max_rules:
     """Templates of the program `rs` was built for, filled from `contents`, after the static
     filters of `rs` (already finished for dev/skip)."""
     static = rs.finish(dev, skip)
-    first_chain = max((r.chain for r in rs.rules), default=0) + 1
-    first_prio = max((r.prio for r in rs.rules if r.chain == 0), default=0) + 1
-    templates, unfit = find_templates(rs.synth, first_chain, first_prio)
+    templates, unfit = templates_after(rs)
     filled = fill(templates, contents)
     needs = {t.index: t.needs for t in templates}
     script = finish_filled(static, rs.synth, filled, contents, dev, skip, max_rules, needs)
     return Filled(templates, unfit, filled, script)
+
+
+def templates_after(rs: ruleset.RuleSet) -> tuple[list[Template], list]:
+    """find_templates laid out after the static filters of `rs`: chain 0 prios after
+    theirs, chains after theirs (what `rules` prints and `sync` keeps)."""
+    first_chain = max((r.chain for r in rs.rules), default=0) + 1
+    first_prio = max((r.prio for r in rs.rules if r.chain == 0), default=0) + 1
+    return find_templates(rs.synth, first_chain, first_prio)
+
+
+def sync_filter(f: FilledFilter) -> SyncFilter:
+    """A filled filter as sync keeps it: its one source entry is its origin."""
+    (origin,) = f.sources
+    return SyncFilter(f.match, f.action, f.prio, f.chain, origin)
+
+
+class TemplateFilling:
+    """The rule templates of one program as sync's Filling (offload/sync.py): templates
+    found once, each map entry's filters from `fill_entry` (exact, never aggregated, so a
+    change touches only its own entry's filters). Only map-filled filters: the static
+    filters of `rules`' script hold for every map content and are installed from it (sync
+    leaves filters without its cookie alone). counter_maps is empty: the templates do not
+    say which stats-only entries a path increments (no CounterRefs yet)."""
+
+    counter_maps: frozenset[str] = frozenset()
+
+    def __init__(self, templates: list[Template]):
+        self.templates = templates
+        self.maps = frozenset(lv.map for t in templates for lv in t.levels)
+
+    def notes(self) -> list[str]:
+        """One `# template` line per template (a NOT proven one fills nothing: say so)."""
+        return [template_line(t) for t in self.templates]
+
+    def active(self) -> list[Template]:
+        """The drop templates, and the allow lists a drop template's proof relies on (as
+        rules.templates.fill; asked each time: an LPM shape's proof may add to `needs`)."""
+        needed = {i for t in self.templates for i in t.needs}
+        return [t for t in self.templates if not t.outcome.is_pass or t.index in needed]
+
+    def fill(self, contents: MapContents) -> list[SyncFilter]:
+        """The union of every entry's filters (what `entry` keeps up to date)."""
+        return [
+            f
+            for name in sorted(self.maps)
+            for key in (contents.get(name).entries if contents.get(name) else ())
+            for f in self.entry(contents, name, key)
+        ]
+
+    def entry(self, contents: MapContents, map_name: str, key: bytes) -> list[SyncFilter]:
+        me = contents.get(map_name)
+        values = me.value(key) if me is not None else None
+        if values is None:
+            return []
+        out = []
+        for t in self.active():
+            for level, lv in enumerate(t.levels):
+                if lv.map == map_name:
+                    out += [sync_filter(f) for f in fill_entry(t, level, key, values)[0]]
+        return out
+
+
+def template_filling(obj: BpfObject, prog: Program, assume: tuple[str, ...] = ()) -> TemplateFilling | None:
+    """A FILLINGS factory (offload/sync.py): the program's templates, None when it has none."""
+    e = explore(obj, prog, Options())
+    templates, _ = templates_after(ruleset.build(e, assume))
+    return TemplateFilling(templates) if templates else None
+
+
+def template_line(t: Template) -> str:
+    """`# template N: paths ..: map[keys] -> action (proven | NOT proven | ...)`."""
+    where = " -> ".join(f"{lv.map}[{'+'.join(lv.keys)}]" for lv in t.levels)
+    shapes = ", ".join("proven" if ok else "NOT proven" for ok in t.proved.values()) or "no entry"
+    if t.outcome.is_pass:
+        shapes = "pass filters, used only where a drop template's proof relies on them"
+    paths = ",".join(map(str, t.paths))
+    return f"# template {t.index}: paths {paths}: {where} -> {' '.join(t.outcome.action)} ({shapes})"
 
 
 def offloaded_paths(f: Filled) -> list[int]:
@@ -100,13 +192,7 @@ def comments(f: Filled) -> list[str]:
             f"# with these map contents, paths {','.join(map(str, taken))} are offloaded by the filled filters "
             "(the summary above holds for every map content)"
         )
-    for t in f.templates:
-        where = " -> ".join(f"{lv.map}[{'+'.join(lv.keys)}]" for lv in t.levels)
-        shapes = ", ".join("proven" if ok else "NOT proven" for ok in t.proved.values()) or "no entry"
-        if t.outcome.is_pass:
-            shapes = "pass filters, used only where a drop template's proof relies on them"
-        paths = ",".join(map(str, t.paths))
-        out.append(f"# template {t.index}: paths {paths}: {where} -> {' '.join(t.outcome.action)} ({shapes})")
+    out += [template_line(t) for t in f.templates]
     for ps, why in f.unfit:
         out.append(f"# no template: paths {','.join(map(str, ps))}: {why}")
     for name, (entries, prefixes, ok) in f.fill.aggregated.items():

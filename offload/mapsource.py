@@ -33,7 +33,8 @@ KERNEL_NAME_LEN = 15
 
 @dataclass(frozen=True)
 class MapSourceSpec:
-    """A parsed `--maps-from` value: `pinned` with a directory, or `prog` with an id."""
+    """A parsed `--maps-from` value: `pinned` with a directory, `prog` with an id, or `json`
+    with NAME=FILE or FILE (a snapshot, read by offload/mapjson.py)."""
 
     kind: str
     where: str
@@ -112,13 +113,26 @@ class LiveMaps:
         self.maps = {}
 
 
-def parse_spec(text: str) -> MapSourceSpec:
-    """`pinned:DIR` (an existing directory) or `prog:ID` (a positive integer); ValueError
-    with a one-line reason otherwise. Shared by the option check and the library."""
+#: The --maps-from sources, as the messages spell them.
+SOURCES = "pinned:DIR, prog:ID, json:NAME=FILE or json:FILE"
+
+
+def parse_spec(text: str, live: bool = False) -> MapSourceSpec:
+    """`pinned:DIR` (an existing directory), `prog:ID` (a positive integer) or `json:NAME=FILE`
+    / `json:FILE` (`live`: refused, the caller follows live maps); ValueError with a one-line
+    reason otherwise. The one parser of `rules --maps-from` and `sync --maps-from`."""
     kind, sep, where = text.partition(":")
-    if not sep or kind not in ("pinned", "prog"):
-        raise ValueError(f"{text!r}: expected pinned:DIR or prog:ID")
-    if kind == "pinned":
+    if not sep or kind not in ("pinned", "prog", "json"):
+        raise ValueError(f"{text!r}: expected {'pinned:DIR or prog:ID' if live else SOURCES}")
+    if kind == "json":
+        if live:
+            raise ValueError(
+                f"{text!r}: sync follows live maps (pinned:DIR or prog:ID); a json: dump is a snapshot: "
+                "`xdp2tc rules --maps-from json:...` prints the filters it gives"
+            )
+        if not where or where.endswith("=") or where.startswith("="):
+            raise ValueError(f"{text!r}: expected json:NAME=FILE or json:FILE")
+    elif kind == "pinned":
         if not where or not os.path.isdir(where):
             raise ValueError(f"{text!r}: {where or '(empty)'} is not a directory")
     elif not (where.isascii() and where.isdigit() and 0 < int(where) < 2**32):

@@ -79,9 +79,17 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def maps_from(text: str):
-    """`--maps-from pinned:DIR|prog:ID` (offload/mapsource.py parses it; DIR must exist)."""
+    """`rules --maps-from pinned:DIR|prog:ID|json:...` (offload/mapsource.py parses it)."""
     try:
         return parse_spec(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def live_maps_from(text: str):
+    """`sync --maps-from pinned:DIR|prog:ID`: live maps only (offload/mapsource.py says why)."""
+    try:
+        return parse_spec(text, live=True)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 

@@ -1,7 +1,8 @@
-"""A tiny hand-written Filling for corpus/thesis_ddos_blacklist.c (seed 000 §6.6), standing in
-for issue 12's rule templates in sync's tests and bench: an address in `blacklist` is
-`src_ip ADDR drop`; a port in `port_blacklist` is `ip_proto tcp dst_port P drop` and
-`ip_proto udp dst_port P drop` (the thesis' expected rules, derived by hand from the C)."""
+"""A tiny hand-written Filling for corpus/thesis_ddos_blacklist.c (seed 000 §6.6): an address
+in `blacklist` is `src_ip ADDR drop`; a port in `port_blacklist` is `ip_proto tcp dst_port P
+drop` and `ip_proto udp dst_port P drop` (the thesis' expected rules, derived by hand from the
+C). Kept as the independent oracle the real template filling (offload/mapfill.py) is checked
+against, and as a filling that costs no analysis for the daemon's machinery tests."""
 
 from __future__ import annotations
 
@@ -47,6 +48,6 @@ class DdosBlacklistFilling:
         return out
 
 
-def factory(obj, prog):
+def factory(obj, prog, assume=()):
     """A FILLINGS entry: the filling for xdp_ddos_blacklist, None for anything else."""
     return DdosBlacklistFilling() if prog.name == "xdp_ddos_blacklist" else None

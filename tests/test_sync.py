@@ -4,16 +4,21 @@ writer's order and reconcile, tc's parser on applied batches, and counters folde
 Oracles: bpftool (an independent reader and writer of the same kernel maps; its writes come
 from another process, as an operator's would), iproute2 `tc` in a network namespace (the
 parser judges every applied line; this kernel has no cls_flower, so the kernel's refusal
-is the expected end), hand-derived filter lines for the seed's §6.6 blacklist, and a
+is the expected end), hand-derived filter lines for the seed's §6.6 blacklist (and the
+hand-written filling in tests/sync_filling.py), tests/oracles/tcflower.py reading the printed
+batch back with the kernel running the program on the same frames (BPF_PROG_TEST_RUN), and a
 hand-written `tc -s -j filter show` document for the counters.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
+import random
 import shutil
+import struct
 import subprocess
 import sys
 import uuid
@@ -21,12 +26,15 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, require, require_kernel, require_tool
+from oracles import tcflower
 from sync_filling import DdosBlacklistFilling, factory
+from test_templates import _random_frame
 
 from analyzer import kernel
+from analyzer.explore import VERDICTS
 from lifter.errors import LiftError
 from lifter.program import load_object
-from offload import cli, mapwatch, sync
+from offload import cli, mapfill, mapwatch, sync
 from offload.mapsource import MapSourceSpec, open_maps
 from offload.sync import Change, SyncDaemon
 from offload.tcsync import COOKIE_TAG, CounterFolder, CounterRef, SyncFilter, TcDevice, TcError, parse_filters
@@ -35,6 +43,7 @@ from rules.tc import KERNEL_ERROR, check_syntax
 
 DDOS = ROOT / "corpus/build/clang/thesis_ddos_blacklist.o"
 DROP_COUNT = ROOT / "corpus/build/clang/thesis_drop_count.o"
+NESTED = ROOT / "corpus/build/clang/thesis_nested_maps.o"
 BPFFS = Path("/sys/fs/bpf")
 
 
@@ -49,21 +58,32 @@ def _bpftool(*args: str) -> str:
     return proc.stdout
 
 
-@pytest.fixture
-def ddos():
-    """thesis_ddos_blacklist loaded, its maps pinned under a fresh bpffs folder (by bpftool,
-    by map id): (loaded object, folder)."""
+def _pinned(path: Path, maps: tuple[str, ...]):
+    """The object loaded, its maps pinned under a fresh bpffs folder (by bpftool, by map id):
+    yields (loaded object, folder)."""
     require_kernel()
-    obj = kernel.load(_obj(DDOS))
+    obj = kernel.load(_obj(path))
     folder = BPFFS / f"xdp2tc-sync-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     folder.mkdir()
     try:
-        for name in ("blacklist", "port_blacklist"):
+        for name in maps:
             _bpftool("map", "pin", "id", str(kernel.map_id(obj.map(name).fd)), str(folder / name))
         yield obj, folder
     finally:
         obj.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def ddos():
+    """thesis_ddos_blacklist loaded, its maps pinned: (loaded object, folder)."""
+    yield from _pinned(DDOS, ("blacklist", "port_blacklist"))
+
+
+@pytest.fixture
+def nested():
+    """thesis_nested_maps loaded, its maps pinned: (loaded object, folder)."""
+    yield from _pinned(NESTED, ("blacklist_src", "blacklist_dst"))
 
 
 def _ip(a: str) -> bytes:
@@ -78,7 +98,8 @@ def _ip(a: str) -> bytes:
     [
         (["--maps-from", "pinned:/no/such/dir"], "is not a directory"),
         (["--maps-from", "prog:0"], "a program id is an integer"),
-        (["--maps-from", "json:x.json"], "expected pinned:DIR or prog:ID"),
+        (["--maps-from", "json:x.json"], "sync follows live maps (pinned:DIR or prog:ID); a json: dump is a snapshot"),
+        (["--maps-from", "file:x"], "expected pinned:DIR or prog:ID"),
         (["--maps-from", "prog:1", "--apply", "--dry-run"], "not allowed with"),
         (["--maps-from", "prog:1", "--interval", "0"], "out of range"),
         (["--maps-from", "prog:1", "--netns", "a/b"], "not a valid network namespace name"),
@@ -88,6 +109,27 @@ def test_sync_options_are_checked_up_front(args, message, capsys):
     assert cli.main(["sync", "x.o", "--dev", "eth0", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("pinned:/no/such/dir", "is not a directory"),
+        ("prog:x", "a program id is an integer"),
+        ("file:x", "expected pinned:DIR, prog:ID, json:NAME=FILE or json:FILE"),
+        ("json:", "expected json:NAME=FILE or json:FILE"),
+    ],
+)
+def test_rules_maps_from_uses_the_same_parser(spec, message, capsys):
+    assert cli.main(["rules", "x.o", "--dev", "eth0", "--maps-from", spec]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_rules_maps_from_a_folder_without_the_maps_is_refused(tmp_path, capsys):
+    assert cli.main(["rules", str(_obj(DDOS)), "--dev", "eth0", "--maps-from", f"pinned:{tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "none of the object's maps is there (maps: blacklist, port_blacklist)" in err and err.count("\n") == 1
 
 
 # --------------------------------------------------------------------------- map sources
@@ -162,6 +204,124 @@ def test_a_map_that_only_shares_the_name_is_refused():
             open_maps(load_object(_obj(DDOS)), MapSourceSpec("pinned", str(folder)))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- the real templates
+
+
+@functools.cache
+def _template_filling(path: Path, assume: tuple[str, ...]):
+    """The product's filling (offload/mapfill.py, found through sync.FILLINGS), once per object."""
+    obj = load_object(path)
+    return sync.filling_for(obj, obj.programs[0], assume)
+
+
+def _keys(lines: list[str]) -> list[str]:
+    """What each filter line matches and does (after `skip_sw`, before the cookie)."""
+    return [line.split(" skip_sw ", 1)[1].split(" cookie ")[0] for line in lines if line.startswith("filter add ")]
+
+
+def _frame(src: str, dst: str, proto: int, dport: int) -> bytes:
+    """An Ethernet + IPv4 (no options) + TCP/UDP frame, padded to 60 bytes."""
+    if proto == 17:
+        l4 = struct.pack("!HHHH", 1234, dport, 8, 0)
+    else:
+        l4 = struct.pack("!HHIIBBHHH", 1234, dport, 1, 0, 0x50, 2, 1, 0, 0)
+    ip_hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 1, 0, 64, proto, 0, _ip(src), _ip(dst))
+    return (bytes.fromhex("020000000002020000000001") + b"\x08\x00" + ip_hdr + l4).ljust(60, b"\0")
+
+
+def _agree(lines: list[str], obj, prog: str, frames: list[bytes]) -> list[bytes]:
+    """Every frame the printed batch drops (tcflower, read back from the text) the program
+    drops too (the kernel, same maps); returns the frames the batch drops."""
+    oracle = tcflower.parse("\n".join(x.split(" cookie ")[0] for x in lines if x.startswith("filter add ")))
+    dropped = [f for f in frames if tcflower.run(oracle, f)[0] == "drop"]
+    for f in dropped:
+        assert VERDICTS.get(obj.run(prog, f).retval) == "DROP", f.hex()
+    return dropped
+
+
+def test_sync_and_rules_fill_the_seed_blacklist_from_pinned_maps(ddos, capsys):
+    """§6.6 end to end: the entries bpftool writes, read from bpffs by `sync --dry-run --once`
+    (the templates through sync.FILLINGS) and by `rules --maps-from pinned:DIR`, give the seed's
+    three drops (hand-derived), the same in both, the same as the hand-written filling's; the
+    kernel drops every frame the printed batch drops and passes the port next to it."""
+    obj, folder = ddos
+    _bpftool("map", "update", "pinned", str(folder / "blacklist"), "key", "192", "168", "1", "40", "value", *"1000")
+    _bpftool("map", "update", "pinned", str(folder / "port_blacklist"), "key", "50", "0", "value", *"1000")
+    common = [str(DDOS), "--dev", "eth0", "--maps-from", f"pinned:{folder}", "--assume", "no-ip-options"]
+    assert cli.main(["sync", *common, "--dry-run", "--once"]) == 0
+    printed = capsys.readouterr().out
+    assert "# template 1: paths 6: port_blacklist[dst_port] -> drop (proven)" in printed
+    batch = [x for x in printed.splitlines() if x.startswith("filter ")]
+    seed = [
+        "src_ip 192.168.1.40 action drop",
+        "ip_proto tcp dst_port 50 action drop",
+        "ip_proto udp dst_port 50 action drop",
+    ]
+    assert _keys(batch) == seed
+    assert all(" chain 0 " in x and " cookie " + COOKIE_TAG in x for x in batch)
+    assert cli.main(["rules", *common]) == 0
+    out = capsys.readouterr().out
+    assert _keys(out.splitlines()) == seed and "proven on this printed script with these map contents" in out
+    # the same prios as the rules script: sync keeps what `rules` prints
+    assert [x.split(" prio ")[1].split()[0] for x in batch] == [
+        x.split(" prio ")[1].split()[0] for x in out.splitlines() if x.startswith("filter add ") and "skip_sw" in x
+    ]
+    contents = open_maps(load_object(DDOS), MapSourceSpec("pinned", str(folder)))
+    try:
+        hand = DdosBlacklistFilling().fill(contents.contents())
+    finally:
+        contents.close()
+    assert sorted(_keys(TcDevice("eth0").plan(hand).lines)) == sorted(seed)
+    frames = [_frame(a, "10.0.0.2", p, d) for a in ("192.168.1.40", "192.168.1.41") for p in (6, 17) for d in (50, 51)]
+    dropped = _agree(batch, obj, "xdp_ddos_blacklist", frames)
+    assert len(dropped) == 6  # the blacklisted address (4 frames), and port 50 from the other (2)
+    for f in frames:
+        if f not in dropped:
+            assert VERDICTS.get(obj.run("xdp_ddos_blacklist", f).retval) == "PASS"
+
+
+def test_sync_keeps_the_nested_maps_chained_and_follows_a_delete(nested):
+    """§6.7 through sync: two nested 3-entry maps give 3 gotos and 3 drops in the template's
+    chain (n + m), the printed batch (tcflower) drops only what the kernel drops, and deleting
+    a source entry with bpftool removes exactly its goto."""
+    obj, folder = nested
+    for i in (1, 2, 3):
+        _bpftool(
+            "map", "update", "pinned", str(folder / "blacklist_src"), "key", "192", "168", "1", str(i), "value", "1"
+        )
+    for i in (4, 5, 6):
+        _bpftool(
+            "map", "update", "pinned", str(folder / "blacklist_dst"), "key", "192", "168", "1", str(i), "value", "1"
+        )
+    filling = _template_filling(NESTED, ())
+    assert isinstance(filling, mapfill.TemplateFilling) and filling.maps == {"blacklist_src", "blacklist_dst"}
+    live = open_maps(load_object(NESTED), MapSourceSpec("pinned", str(folder)))
+    daemon = SyncDaemon(filling, live, TcDevice("veth-x2tc"), out=io.StringIO(), interval=60)
+    try:
+        first = daemon.start().lines
+        chain = first[0].split(" goto chain ")[1].split()[0]
+        assert sorted(_keys(first)) == sorted(
+            [f"src_ip 192.168.1.{i} action goto chain {chain}" for i in (1, 2, 3)]
+            + [f"dst_ip 192.168.1.{i} action drop" for i in (4, 5, 6)]
+        )
+        assert all(f" chain {chain} " in x for x in first if " action drop " in x)
+        addrs = [f"192.168.1.{i}" for i in range(1, 8)]
+        rng = random.Random(7)
+        frames = [_frame(rng.choice(addrs), rng.choice(addrs), rng.choice((6, 17)), 80) for _ in range(200)]
+        frames += [_random_frame(rng, [_ip(a) for a in addrs], [22, 80]) for _ in range(100)]
+        assert _agree(first, obj, "xdp_nested_maps", frames)
+        _bpftool("map", "delete", "pinned", str(folder / "blacklist_src"), "key", "192", "168", "1", "2")
+        gone = daemon.handle([Change("blacklist_src", _ip("192.168.1.2"))])
+        added = {x.split(" handle ")[1].split()[0]: x for x in first if "src_ip 192.168.1.2 " in x}
+        ((handle, line),) = added.items()
+        prio = line.split(" prio ")[1].split()[0]
+        assert gone.lines == [
+            f"filter del dev veth-x2tc ingress protocol ip prio {prio} chain 0 handle {handle} flower"
+        ]
+    finally:
+        daemon.close()
 
 
 # --------------------------------------------------------------------------- the daemon

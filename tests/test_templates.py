@@ -21,6 +21,7 @@ from analyzer.explore import VERDICTS, Options, explore
 from analyzer.symbolic import PACKET, PACKET_LEN
 from lifter.program import load_object
 from offload import cli, mapfill
+from offload.mapsource import parse_spec
 from rules import ruleset, tc
 from rules.filled import finish_filled
 from rules.mapcontents import MapContents, MapEntries
@@ -117,7 +118,7 @@ def test_seed_6_6_named_dump_and_json(tmp_path):
     path, e, rs, templates, _ = _built("thesis_ddos_blacklist", ("no-ip-options",))
     f = tmp_path / "ports.json"
     f.write_text(json.dumps(_dump(DDOS)["port_blacklist"]))
-    contents = mapfill.contents_from([f"json:port_blacklist={f}"], e.obj)
+    contents = mapfill.contents_from([parse_spec(f"json:port_blacklist={f}")], e.obj)
     assert contents.get("port_blacklist").entries == {b"\x32\0": (b"\1\0\0\0",)}
     doc = mapfill.json_part(mapfill.fill_rules(rs, contents, "eth0", "skip_sw", 512))
     assert [x["sources"] for x in doc["filters"]] == [[{"map": "port_blacklist", "key": "3200"}]] * 2
