@@ -32,12 +32,14 @@ test: setup corpus external flowervm lint
 
 setup: system-deps venv
 
-# Habits the tools keep: ruff (lint + format) and the import-linter layers contract
-# (lifter -> analyzer -> rules -> offload), configured in pyproject.toml.
+# Habits the tools keep: ruff (lint + format), the import-linter layers contract
+# (lifter -> analyzer -> rules -> offload), configured in pyproject.toml, and no private
+# names used across modules (tests/test_private_names.py).
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) tests/test_private_names.py
 
 # apt-get only when a command is missing, so a ready machine pays nothing.
 system-deps:

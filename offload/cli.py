@@ -19,18 +19,14 @@ from importlib import metadata
 from pathlib import Path
 
 from analyzer import kernel
-from analyzer.explore import ExplorationError, Options, explore
+from analyzer.exploration import ExplorationError, Options
+from analyzer.explore import explore
 from analyzer.report import SCHEMA, analysis_json, analysis_text
 from analyzer.verify import verify
 from lifter.errors import EXIT_BAD_INPUT, LiftError
 from lifter.printer import format_insn, objdump_text
 from lifter.program import BpfObject, Program, load_object
-from offload import (  # check: the CI gate (issue 11); cost model (issue 5)
-    angrcmd,  # angr engine and cross-check (issue 16)
-    check,
-    costcmd,
-    flowercheck,  # rules --check-flower (issue 13)
-)
+from offload import angrcmd, check, costcmd, flowercheck
 from offload.options import OneLineParser, at_least, ifname_pair, interface_name
 from offload.programs import EGRESS_SECTIONS, device_programs
 from rules import output as rules_output
@@ -442,11 +438,9 @@ def parser() -> argparse.ArgumentParser:
         type=ifname_pair,
         help="device name of an ifindex the program redirects to (repeatable)",
     )
-    flowercheck.add_option(p)  # --check-flower (issue 13)
-    # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
-    costcmd.add_parsers(sub, _exploration_flags)
-    # --- end cost model ---
-    check.add_parser(sub, _exploration_flags)  # the CI gate (issue 11), offload/check.py
+    flowercheck.add_option(p)  # --check-flower
+    costcmd.add_parsers(sub, _exploration_flags)  # `cost` and `calibrate`
+    check.add_parser(sub, _exploration_flags)  # `check`, the CI gate
     return top
 
 
@@ -456,11 +450,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cfg": _cfg,
     "analyze": _analyze,
     "verify": _verify,
-    "rules": flowercheck.with_check(_rules),  # --check-flower (issue 13)
+    "rules": flowercheck.with_check(_rules),  # --check-flower
 }
-# --- cost model (issue 5) ---
 COMMANDS.update(costcmd.COMMANDS)
-# --- end cost model ---
 COMMANDS.update(check.COMMANDS)
 
 
