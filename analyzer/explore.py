@@ -57,6 +57,7 @@ from lifter.program import BpfObject, Function, Program
 
 from . import calls
 from .exploration import MAX_SITE_CONDITIONS, UNKNOWN, BranchSite, Exploration, ExplorationError, Options, Path
+from .semantics import alu, compare
 from .state import Effect, Frame, MapAccess, MapWrite, PtrByte, State, byte_after, found_after
 from .symbolic import (
     PACKET,
@@ -774,71 +775,6 @@ def _atomic_term(x: z3.ExprRef) -> bool:
     """A read of an input: a packet byte (array select) or a map value (uninterpreted
     function application)."""
     return z3.is_select(x) or (x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.num_args() > 0)
-
-
-def alu(op: AluOp, wide: bool, a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:
-    """dst OP src with BPF semantics (RFC 9669 4.1): 32-bit ops zero the upper half, shifts
-    use the low 5/6 bits of the count, division by zero gives 0, modulo by zero keeps dst."""
-    if not wide:
-        a, b = z3.Extract(31, 0, a), z3.Extract(31, 0, b)
-    width = 64 if wide else 32
-    zero = z3.BitVecVal(0, width)
-    if op == AluOp.ADD:
-        r = a + b
-    elif op == AluOp.SUB:
-        r = a - b
-    elif op == AluOp.MUL:
-        r = a * b
-    elif op == AluOp.DIV:
-        r = z3.If(b == zero, zero, z3.UDiv(a, b))
-    elif op == AluOp.SDIV:
-        r = z3.If(b == zero, zero, a / b)
-    elif op == AluOp.MOD:
-        r = z3.If(b == zero, a, z3.URem(a, b))
-    elif op == AluOp.SMOD:
-        r = z3.If(b == zero, a, z3.SRem(a, b))
-    elif op == AluOp.OR:
-        r = a | b
-    elif op == AluOp.AND:
-        r = a & b
-    elif op == AluOp.XOR:
-        r = a ^ b
-    elif op == AluOp.LSH:
-        r = a << (b & (width - 1))
-    elif op == AluOp.RSH:
-        r = z3.LShR(a, b & (width - 1))
-    elif op == AluOp.ARSH:
-        r = a >> (b & (width - 1))
-    elif op == AluOp.MOV:
-        r = b
-    else:  # pragma: no cover
-        raise ExplorationError(f"unknown ALU op {op}")
-    return z3.simplify(r if wide else z3.ZeroExt(32, r))
-
-
-def compare(cond: Cond, wide: bool, a: z3.BitVecRef, b: z3.BitVecRef, pointers: bool = False) -> z3.BoolRef:
-    """The jump condition `a COND b`. Pointer offsets in one region compare as signed
-    numbers: the addresses are base + offset with base far from both ends."""
-    if not wide:
-        a, b = z3.Extract(31, 0, a), z3.Extract(31, 0, b)
-    unsigned = {Cond.GT: z3.UGT, Cond.GE: z3.UGE, Cond.LT: z3.ULT, Cond.LE: z3.ULE}
-    signed = {
-        Cond.SGT: lambda x, y: x > y,
-        Cond.SGE: lambda x, y: x >= y,
-        Cond.SLT: lambda x, y: x < y,
-        Cond.SLE: lambda x, y: x <= y,
-    }
-    if pointers and cond in unsigned:
-        cond = Cond("s" + cond.value)
-    if cond == Cond.EQ:
-        return a == b
-    if cond == Cond.NE:
-        return a != b
-    if cond == Cond.SET:
-        return (a & b) != 0
-    if cond in unsigned:
-        return unsigned[cond](a, b)
-    return signed[cond](a, b)
 
 
 def describe(v: Value | None) -> str:
