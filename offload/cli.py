@@ -26,7 +26,12 @@ from analyzer.verify import verify
 from lifter.errors import EXIT_BAD_INPUT, LiftError
 from lifter.printer import format_insn, objdump_text
 from lifter.program import BpfObject, Program, load_object
-from offload import angrcmd, check, costcmd, flowercheck
+from offload import (  # check: the CI gate (issue 11); cost model (issue 5)
+    angrcmd,  # angr engine and cross-check (issue 16)
+    check,
+    costcmd,
+    flowercheck,  # rules --check-flower (issue 13)
+)
 from offload.options import OneLineParser, at_least, ifname_pair, interface_name
 from offload.programs import EGRESS_SECTIONS, device_programs
 from rules import output as rules_output
