@@ -443,9 +443,11 @@ def parser() -> argparse.ArgumentParser:
         type=ifname_pair,
         help="device name of an ifindex the program redirects to (repeatable)",
     )
-    flowercheck.add_option(p)  # --check-flower
-    costcmd.add_parsers(sub, _exploration_flags)  # `cost` and `calibrate`
-    check.add_parser(sub, _exploration_flags)  # `check`, the CI gate
+    flowercheck.add_option(p)  # --check-flower (issue 13)
+    # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
+    costcmd.add_parsers(sub, _exploration_flags)
+    # --- end cost model ---
+    check.add_parser(sub, _exploration_flags)  # the CI gate (issue 11), offload/check.py
     return top
 
 
@@ -455,9 +457,11 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cfg": _cfg,
     "analyze": _analyze,
     "verify": _verify,
-    "rules": flowercheck.with_check(_rules),  # --check-flower
+    "rules": flowercheck.with_check(_rules),  # --check-flower (issue 13)
 }
+# --- cost model (issue 5) ---
 COMMANDS.update(costcmd.COMMANDS)
+# --- end cost model ---
 COMMANDS.update(check.COMMANDS)
 
 
