@@ -2,8 +2,9 @@
 
 An `Exploration` holds every `Path` (verdict, condition as branch literals, effects, tail
 calls) and every `BranchSite` (what was seen at a conditional jump); `Options` are the bounds
-it ran under. The engine that produces one is explore.py; classify, mapuse, report, verify,
-fields, rules/ and offload/ read it through this module only.
+it ran under. The engine that makes one is explore.py (`explore()`); classify, mapuse, report,
+verify, fields and rules/ read results through this module only (an import-linter contract
+in pyproject.toml keeps them off the engine).
 """
 
 from __future__ import annotations
