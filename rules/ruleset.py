@@ -118,7 +118,7 @@ def lay_out(syn: Synthesis) -> list[Rule]:
         fixed = [(n, Exact(v[0], _full(n))) for n, v in b.sets.items() if len(v) == 1]
         fixed += list(b.masked.items())
         ranges = not {"src_port", "dst_port"} <= set(b.sets)  # tc: no range beside another port
-        multi = [(n, cover(n, v, ranges, b.set_masks.get(n))) for n, v in b.sets.items() if len(v) > 1]
+        multi = [(n, value_cover(n, v, ranges, b.set_masks.get(n))) for n, v in b.sets.items() if len(v) > 1]
         multi.sort(key=lambda nc: nc[0] != lead)  # the lead key first (stable otherwise)
         size = 1
         for _, c in multi:
@@ -274,7 +274,9 @@ def _full(name: str) -> int:
     return (1 << FLOWER_KEYS[name].width) - 1
 
 
-def cover(name: str, values: tuple[int, ...], ranges: bool = True, mask: int | None = None) -> list[Exact | Range]:
+def value_cover(
+    name: str, values: tuple[int, ...], ranges: bool = True, mask: int | None = None
+) -> list[Exact | Range]:
     """The fewest filter values covering exactly `values`: ranges for ports, aligned
     masked blocks (prefixes) where the key takes masks, single values otherwise. With a
     prefix `mask`, the values are prefixes under it: covered as prefixes of that length."""

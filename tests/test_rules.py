@@ -137,12 +137,12 @@ def test_offloadable_programs_get_filters(path):
 
 def test_cover_is_exact():
     """Value covers: ranges for ports, CIDR blocks for addresses, singles otherwise."""
-    assert ruleset.cover("dst_port", (22, 23, 24, 80)) == [ruleset.Range(22, 24), Exact(80, 0xFFFF)]
-    assert ruleset.cover("dst_port", (22, 23), ranges=False) == [Exact(22, 0xFFFE)]  # 22-23: one aligned block
-    assert ruleset.cover("dst_port", (23, 24), ranges=False) == [Exact(23, 0xFFFF), Exact(24, 0xFFFF)]
+    assert ruleset.value_cover("dst_port", (22, 23, 24, 80)) == [ruleset.Range(22, 24), Exact(80, 0xFFFF)]
+    assert ruleset.value_cover("dst_port", (22, 23), ranges=False) == [Exact(22, 0xFFFE)]  # 22-23: one aligned block
+    assert ruleset.value_cover("dst_port", (23, 24), ranges=False) == [Exact(23, 0xFFFF), Exact(24, 0xFFFF)]
     ips = tuple(range(0x0A000000, 0x0A000000 + 6))  # 10.0.0.0 .. 10.0.0.5 = /30 + /31
-    assert ruleset.cover("src_ip", ips) == [Exact(0x0A000000, 0xFFFFFFFC), Exact(0x0A000004, 0xFFFFFFFE)]
-    assert ruleset.cover("ip_proto", (6, 7)) == [Exact(6, 0xFF), Exact(7, 0xFF)]
+    assert ruleset.value_cover("src_ip", ips) == [Exact(0x0A000000, 0xFFFFFFFC), Exact(0x0A000004, 0xFFFFFFFE)]
+    assert ruleset.value_cover("ip_proto", (6, 7)) == [Exact(6, 0xFF), Exact(7, 0xFF)]
 
 
 # ---------------------------------------------------------------- the tc parser accepts them
