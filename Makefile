@@ -33,12 +33,14 @@ test: setup corpus watcher external flowervm lint vscode-check
 
 setup: system-deps venv
 
-# Habits the tools keep: ruff (lint + format) and the import-linter layers contract
-# (lifter -> analyzer -> rules -> offload), configured in pyproject.toml.
+# Habits the tools keep: ruff (lint + format), the import-linter layers contract
+# (lifter -> analyzer -> rules -> offload), configured in pyproject.toml, and no private
+# names used across modules (tests/test_private_names.py).
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) tests/test_private_names.py
 
 # apt-get only when a command is missing, so a ready machine pays nothing.
 system-deps:

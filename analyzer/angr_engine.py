@@ -72,9 +72,10 @@ from lifter.maps import MapDef, is_global_data_section
 from lifter.opcodes import AtomicOp, CallSrc
 from lifter.program import BpfObject, Function, Program
 
-from .explore import INVALID, MAX_TAIL_CALLS, UNKNOWN, VERDICTS, BranchSite, Options
+from .exploration import INVALID, UNKNOWN, VERDICTS, BranchSite, Options
 from .helpers import helper
 from .symbolic import XDP_MD_FIELDS, source_of
+from .xdp import HEADROOM, MAX_FRAGS_BYTES, MAX_LINEAR_PACKET, MAX_META, MAX_TAIL_CALLS
 
 #: Where things live in the flat address space of a state (all below 4 GiB except code, so
 #: 32-bit ctx fields hold full addresses).
@@ -92,13 +93,9 @@ EXIT_ADDR = 0xFFFF_0000  # where ended paths go (never executed)
 #: Nesting depth an ALU result may reach before it is replaced by an unknown.
 MAX_DEPTH = 256
 
-#: errno values and packet-resize limits, as the kernel has them (see analyzer/calls.py for
-#: the kernel sources; the numbers are the kernel's, restated rather than shared so this
-#: engine stays independent of the z3 engine's code).
+#: errno value the resize helpers return (the resize limits are the kernel's, from xdp.py; see
+#: analyzer/calls.py for the kernel sources; no code of the z3 engine is shared).
 EINVAL = 22
-HEADROOM = 256 - 40
-MAX_META = 255
-TAILROOM = 4096 - 256 - 320
 
 
 class ArchBPF(archinfo.Arch):
@@ -945,7 +942,7 @@ class Step:
     def h_adjust_tail(self, name):
         g = self.s.globals
         new = g["end"] + self.delta()
-        ok = claripy.And(claripy.SGE(new - g["head"], _bv(14)), claripy.SLE(new, _bv(TAILROOM)))
+        ok = claripy.And(claripy.SGE(new - g["head"], _bv(14)), claripy.SLE(new, _bv(MAX_LINEAR_PACKET)))
         return self.resize(name, ok, lambda t: self.set_packet(t, end=new))
 
     def h_buff_len(self, name):
@@ -1132,7 +1129,7 @@ def explore_angr(obj: BpfObject, program: Program, options: Options | None = Non
     frags = _sym("pkt.frags", 64)
     state.memory.store(PKT_BASE, claripy.Concat(*packet))
     state.solver.add(claripy.UGE(packet_len, options.min_len), claripy.ULE(packet_len, options.max_len))
-    state.solver.add(claripy.ULE(frags, 17 * 4096) if program.attach == "xdp.frags" else frags == 0)
+    state.solver.add(claripy.ULE(frags, MAX_FRAGS_BYTES) if program.attach == "xdp.frags" else frags == 0)
     ctxf = {name: _sym(f"ctx.{name}", 32) for off, name in XDP_MD_FIELDS.items() if off >= 12}
     for off, name in XDP_MD_FIELDS.items():
         if off >= 12:

@@ -19,32 +19,52 @@ refuses them in XDP programs, so the table has no entry for them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import z3
 
 from lifter.insn import Call, Exit
+from lifter.maps import MapDef
 from lifter.opcodes import CallSrc
+from lifter.program import BpfObject
 
+from .exploration import UNKNOWN, Options
 from .helpers import helper
 from .state import Frame, LoopCall, MapWrite, State, TailCall
-from .symbolic import PACKET_FRAGS, Pointer, Region, RegionKind, Scalar, bv, const_value, scalar
-
-if TYPE_CHECKING:
-    from .explore import Explorer
+from .symbolic import PACKET_FRAGS, Fresh, Pointer, Region, RegionKind, Scalar, Value, bv, const_value, scalar
+from .xdp import HEADROOM, INVALID, MAX_LINEAR_PACKET, MAX_META, MAX_TAIL_CALLS, VERDICTS
 
 #: errno values returned by helpers.
 EINVAL, ENOENT, E2BIG = 22, 2, 7
-#: XDP_PACKET_HEADROOM minus struct xdp_frame (40 bytes on 64-bit): how far
-#: bpf_xdp_adjust_head can grow a packet in front (include/net/xdp.h).
-HEADROOM = 256 - 40
-#: Metadata must stay below 256 bytes and be a multiple of 4 (bpf_xdp_adjust_meta).
-MAX_META = 255
-#: bpf_xdp_adjust_tail may grow the tail up to the page end (net/core/filter.c).
-TAILROOM = 4096 - 256 - 320
 
 
-def call(ex: Explorer, s: State, insn: Call) -> list[State]:
+class Engine(Protocol):
+    """What these semantics need of the engine that steps a path (explore.Explorer is one):
+    its inputs and bounds, the path bookkeeping it keeps, and its memory, map and branching
+    operations. Nothing else of the engine is used here."""
+
+    obj: BpfObject
+    options: Options
+    maps: dict[str, MapDef]
+    fresh: Fresh
+    written_maps: set[str]
+    read_maps: set[str]
+    programs_seen: list[str]
+
+    def where(self, s: State, pc: int | None = None) -> str: ...
+    def end_path(
+        self, s: State, verdict: str, retval: z3.BitVecRef | None, truncated: str | None = None, pc: int | None = None
+    ) -> None: ...
+    def fork_on(self, s: State, cond: z3.BoolRef, pc: int, kind: str) -> list[tuple[bool, State]]: ...
+    def read_bytes(self, s: State, ptr: Value | None, off: int, size: int, pc: int) -> list | None: ...
+    def write_bytes(self, s: State, ptr: Pointer, at: z3.BitVecRef, data: list, pc: int) -> None: ...
+    def add_effect(self, s: State, kind: str, target: str, pc: int) -> None: ...
+    def key_bits(self, name: str) -> int: ...
+    def map_found(self, s: State, name: str, key: z3.BitVecRef) -> z3.BoolRef: ...
+    def access(self, s: State, name: str, key: z3.BitVecRef) -> None: ...
+
+
+def call(ex: Engine, s: State, insn: Call) -> list[State]:
     if insn.kind == CallSrc.HELPER:
         return _helper(ex, s, insn)
     if insn.kind == CallSrc.LOCAL and insn.callee is not None:
@@ -60,11 +80,11 @@ def call(ex: Explorer, s: State, insn: Call) -> list[State]:
         if insn.kind == CallSrc.KFUNC
         else f"call to undefined function {insn.symbol or '?'}"
     )
-    ex._end(s, "UNKNOWN", None, truncated=f"unsupported: {what} at {ex.where(s)}")
+    ex.end_path(s, UNKNOWN, None, truncated=f"unsupported: {what} at {ex.where(s)}")
     return []
 
 
-def exit(ex: Explorer, s: State, insn: Exit) -> list[State]:
+def exit(ex: Engine, s: State, insn: Exit) -> list[State]:
     frame = s.frames[-1]
     if frame.loop is not None:
         return _loop_callback_returned(ex, s, frame)
@@ -80,14 +100,12 @@ def exit(ex: Explorer, s: State, insn: Exit) -> list[State]:
     r0 = s.regs[0]
     if not isinstance(r0, Scalar):
         s.note(f"program returns a pointer at {ex.where(s)}")
-        ex._end(s, "UNKNOWN", None, pc=insn.pc)
+        ex.end_path(s, UNKNOWN, None, pc=insn.pc)
         return []
     action = z3.simplify(z3.Extract(31, 0, r0.bv))
     value = const_value(action)
-    from .explore import INVALID, VERDICTS
-
     if value is not None:
-        ex._end(s, VERDICTS.get(value, INVALID), r0.bv, pc=insn.pc)
+        ex.end_path(s, VERDICTS.get(value, INVALID), r0.bv, pc=insn.pc)
         return []
     # A computed verdict (from a map value, redirect_map's fallback...): one path per value.
     rest = [s]
@@ -99,13 +117,13 @@ def exit(ex: Explorer, s: State, insn: Exit) -> list[State]:
         rest = []
         for taken, t in sides:
             if taken:
-                ex._end(t, name, r0.bv, pc=insn.pc)
+                ex.end_path(t, name, r0.bv, pc=insn.pc)
             else:
                 rest = [t]
     return []
 
 
-def _helper(ex: Explorer, s: State, insn: Call) -> list[State]:
+def _helper(ex: Engine, s: State, insn: Call) -> list[State]:
     h = helper(insn.imm)
     model = h.model if h else "havoc"
     name = h.name if h else f"helper_{insn.imm}"
@@ -128,7 +146,7 @@ def _helper(ex: Explorer, s: State, insn: Call) -> list[State]:
     return [o for o in outs if o.frames]
 
 
-def _zero_or_einval(ex: Explorer, s: State, ok: z3.BoolRef, pc: int, apply) -> list[State]:
+def _zero_or_einval(ex: Engine, s: State, ok: z3.BoolRef, pc: int, apply) -> list[State]:
     """The usual helper contract: on success `apply` the effect and return 0, else -EINVAL."""
 
     def good(t):
@@ -141,7 +159,7 @@ def _zero_or_einval(ex: Explorer, s: State, ok: z3.BoolRef, pc: int, apply) -> l
     return _either(ex, s, ok, pc, good, bad)
 
 
-def _either(ex: Explorer, s: State, cond: z3.BoolRef, pc: int, good, bad) -> list[State]:
+def _either(ex: Engine, s: State, cond: z3.BoolRef, pc: int, good, bad) -> list[State]:
     """Fork on a helper-internal condition (success/failure...) and apply `good`/`bad`."""
     out = []
     for ok, t in ex.fork_on(s, cond, pc, "helper"):
@@ -150,14 +168,14 @@ def _either(ex: Explorer, s: State, cond: z3.BoolRef, pc: int, good, bad) -> lis
     return out
 
 
-def _arg_map(ex: Explorer, s: State, reg: int):
+def _arg_map(ex: Engine, s: State, reg: int):
     v = s.regs[reg]
     if isinstance(v, Pointer) and v.region.kind == RegionKind.MAP:
         return ex.maps[v.region.name]
     return None
 
 
-def _key(ex: Explorer, s: State, name: str, reg: int, pc: int) -> z3.BitVecRef:
+def _key(ex: Engine, s: State, name: str, reg: int, pc: int) -> z3.BitVecRef:
     size = ex.maps[name].key_size or 4
     data = ex.read_bytes(s, s.regs[reg], 0, size, pc)
     if data is None or any(not isinstance(b, z3.BitVecRef) for b in data):
@@ -215,7 +233,7 @@ def _m_map_lookup(ex, s, insn, name):
         s.note(f"bpf_map_lookup_elem on something that is not a map at {ex.where(s)}")
         return _fresh(ex, s, insn, name)
     if mdef.type is not None and mdef.type.holds == "map":
-        ex._end(s, "UNKNOWN", None, truncated=f"unsupported: map-in-map lookup in {mdef.name} at {ex.where(s)}")
+        ex.end_path(s, UNKNOWN, None, truncated=f"unsupported: map-in-map lookup in {mdef.name} at {ex.where(s)}")
         return []
     key = _key(ex, s, mdef.name, 2, insn.pc)
     ex.access(s, mdef.name, key)
@@ -293,8 +311,6 @@ def _m_tail_call(ex, s, insn, name):
     if mdef is None or not isinstance(idx_v, Scalar):
         s.note(f"bpf_tail_call arguments not modelled at {ex.where(s)}")
         return _fresh(ex, s, insn, name)
-    from .explore import MAX_TAIL_CALLS
-
     idx = z3.simplify(z3.Extract(31, 0, idx_v.bv))
     const = const_value(idx)
     chain_full = len(s.tail_calls) >= MAX_TAIL_CALLS
@@ -326,9 +342,9 @@ def _m_tail_call(ex, s, insn, name):
     for hit, u in ex.fork_on(t, filled, insn.pc, "tail_call"):
         if hit:
             u.tail_calls = u.tail_calls + (TailCall(u.program.name, mdef.name, const, None, insn.pc),)
-            ex._end(
+            ex.end_path(
                 u,
-                "UNKNOWN",
+                UNKNOWN,
                 None,
                 truncated=f"tail call into an unknown program ({mdef.name}"
                 f"[{const if const is not None else 'variable index'}]) at {ex.where(u, insn.pc)}",
@@ -347,7 +363,7 @@ def _program_named(ex, name: str):
     return None
 
 
-def _enter_program(ex: Explorer, t: State, prog) -> None:
+def _enter_program(ex: Engine, t: State, prog) -> None:
     ctx = Pointer(Region(RegionKind.CTX), bv(0))
     t.program = prog
     t.frames = [Frame(prog.entry)]
@@ -365,13 +381,13 @@ def _m_loop(ex, s, insn, name):
     nr, cb, ctx = s.regs[1], s.regs[2], s.regs[3]
     count = const_value(nr.bv) if isinstance(nr, Scalar) else None
     if not (isinstance(cb, Pointer) and cb.region.kind == RegionKind.FUNC) or count is None:
-        ex._end(s, "UNKNOWN", None, truncated=f"unsupported: bpf_loop with a variable count at {ex.where(s)}")
+        ex.end_path(s, UNKNOWN, None, truncated=f"unsupported: bpf_loop with a variable count at {ex.where(s)}")
         return []
     count &= 0xFFFFFFFF
     if count > ex.options.loop_bound:
-        ex._end(
+        ex.end_path(
             s,
-            "UNKNOWN",
+            UNKNOWN,
             None,
             truncated=f"bpf_loop of {count} iterations at {ex.where(s)} is over --loop-bound {ex.options.loop_bound}",
         )
@@ -386,7 +402,7 @@ def _m_loop(ex, s, insn, name):
     return [s]
 
 
-def _call_callback(ex: Explorer, s: State, loop: LoopCall, ret_pc: int) -> None:
+def _call_callback(ex: Engine, s: State, loop: LoopCall, ret_pc: int) -> None:
     callee = ex.obj.functions[loop.callback]
     saved = tuple(s.regs[6:10])
     s.frames.append(Frame(callee, ret_pc, saved, loop))
@@ -398,7 +414,7 @@ def _call_callback(ex: Explorer, s: State, loop: LoopCall, ret_pc: int) -> None:
     s.pc = callee.start
 
 
-def _loop_callback_returned(ex: Explorer, s: State, frame: Frame) -> list[State]:
+def _loop_callback_returned(ex: Engine, s: State, frame: Frame) -> list[State]:
     loop = frame.loop
     r0 = s.regs[0]
     ret = r0.bv if isinstance(r0, Scalar) else ex.fresh.unknown("callback")
@@ -461,7 +477,7 @@ def _m_adjust_tail(ex, s, insn, name):
         return _fresh(ex, s, insn, name)
     d = z3.SignExt(32, z3.Extract(31, 0, delta.bv))
     new_end = z3.simplify(s.end + d)
-    ok = z3.And(new_end - s.head >= 14, new_end <= TAILROOM)
+    ok = z3.And(new_end - s.head >= 14, new_end <= MAX_LINEAR_PACKET)
 
     def apply(t):
         t.end = new_end

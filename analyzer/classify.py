@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .explore import BranchSite, Exploration
+from .exploration import BranchSite, Exploration
 from .mapuse import MapUse, map_uses
 from .symbolic import Source
 
@@ -98,6 +98,15 @@ def classify_sites(obj, sites: dict[tuple[str, int], BranchSite], uses: dict[str
             BranchClass(site, cls, detail, line.file_name if line else None, line.line if line else None, direction)
         )
     return out
+
+
+def classes(e: Exploration) -> tuple[list[BranchClass], dict[str, str]]:
+    """The branch classes and the map classes of `e`, computed once per exploration (every
+    consumer reads them from here; do not change the lists returned)."""
+    if e.classes is None:
+        branches = classify(e)
+        e.classes = (branches, map_classes(e, branches))
+    return e.classes
 
 
 def map_classes(e: Exploration, branches: list[BranchClass], uses: dict[str, MapUse] | None = None) -> dict[str, str]:

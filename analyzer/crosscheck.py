@@ -28,7 +28,8 @@ from lifter.maps import MapDef, is_global_data_section
 from lifter.program import BpfObject, Program
 
 from . import kernel
-from .explore import UNKNOWN, VERDICTS, Exploration, Options, Path, explore
+from .exploration import UNKNOWN, VERDICTS, Exploration, Options, Path
+from .explore import explore
 from .symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val
 from .verify import MAX_TEST_LEN, MIN_TEST_LEN, UNFILLABLE, existing_ifindexes, output_of
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from dataclasses import dataclass, field
 
 import networkx as nx
 import z3
@@ -57,6 +56,8 @@ from lifter.opcodes import AtomicOp
 from lifter.program import BpfObject, Function, Program
 
 from . import calls
+from .exploration import MAX_SITE_CONDITIONS, UNKNOWN, BranchSite, Exploration, ExplorationError, Options, Path
+from .semantics import alu, compare
 from .state import Effect, Frame, MapAccess, MapWrite, PtrByte, State, byte_after, found_after
 from .symbolic import (
     PACKET,
@@ -79,129 +80,15 @@ from .symbolic import (
     source_of,
     symbols,
 )
-
-#: XDP return codes (enum xdp_action).
-VERDICTS = {0: "ABORTED", 1: "DROP", 2: "PASS", 3: "TX", 4: "REDIRECT"}
-#: A return value outside enum xdp_action: the kernel warns and drops the packet.
-INVALID = "INVALID"
-#: A path whose outcome xdp2tc cannot tell (unknown tail-call target, cut loop, ...).
-UNKNOWN = "UNKNOWN"
+from .xdp import MAX_FRAGS_BYTES
 
 #: Operations (counted as a tree) a value may grow to before it is replaced by an unknown.
 MAX_TERM = 2000
-#: The kernel's MAX_TAIL_CALL_CNT: a chain of at most 33 tail calls.
-MAX_TAIL_CALLS = 33
-#: Conditions kept per decision site for the map proofs of mapuse.py.
-MAX_SITE_CONDITIONS = 32
-
-
-@dataclass
-class Options:
-    """Bounds of one exploration (CLI flags of `xdp2tc analyze`)."""
-
-    min_len: int = 0  # smallest packet considered (the kernel's test run needs 14)
-    max_len: int = 1514  # largest packet considered (bytes of linear data)
-    loop_bound: int = 64  # iterations of one loop on one path (and bpf_loop callbacks)
-    max_insns: int = 2_000_000  # instructions executed over all states
-    max_paths: int = 20_000
-    merge: bool = True
-
-
-@dataclass
-class Path:
-    """One way through the program (several, merged, when they behave the same)."""
-
-    id: int
-    verdict: str  # VERDICTS value, INVALID or UNKNOWN
-    retval: z3.BitVecRef | None  # r0 at exit (64 bits)
-    literals: tuple[z3.BoolRef, ...]
-    steps: int | z3.BitVecRef  # instructions executed (an if-then-else over merged paths)
-    effects: tuple[Effect, ...]
-    redirect: tuple | None
-    pkt: z3.ArrayRef
-    head: z3.BitVecRef
-    end: z3.BitVecRef
-    writes: tuple[z3.BitVecRef, ...]  # offsets written, from the packet's original first byte
-    tail_calls: tuple
-    notes: tuple[str, ...]  # why parts of the path are not understood
-    truncated: str | None
-    programs: tuple[str, ...]  # entry program, then tail-called ones
-    accesses: tuple[MapAccess, ...]
-    sites: frozenset
-    exit_pc: int
-    exit_section: str
-    map_writes: tuple[tuple[str, tuple[MapWrite, ...]], ...] = ()  # (map, its write log)
-
-
-@dataclass
-class BranchSite:
-    """A conditional jump (kind "jump") or a verdict chosen by a symbolic return value
-    (kind "verdict") and what was seen at it over all paths."""
-
-    program: str
-    function: str
-    section: str
-    pc: int
-    kind: str = "jump"
-    visits: int = 0
-    both: int = 0  # visits on which both directions were feasible
-    one_way: set[bool] = field(default_factory=set)  # direction when only one was feasible
-    sources: set[Source] = field(default_factory=set)  # inputs of conditions decided both ways
-    all_sources: set[Source] = field(default_factory=set)
-    #: the conditions of visits decided both ways (for proofs about maps, mapuse.py); at
-    #: most MAX_SITE_CONDITIONS, `overflow` when more were seen
-    conditions: list[z3.BoolRef] = field(default_factory=list)
-    overflow: bool = False
-
-
-@dataclass
-class Exploration:
-    obj: BpfObject
-    program: Program
-    options: Options
-    paths: list[Path]
-    sites: dict[tuple[str, int], BranchSite]
-    solver: z3.Solver
-    definitions: list[tuple[z3.BoolRef, z3.BoolRef]]  # literal -> condition, in order
-    written_maps: set[str]
-    read_maps: set[str]
-    insns_executed: int
-    seconds: float
-    programs: list[str]  # entry and every program reached by a tail call
-    _expanded: dict[str, z3.BoolRef] | None = None  # literal -> condition over inputs
-    map_use: dict | None = None  # mapuse.map_uses, computed on first use
-
-    def condition(self, path: Path) -> z3.BoolRef:
-        """The path condition over program inputs only (literals expanded)."""
-        return self.expand(z3.And(*path.literals) if path.literals else z3.BoolVal(True))
-
-    def expand(self, expr: z3.ExprRef) -> z3.ExprRef:
-        """`expr` with every branch literal replaced by its condition over inputs."""
-        if self._expanded is None:
-            self._expanded = {}
-            for lit, cond in self.definitions:  # each refers to earlier literals only
-                self._expanded[lit.decl().name()] = self._substitute_literals(cond)
-        return self._substitute_literals(expr)
-
-    def _substitute_literals(self, expr: z3.ExprRef) -> z3.ExprRef:
-        pairs = [(z3.Bool(n), self._expanded[n]) for n in symbols(expr) if n.startswith("b!")]
-        return z3.substitute(expr, *pairs) if pairs else expr
-
-    def base_constraints(self) -> list[z3.BoolRef]:
-        return list(self.solver.assertions())
-
-    def environment(self) -> list[z3.BoolRef]:
-        """What holds of every input before any branch (packet length bounds, fragments):
-        the solver's assertions without the branch-literal definitions."""
-        return [a for a in self.solver.assertions() if not any(n.startswith("b!") for n in symbols(a))]
-
-
-class ExplorationError(Exception):
-    """The program uses something the explorer cannot even start on (message names it)."""
 
 
 class Explorer:
-    """One exploration; `calls.py` adds the helper and call semantics."""
+    """One exploration; `calls.py` adds the helper and call semantics (it sees this class only
+    through its `Engine` interface)."""
 
     def __init__(self, obj: BpfObject, program: Program, options: Options, progress=None):
         self.obj = obj
@@ -232,7 +119,7 @@ class Explorer:
         frags = program.attach == "xdp.frags"
         self.solver.add(z3.UGE(PACKET_LEN, options.min_len), z3.ULE(PACKET_LEN, options.max_len))
         if frags:
-            self.solver.add(z3.ULE(PACKET_FRAGS, 17 * 4096))
+            self.solver.add(z3.ULE(PACKET_FRAGS, MAX_FRAGS_BYTES))
         else:
             self.solver.add(PACKET_FRAGS == 0)
 
@@ -255,7 +142,7 @@ class Explorer:
                     if self.insns >= self.options.max_insns
                     else f"{self.options.max_paths} paths"
                 )
-                self._end(state, UNKNOWN, None, truncated=f"exploration budget of {limit} reached")
+                self.end_path(state, UNKNOWN, None, truncated=f"exploration budget of {limit} reached")
                 continue
             self._run_block(state)
             if self.progress is not None and time.perf_counter() - last_report > 0.5:
@@ -455,7 +342,7 @@ class Explorer:
         elif isinstance(insn, LoadImm64):
             s.regs[insn.dst] = self._ld_imm64(s, insn)
         elif isinstance(insn, LegacyLoad):
-            self._end(
+            self.end_path(
                 s,
                 UNKNOWN,
                 None,
@@ -752,7 +639,7 @@ class Explorer:
     def map_found(self, s: State, name: str, key: z3.BitVecRef) -> z3.BoolRef:
         """Whether `key` has an entry at this point of the path."""
         mdef = self.maps[name]
-        if is_global_data_section(mdef.section) or (mdef.type and mdef.type.name in ("array", "percpu_array")):
+        if is_global_data_section(mdef.section) or (mdef.type and mdef.type.always_present):
             found = z3.ULT(key, bv(mdef.max_entries or 1, key.size())) if key.size() >= 32 else z3.BoolVal(True)
         else:
             found = map_found(name, key.size())(key)
@@ -825,7 +712,7 @@ class Explorer:
         count = s.loops.get(key, 0) + 1
         s.loops[key] = count
         if count > self.options.loop_bound:
-            self._end(
+            self.end_path(
                 s,
                 UNKNOWN,
                 None,
@@ -851,9 +738,10 @@ class Explorer:
 
     # --- path ends ------------------------------------------------------------------
 
-    def _end(
+    def end_path(
         self, s: State, verdict: str, retval: z3.BitVecRef | None, truncated: str | None = None, pc: int | None = None
     ) -> None:
+        """End `s` as a path with this verdict (calls.py ends paths through it too)."""
         self.paths.append(
             Path(
                 len(self.paths),
@@ -887,71 +775,6 @@ def _atomic_term(x: z3.ExprRef) -> bool:
     """A read of an input: a packet byte (array select) or a map value (uninterpreted
     function application)."""
     return z3.is_select(x) or (x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.num_args() > 0)
-
-
-def alu(op: AluOp, wide: bool, a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:
-    """dst OP src with BPF semantics (RFC 9669 4.1): 32-bit ops zero the upper half, shifts
-    use the low 5/6 bits of the count, division by zero gives 0, modulo by zero keeps dst."""
-    if not wide:
-        a, b = z3.Extract(31, 0, a), z3.Extract(31, 0, b)
-    width = 64 if wide else 32
-    zero = z3.BitVecVal(0, width)
-    if op == AluOp.ADD:
-        r = a + b
-    elif op == AluOp.SUB:
-        r = a - b
-    elif op == AluOp.MUL:
-        r = a * b
-    elif op == AluOp.DIV:
-        r = z3.If(b == zero, zero, z3.UDiv(a, b))
-    elif op == AluOp.SDIV:
-        r = z3.If(b == zero, zero, a / b)
-    elif op == AluOp.MOD:
-        r = z3.If(b == zero, a, z3.URem(a, b))
-    elif op == AluOp.SMOD:
-        r = z3.If(b == zero, a, z3.SRem(a, b))
-    elif op == AluOp.OR:
-        r = a | b
-    elif op == AluOp.AND:
-        r = a & b
-    elif op == AluOp.XOR:
-        r = a ^ b
-    elif op == AluOp.LSH:
-        r = a << (b & (width - 1))
-    elif op == AluOp.RSH:
-        r = z3.LShR(a, b & (width - 1))
-    elif op == AluOp.ARSH:
-        r = a >> (b & (width - 1))
-    elif op == AluOp.MOV:
-        r = b
-    else:  # pragma: no cover
-        raise ExplorationError(f"unknown ALU op {op}")
-    return z3.simplify(r if wide else z3.ZeroExt(32, r))
-
-
-def compare(cond: Cond, wide: bool, a: z3.BitVecRef, b: z3.BitVecRef, pointers: bool = False) -> z3.BoolRef:
-    """The jump condition `a COND b`. Pointer offsets in one region compare as signed
-    numbers: the addresses are base + offset with base far from both ends."""
-    if not wide:
-        a, b = z3.Extract(31, 0, a), z3.Extract(31, 0, b)
-    unsigned = {Cond.GT: z3.UGT, Cond.GE: z3.UGE, Cond.LT: z3.ULT, Cond.LE: z3.ULE}
-    signed = {
-        Cond.SGT: lambda x, y: x > y,
-        Cond.SGE: lambda x, y: x >= y,
-        Cond.SLT: lambda x, y: x < y,
-        Cond.SLE: lambda x, y: x <= y,
-    }
-    if pointers and cond in unsigned:
-        cond = Cond("s" + cond.value)
-    if cond == Cond.EQ:
-        return a == b
-    if cond == Cond.NE:
-        return a != b
-    if cond == Cond.SET:
-        return (a & b) != 0
-    if cond in unsigned:
-        return unsigned[cond](a, b)
-    return signed[cond](a, b)
 
 
 def describe(v: Value | None) -> str:

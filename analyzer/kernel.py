@@ -58,32 +58,22 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from lifter.maptypes import map_type
+
+from .xdp import ETH_HLEN, MAX_LINEAR_PACKET, XDP_PASS
+
 #: What a CLI should exit with when the kernel oracle cannot run (no privileges, ...).
 EXIT_UNAVAILABLE = 2
 
-ETH_HLEN = 14
-#: Largest packet the kernel keeps linear in a test run without metadata (x86_64, 4 KiB
-#: pages): 4096 - XDP_PACKET_HEADROOM (256) - SKB_DATA_ALIGN(sizeof(skb_shared_info)) (320).
-MAX_LINEAR_PACKET = 4096 - 256 - 320
 #: Output buffer size: covers growth by bpf_xdp_adjust_head/adjust_tail and frags.
 OUT_BUFFER_SIZE = 64 * 1024
 
-XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)
 BPF_PROG_TYPE_UNSPEC = 0
 BPF_PROG_TYPE_SCHED_CLS = 3
 BPF_PROG_TYPE_XDP = 6
 #: Section prefixes of tc (cls_bpf) programs: loaded as SCHED_CLS when libbpf does not know
 #: the section (`tc_vlan_push`); every other unknown section loads as XDP.
 TC_SECTION_PREFIXES = ("tc", "classifier")
-#: Map types whose values are per CPU (include/uapi/linux/bpf.h enum bpf_map_type).
-PERCPU_MAP_TYPES = frozenset({5, 6, 10, 21})  # PERCPU_HASH, PERCPU_ARRAY, LRU_PERCPU_HASH,
-# PERCPU_CGROUP_STORAGE
-BPF_MAP_TYPE_PROG_ARRAY = 3
-#: Arrays whose slots always exist (clearing = writing zeros).
-ZEROED_ARRAY_TYPES = frozenset({2, 6})  # ARRAY, PERCPU_ARRAY
-#: Index-keyed maps whose slots can be deleted: PROG_ARRAY, PERF_EVENT_ARRAY,
-#: CGROUP_ARRAY, ARRAY_OF_MAPS, DEVMAP, CPUMAP, XSKMAP.
-INDEXED_FD_MAP_TYPES = frozenset({3, 4, 8, 12, 14, 16, 17})
 
 CAP_NET_ADMIN = 12
 CAP_SYS_ADMIN = 21
@@ -356,7 +346,7 @@ class MapInfo:
 
     @property
     def percpu(self) -> bool:
-        return self.type in PERCPU_MAP_TYPES
+        return map_type(self.type).percpu
 
     @property
     def value_bytes(self) -> int:
@@ -608,12 +598,13 @@ class LoadedObject:
         """Empty a map. ARRAY/PERCPU_ARRAY slots cannot be deleted, so they are zeroed;
         other index-keyed maps (prog/dev/cpu arrays, ...) have each slot deleted."""
         info = self.map(name)
-        if info.type in ZEROED_ARRAY_TYPES:
+        kind = map_type(info.type)
+        if kind.always_present:
             zero = bytes(info.value_bytes)
             for i in range(info.max_entries):
                 self.map_update(name, i.to_bytes(info.key_size, "little"), zero)
             return
-        if info.type in INDEXED_FD_MAP_TYPES:
+        if kind.keyed == "index":
             for i in range(info.max_entries):
                 self.map_delete(name, i.to_bytes(info.key_size, "little"))
             return

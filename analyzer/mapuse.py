@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import z3
 
-from .explore import Exploration, Path
+from .exploration import Exploration, Path
 from .state import byte_after, found_after
 from .symbolic import source_of
 

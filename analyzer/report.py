@@ -30,8 +30,8 @@ from collections import Counter
 
 import z3
 
-from .classify import CLASSES, BranchClass, classify, classify_sites, map_classes
-from .explore import UNKNOWN, Exploration, Path
+from .classify import CLASSES, BranchClass, classes, classify_sites, map_classes
+from .exploration import UNKNOWN, Exploration, Path
 from .fields import Decoder
 from .mapuse import MapUse, map_uses
 from .symbolic import const_value
@@ -115,8 +115,7 @@ def path_json(e: Exploration, path: Path, condition: bool = True, decoder: Decod
 
 
 def analysis_json(e: Exploration, conditions: bool = True) -> dict:
-    branches = classify(e)
-    maps = map_classes(e, branches)
+    branches, maps = classes(e)
     uses = map_uses(e)
     decoder = Decoder(e.environment())
     return {

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from .cost import Counted, PathCost, Site
-from .explore import MAX_TAIL_CALLS, UNKNOWN
+from .exploration import UNKNOWN
+from .xdp import MAX_TAIL_CALLS
 
 
 @dataclass(frozen=True)

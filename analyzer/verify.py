@@ -27,9 +27,10 @@ import z3
 from lifter.maps import is_global_data_section
 
 from . import kernel
-from .classify import classify, map_classes
-from .explore import INVALID, UNKNOWN, VERDICTS, Exploration, Path
+from .classify import classes
+from .exploration import INVALID, UNKNOWN, VERDICTS, Exploration, Path
 from .symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val, symbols
+from .xdp import ETH_HLEN, MAX_LINEAR_PACKET
 
 #: Map kinds whose entries a witness cannot create (they need sockets, CPUs...).
 UNFILLABLE = {
@@ -41,7 +42,7 @@ UNFILLABLE = {
     "hash_of_maps": "an inner map",
 }
 #: Length limits the kernel's test run imposes.
-MIN_TEST_LEN, MAX_TEST_LEN = kernel.ETH_HLEN, kernel.MAX_LINEAR_PACKET
+MIN_TEST_LEN, MAX_TEST_LEN = ETH_HLEN, MAX_LINEAR_PACKET
 
 
 @dataclass
@@ -246,11 +247,7 @@ class Verifier:
             bits = 8 * mdef.key_size
             if kind.holds == "program":
                 continue  # prog arrays: only the slots the object fills; others stay empty
-            found = (
-                True
-                if kind.name in ("array", "percpu_array")
-                else z3.is_true(ev(map_found(mdef.name, bits)(access.key)))
-            )
+            found = True if kind.always_present else z3.is_true(ev(map_found(mdef.name, bits)(access.key)))
             if not found:
                 if kind.keyed not in ("hash", "lpm"):
                     self._reset_entry(mdef.name, key)
@@ -319,7 +316,7 @@ class Verifier:
             mdef = self.maps[name]
             if mdef.type and mdef.type.keyed in ("hash", "lpm") and not is_global_data_section(mdef.section):
                 self.loaded.map_clear(name)
-        stateful = [self.maps[n] for n, c in map_classes(self.e, classify(self.e)).items() if c == "data-plane"]
+        stateful = [self.maps[n] for n, c in classes(self.e)[1].items() if c == "data-plane"]
         # Large arrays cannot be re-zeroed per packet: paths reading them are only checked
         # for consistency in this phase.
         big = {m.name for m in stateful if m.type and m.type.keyed == "index" and (m.max_entries or 0) > 256}
@@ -381,7 +378,7 @@ class Verifier:
 
     def _reset_entry(self, name: str, key: bytes) -> None:
         mdef = self.maps[name]
-        if mdef.type and mdef.type.name in ("array", "percpu_array"):
+        if mdef.type and mdef.type.always_present:
             self.loaded.map_update(name, key, self._per_cpu(mdef, bytes(mdef.value_size)))
         else:
             self.loaded.map_delete(name, key)
@@ -394,7 +391,7 @@ class Verifier:
                     bytes(mdef.key_size or 4),
                     mdef.initial or bytes(mdef.value_size),
                 )
-        elif mdef.type and mdef.type.name in ("array", "percpu_array"):
+        elif mdef.type and mdef.type.always_present:
             for i in range(mdef.max_entries or 0):
                 self._reset_entry(mdef.name, i.to_bytes(mdef.key_size, "little"))
         else:

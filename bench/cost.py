@@ -43,7 +43,7 @@ import z3  # noqa: E402
 import corpus  # noqa: E402
 from analyzer import kernel  # noqa: E402
 from analyzer.cost import count, load_profile, price, taken_tail_calls  # noqa: E402
-from analyzer.explore import UNKNOWN  # noqa: E402
+from analyzer.exploration import UNKNOWN  # noqa: E402
 from analyzer.symbolic import PACKET, symbols  # noqa: E402
 from analyzer.verify import Verifier  # noqa: E402
 from lifter.insn import Call  # noqa: E402

@@ -367,7 +367,8 @@ MODIFIERS = (Typedef, Const, Volatile, Restrict, TypeTag)
 _SIZED = (Int, Struct, Union, Enum, Enum64, Float, Datasec)
 
 
-def _fail(message: str) -> LiftError:
+def btf_error(message: str) -> LiftError:
+    """The one-line error for malformed BTF (also raised by btf_ext.py for .BTF.ext)."""
     return LiftError(f"BTF: {message}")
 
 
@@ -391,17 +392,17 @@ class Btf:
         if cached is not None:
             return cached
         if not 0 <= offset < len(self.strings):
-            raise _fail(f"string offset {offset} out of range (string section is {len(self.strings)} bytes)")
+            raise btf_error(f"string offset {offset} out of range (string section is {len(self.strings)} bytes)")
         end = self.strings.find(b"\0", offset)
         if end < 0:  # parse_btf guarantees a final NUL; only hand-made Btf hits this
-            raise _fail(f"string at offset {offset} is not NUL-terminated")
+            raise btf_error(f"string at offset {offset} is not NUL-terminated")
         text = self.strings[offset:end].decode("utf-8", "surrogateescape")
         self._string_cache[offset] = text
         return text
 
     def _type(self, type_id: int):
         if not isinstance(type_id, int) or not 0 <= type_id < len(self.types):
-            raise _fail(f"type id {type_id} out of range (max {len(self.types) - 1})")
+            raise btf_error(f"type id {type_id} out of range (max {len(self.types) - 1})")
         return self.types[type_id]
 
     def name(self, type_id: int) -> str:
@@ -422,7 +423,7 @@ class Btf:
         while isinstance(t, MODIFIERS):
             hops += 1
             if hops > len(self.types):
-                raise _fail(f"type {start}: modifier chain loops")
+                raise btf_error(f"type {start}: modifier chain loops")
             type_id = t.type_id
             t = self._type(type_id)
         return type_id
@@ -443,8 +444,8 @@ class Btf:
             elif isinstance(t, MODIFIERS + (Var,)):
                 type_id = t.type_id
             else:
-                raise _fail(f"type {start}: {KIND_NAMES[t.KIND]} type {type_id} has no size")
-        raise _fail(f"type {start}: type chain loops")
+                raise btf_error(f"type {start}: {KIND_NAMES[t.KIND]} type {type_id} has no size")
+        raise btf_error(f"type {start}: type chain loops")
 
     def find_all(self, name: str, kind: type | None = None) -> list[int]:
         """All type ids named `name` (optionally only of dataclass `kind`), in id order."""
@@ -546,12 +547,12 @@ _HEADER = {"<": struct.Struct("<HBBIIIII"), ">": struct.Struct(">HBBIIIII")}
 def _byte_order(data: bytes, prefix: str = "") -> str:
     """'<' or '>' from the magic (0xeB9F in the writer's byte order)."""
     if len(data) < 2:
-        raise _fail(f"{prefix}header truncated: {len(data)} bytes, magic needs 2")
+        raise btf_error(f"{prefix}header truncated: {len(data)} bytes, magic needs 2")
     if data[0] == 0x9F and data[1] == 0xEB:
         return "<"
     if data[0] == 0xEB and data[1] == 0x9F:
         return ">"
-    raise _fail(f"{prefix}bad magic {data[:2].hex()} (want 9feb or eb9f: 0xeB9F, either order)")
+    raise btf_error(f"{prefix}bad magic {data[:2].hex()} (want 9feb or eb9f: 0xeB9F, either order)")
 
 
 def read_header(data: bytes, prefix: str, version_wanted: int) -> tuple[str, tuple]:
@@ -559,15 +560,15 @@ def read_header(data: bytes, prefix: str, version_wanted: int) -> tuple[str, tup
     flags, hdr_len, then four u32 offset/length words), checked."""
     order = _byte_order(data, prefix)
     if len(data) < HEADER_MIN_LEN:
-        raise _fail(f"{prefix}header truncated: {len(data)} bytes, need {HEADER_MIN_LEN}")
+        raise btf_error(f"{prefix}header truncated: {len(data)} bytes, need {HEADER_MIN_LEN}")
     header = _HEADER[order].unpack_from(data)
     _magic, version, _flags, hdr_len = header[:4]
     if version != version_wanted:
-        raise _fail(f"{prefix}unsupported version {version} (want {version_wanted})")
+        raise btf_error(f"{prefix}unsupported version {version} (want {version_wanted})")
     if hdr_len < HEADER_MIN_LEN:
-        raise _fail(f"{prefix}hdr_len {hdr_len} too small (need {HEADER_MIN_LEN})")
+        raise btf_error(f"{prefix}hdr_len {hdr_len} too small (need {HEADER_MIN_LEN})")
     if hdr_len > len(data):
-        raise _fail(f"{prefix}hdr_len {hdr_len} exceeds data ({len(data)} bytes)")
+        raise btf_error(f"{prefix}hdr_len {hdr_len} exceeds data ({len(data)} bytes)")
     return order, header
 
 
@@ -576,7 +577,7 @@ def _section_bounds(name: str, hdr_len: int, off: int, length: int, total: int):
     start = hdr_len + off
     end = start + length
     if end > total:
-        raise _fail(f"{name} section [{start}, {end}) out of range (data is {total} bytes)")
+        raise btf_error(f"{name} section [{start}, {end}) out of range (data is {total} bytes)")
     return start, end
 
 
@@ -586,14 +587,16 @@ def parse_btf(data: bytes) -> Btf:
     order, header = read_header(data, "", BTF_VERSION)
     _magic, version, flags, hdr_len, type_off, type_len, str_off, str_len = header
     if type_off % 4:
-        raise _fail(f"type section offset {type_off} not 4-byte aligned")
+        raise btf_error(f"type section offset {type_off} not 4-byte aligned")
     t_start, t_end = _section_bounds("type", hdr_len, type_off, type_len, len(data))
     s_start, s_end = _section_bounds("string", hdr_len, str_off, str_len, len(data))
     if type_off + type_len > str_off:
-        raise _fail(f"type section [{type_off}, {type_off + type_len}) overlaps or follows string section at {str_off}")
+        raise btf_error(
+            f"type section [{type_off}, {type_off + type_len}) overlaps or follows string section at {str_off}"
+        )
     strings = data[s_start:s_end]
     if not strings or strings[0] != 0 or strings[-1] != 0:
-        raise _fail("string section must be non-empty and start and end with NUL")
+        raise btf_error("string section must be non-empty and start and end with NUL")
 
     btf = Btf(
         types=[Void()], strings=strings, byte_order="little" if order == "<" else "big", version=version, flags=flags
@@ -655,12 +658,12 @@ def _parse_types(btf: Btf, data: bytes, start: int, end: int, order: str) -> Non
         try:
             return string(offset)
         except LiftError as err:
-            raise _fail(f"type {type_id}: {what}: {err.message[len('BTF: ') :]}") from None
+            raise btf_error(f"type {type_id}: {what}: {err.message[len('BTF: ') :]}") from None
 
     while pos < end:
         type_id = len(types)
         if end - pos < 12:
-            raise _fail(
+            raise btf_error(
                 f"type {type_id} at type-section offset {pos - start}: truncated ({end - pos} bytes left, need 12)"
             )
         name_off, info, size_or_type = head(data, pos)
@@ -669,11 +672,11 @@ def _parse_types(btf: Btf, data: bytes, start: int, end: int, order: str) -> Non
         kind_flag = bool(info >> 31)
         shape = _TAIL.get(kind)
         if shape is None:
-            raise _fail(f"type {type_id}: unknown kind {kind}")
+            raise btf_error(f"type {type_id}: unknown kind {kind}")
         body = pos + 12
         need = shape[0] + shape[1] * vlen
         if end - body < need:
-            raise _fail(
+            raise btf_error(
                 f"type {type_id} ({KIND_NAMES[kind]}): truncated, needs {12 + need} bytes, "
                 f"{end - pos} left in type section"
             )
@@ -748,7 +751,7 @@ def _check_type_refs(btf: Btf) -> None:
     def check(type_id: int, ref: int, what: str) -> None:
         if ref > max_id:
             t = btf.types[type_id]
-            raise _fail(
+            raise btf_error(
                 f"type {type_id} ({KIND_NAMES[t.KIND]} '{t.name}'): {what} type id {ref} out of range (max {max_id})"
             )
 

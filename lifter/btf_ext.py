@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from lifter.btf import Btf, Func, _fail, read_header
+from lifter.btf import Btf, Func, btf_error, read_header
 
 BTF_EXT_VERSION = 1
 HEADER_MIN_LEN = 24  # up to line_info_len
@@ -125,11 +125,11 @@ def parse_btf_ext(data: bytes, btf: Btf) -> BtfExt:
         if length == 0:
             continue
         if off % 4:
-            raise _fail(f".BTF.ext {what} offset {off} not 4-byte aligned")
+            raise btf_error(f".BTF.ext {what} offset {off} not 4-byte aligned")
         start = hdr_len + off
         end = start + length
         if end > len(data):
-            raise _fail(f".BTF.ext {what} [{start}, {end}) out of range (data is {len(data)} bytes)")
+            raise btf_error(f".BTF.ext {what} [{start}, {end}) out of range (data is {len(data)} bytes)")
         for sec_name, rec_size, rec_start, count in _sections(data, start, end, order, what, btf):
             if what == "func_info":
                 ext.func_info.setdefault(sec_name, []).extend(
@@ -152,19 +152,19 @@ _MIN_REC = {"func_info": FUNC_INFO_MIN_REC, "line_info": LINE_INFO_MIN_REC, "cor
 def _sections(data: bytes, start: int, end: int, order: str, what: str, btf: Btf):
     """Yield (section name, rec_size, first record offset, record count) per section."""
     if end - start < 4:
-        raise _fail(f".BTF.ext {what}: block of {end - start} bytes has no rec_size")
+        raise btf_error(f".BTF.ext {what}: block of {end - start} bytes has no rec_size")
     rec_size = _U32[order].unpack_from(data, start)[0]
     if rec_size < _MIN_REC[what] or rec_size % 4:
-        raise _fail(f".BTF.ext {what}: bad rec_size {rec_size} (need a multiple of 4, >= {_MIN_REC[what]})")
+        raise btf_error(f".BTF.ext {what}: bad rec_size {rec_size} (need a multiple of 4, >= {_MIN_REC[what]})")
     pos = start + 4
     while pos < end:
         if end - pos < 8:
-            raise _fail(f".BTF.ext {what}: truncated section header at offset {pos}")
+            raise btf_error(f".BTF.ext {what}: truncated section header at offset {pos}")
         name_off, count = _PAIR[order].unpack_from(data, pos)
         sec_name = _string(btf, name_off, f".BTF.ext {what}: section name")
         pos += 8
         if count * rec_size > end - pos:
-            raise _fail(
+            raise btf_error(
                 f".BTF.ext {what} section {sec_name}: {count} records of {rec_size} bytes "
                 f"overrun the block ({end - pos} bytes left)"
             )
@@ -174,13 +174,13 @@ def _sections(data: bytes, start: int, end: int, order: str, what: str, btf: Btf
 
 def _string(btf: Btf, offset: int, what: str) -> str:
     if not 0 <= offset < len(btf.strings):
-        raise _fail(f"{what}: string offset {offset} out of range (string section is {len(btf.strings)} bytes)")
+        raise btf_error(f"{what}: string offset {offset} out of range (string section is {len(btf.strings)} bytes)")
     return btf.string(offset)
 
 
 def _insn(insn_off: int, what: str) -> int:
     if insn_off % INSN_SIZE:
-        raise _fail(f"{what}: insn_off {insn_off} is not a multiple of {INSN_SIZE}")
+        raise btf_error(f"{what}: insn_off {insn_off} is not a multiple of {INSN_SIZE}")
     return insn_off // INSN_SIZE
 
 
@@ -191,10 +191,10 @@ def _func_infos(data, pos, rec_size, count, order, btf, sec_name):
         insn_off, type_id = unpack(data, pos + i * rec_size)
         what = f".BTF.ext func_info section {sec_name} record {i}"
         if type_id >= len(btf.types):
-            raise _fail(f"{what}: type id {type_id} out of range (max {len(btf.types) - 1})")
+            raise btf_error(f"{what}: type id {type_id} out of range (max {len(btf.types) - 1})")
         if not isinstance(btf.types[type_id], Func):
             actual = type(btf.types[type_id]).__name__
-            raise _fail(f"{what}: type id {type_id} is {actual}, not FUNC")
+            raise btf_error(f"{what}: type id {type_id} is {actual}, not FUNC")
         out.append(FuncInfo(_insn(insn_off, what), type_id, btf.types[type_id].name))
     return out
 
@@ -224,6 +224,6 @@ def _core_relos(data, pos, rec_size, count, order, btf, sec_name):
         insn_off, type_id, access_off, kind = unpack(data, pos + i * rec_size)
         what = f".BTF.ext core_relo section {sec_name} record {i}"
         if type_id >= len(btf.types):
-            raise _fail(f"{what}: type id {type_id} out of range (max {len(btf.types) - 1})")
+            raise btf_error(f"{what}: type id {type_id} out of range (max {len(btf.types) - 1})")
         out.append(CoreRelo(_insn(insn_off, what), type_id, _string(btf, access_off, f"{what}: access string"), kind))
     return out

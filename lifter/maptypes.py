@@ -2,8 +2,9 @@
 
 Ids are `enum bpf_map_type` from the kernel's include/uapi/linux/bpf.h. The columns say what
 later stages need to know about a lookup: how the key selects an entry (`keyed`), whether the
-value is per CPU (so data-plane counters in it never feed a cross-CPU decision), and whether a
-lookup from XDP returns a value pointer at all.
+value is per CPU (so data-plane counters in it never feed a cross-CPU decision), whether every
+index always has an entry (arrays: a lookup never misses, clearing means writing zeros), and
+whether a lookup from XDP returns a value pointer at all.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class MapType:
     name: str  # as bpftool prints it
     keyed: str  # "index" (array-like), "hash", "lpm", "none" (queue/stack/ringbuf/...)
     percpu: bool = False
+    always_present: bool = False  # every index below max_entries has an entry (zeroed at creation)
     lookup_returns_value: bool = True  # False: lookups from BPF are not allowed or return no value
     holds: str = "data"  # "data", "program", "map", "device", "cpu", "socket"
 
@@ -26,11 +28,11 @@ class MapType:
 MAP_TYPES: tuple[MapType, ...] = (
     MapType(0, "unspec", "none", lookup_returns_value=False),
     MapType(1, "hash", "hash"),
-    MapType(2, "array", "index"),
+    MapType(2, "array", "index", always_present=True),
     MapType(3, "prog_array", "index", lookup_returns_value=False, holds="program"),
     MapType(4, "perf_event_array", "index", lookup_returns_value=False, holds="socket"),
     MapType(5, "percpu_hash", "hash", percpu=True),
-    MapType(6, "percpu_array", "index", percpu=True),
+    MapType(6, "percpu_array", "index", percpu=True, always_present=True),
     MapType(7, "stack_trace", "index"),
     MapType(8, "cgroup_array", "index", lookup_returns_value=False),
     MapType(9, "lru_hash", "hash"),

@@ -20,7 +20,8 @@ from importlib import metadata
 from pathlib import Path
 
 from analyzer import kernel
-from analyzer.explore import ExplorationError, Options, explore
+from analyzer.exploration import ExplorationError, Options
+from analyzer.explore import explore
 from analyzer.report import SCHEMA, analysis_json, analysis_text
 from analyzer.verify import verify
 from lifter.errors import EXIT_BAD_INPUT, LiftError

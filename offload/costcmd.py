@@ -37,7 +37,7 @@ import sys
 from analyzer import kernel
 from analyzer.calibrate import CalibrationError, Settings, calibrate
 from analyzer.cost import SCHEMA, PathCost, ProfileError, Site, count, grouped, load_profile, path_costs
-from analyzer.explore import ExplorationError, Options
+from analyzer.exploration import ExplorationError, Options
 from analyzer.tailgraph import Mapping, Node, ProgramCost, TailGraph, parse_mapping
 from lifter.errors import LiftError
 from lifter.program import BpfObject, Program, load_object

@@ -32,7 +32,8 @@ from pathlib import Path
 import z3
 
 from analyzer import kernel
-from analyzer.explore import VERDICTS, Exploration, Options, explore
+from analyzer.exploration import VERDICTS, Exploration, Options
+from analyzer.explore import explore
 from analyzer.symbolic import PACKET, PACKET_LEN
 from analyzer.verify import Verifier
 from lifter.errors import LiftError

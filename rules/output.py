@@ -18,8 +18,8 @@ JSON (one document per program; new fields may be added within a schema version)
 
 from __future__ import annotations
 
-from analyzer.classify import classify, map_classes
-from analyzer.explore import Exploration
+from analyzer.classify import classes
+from analyzer.exploration import Exploration
 from analyzer.fields import Decoder
 
 from .final import source_lines
@@ -37,7 +37,7 @@ def rules_json(e: Exploration, rs: RuleSet, dev: str, skip: str) -> dict:
     printed script (final.py)."""
     block = rs.finish(dev, skip)
     lines = block[1::2]
-    fates = account(e, rs, map_classes(e, classify(e)))
+    fates = account(e, rs, classes(e)[1])
     counts = summary(fates)
     return {
         "schema": SCHEMA,

@@ -11,7 +11,7 @@ Prios: one mask shape per prio (flower keeps one mask per tcf_proto); consecutiv
 of one shape and one action share a prio, anything else opens the next one.
 
 Proof: `build` ends with final.finish, which proves the printed script as read back by a
-separate parser (script.py, proof.py); `_Checker.reaching` is the same tc semantics over
+separate parser (script.py, proof.py); `Checker.reaching` is the same tc semantics over
 the rule objects, used to minimise before printing.
 """
 
@@ -27,8 +27,6 @@ from .final import finish
 from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range, render
 from .reasons import Reason
 from .synthesis import PASS, Outcome, Synthesis, Synthesizer, maybe_sat
-
-_Synth = Synthesizer  # the name tests/test_rules.py builds a _Checker with
 
 #: A block whose value sets multiply to at most this many filters is laid out flat.
 MAX_FLAT = 8
@@ -70,7 +68,7 @@ class RuleSet:
     def finish(self, dev: str, skip: str | None) -> list[str]:
         """The proven filter block for this device (final.finish)."""
         if self.printed is None or self.printed[:2] != (dev, skip):
-            finish(self, dev, skip, _Checker(self.synth).relayout)
+            finish(self, dev, skip, Checker(self.synth).relayout)
         return self.printed[2]
 
 
@@ -120,7 +118,7 @@ def lay_out(syn: Synthesis) -> list[Rule]:
         fixed = [(n, Exact(v[0], _full(n))) for n, v in b.sets.items() if len(v) == 1]
         fixed += list(b.masked.items())
         ranges = not {"src_port", "dst_port"} <= set(b.sets)  # tc: no range beside another port
-        multi = [(n, _cover(n, v, ranges, b.set_masks.get(n))) for n, v in b.sets.items() if len(v) > 1]
+        multi = [(n, value_cover(n, v, ranges, b.set_masks.get(n))) for n, v in b.sets.items() if len(v) > 1]
         multi.sort(key=lambda nc: nc[0] != lead)  # the lead key first (stable otherwise)
         size = 1
         for _, c in multi:
@@ -176,7 +174,7 @@ def build(e, assume=(), ifnames=None, max_rules: int = 512, dev: str = "DEV", sk
     s = Synthesizer(e, assume, ifnames or {})
     syn = s.run()
     rules = lay_out(syn)
-    checker = _Checker(s)
+    checker = Checker(s)
     rules = checker.minimise(rules)
     dropped = []
     if len(rules) > max_rules:
@@ -201,7 +199,7 @@ def build(e, assume=(), ifnames=None, max_rules: int = 512, dev: str = "DEV", sk
     return rs
 
 
-class _Checker:
+class Checker:
     """tc's first-match semantics over the dissector model, and the proofs."""
 
     def __init__(self, s: Synthesizer):
@@ -276,7 +274,9 @@ def _full(name: str) -> int:
     return (1 << FLOWER_KEYS[name].width) - 1
 
 
-def _cover(name: str, values: tuple[int, ...], ranges: bool = True, mask: int | None = None) -> list[Exact | Range]:
+def value_cover(
+    name: str, values: tuple[int, ...], ranges: bool = True, mask: int | None = None
+) -> list[Exact | Range]:
     """The fewest filter values covering exactly `values`: ranges for ports, aligned
     masked blocks (prefixes) where the key takes masks, single values otherwise. With a
     prefix `mask`, the values are prefixes under it: covered as prefixes of that length."""

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 import z3
 
-from analyzer.classify import classify, map_classes
-from analyzer.explore import Exploration, Path
+from analyzer.classify import classes
+from analyzer.exploration import Exploration, Path
 from analyzer.symbolic import PACKET, PACKET_LEN, const_value
 
 from .dissector import dissect, match_formula
@@ -160,10 +160,6 @@ class Synthesis:
     max_len: int
 
 
-def synthesize(e: Exploration, assume: tuple[str, ...] = (), ifnames: dict[int, str] | None = None) -> Synthesis:
-    return Synthesizer(e, assume, ifnames or {}).run()
-
-
 class Synthesizer:
     """The synthesis state of one program: its paths' conditions and outcomes, the
     environment (assumptions, map and helper facts) every proof runs under, and `run()`."""
@@ -175,7 +171,7 @@ class Synthesizer:
         assume = tuple(dict.fromkeys(DEFAULT_ASSUMPTIONS + tuple(assume)))
         self.e, self.assume, self.ifnames = e, assume, ifnames
         self.d = dissect()
-        self.maps = map_classes(e, classify(e))
+        self.maps = classes(e)[1]
         self.conds = {p.id: e.condition(p) for p in e.paths}
         self.env = e.environment() + assumption_constraints(self.assume)
         self.typical = typical_packet()

@@ -13,7 +13,8 @@ import z3
 import corpus
 from analyzer import kernel
 from analyzer.classify import RANK, classify, map_classes
-from analyzer.explore import Options, alu, compare, explore
+from analyzer.explore import Options, explore
+from analyzer.semantics import alu, compare
 from analyzer.symbolic import PACKET, PACKET_LEN
 from analyzer.verify import verify
 from lifter.insn import AluOp, Cond

@@ -32,7 +32,8 @@ from analyzer.cost import (
     price,
     taken_tail_calls,
 )
-from analyzer.explore import UNKNOWN, explore
+from analyzer.exploration import UNKNOWN
+from analyzer.explore import explore
 from analyzer.helpers import HELPER_BY_ID
 from analyzer.symbolic import ctx_field, map_found, map_val, symbols
 from analyzer.tailgraph import parse_mapping

@@ -21,7 +21,7 @@ import pytest
 import z3
 
 import corpus
-from analyzer import kernel
+from analyzer import kernel, xdp
 from analyzer.explore import explore
 from analyzer.symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field
 from analyzer.verify import Verifier, output_of
@@ -177,15 +177,15 @@ def test_icmp_too_big_reply(toolchain):
         for frame in big:
             assert len(frame) > 600
             got = loaded.run("xdp_icmp_too_big", frame)
-            assert got.retval == kernel.XDP_TX
+            assert got.retval == xdp.XDP_TX
             assert got.packet_out == icmp_too_big_reply(frame), got.packet_out.hex()
             # The reply's own checksums verify (sum of the header including them is 0).
             assert rfc1071(got.packet_out[14:34]) == 0 and rfc1071(got.packet_out[34:]) == 0
         # 601-byte frames are answered; 600 bytes and shorter pass unchanged.
         edge = eth(ETH_P_IP, ip4("192.0.2.1", "198.51.100.7", 17, udp(53, payload=bytes(558))))
-        assert len(edge) == 600 and loaded.run("xdp_icmp_too_big", edge).retval == kernel.XDP_PASS
+        assert len(edge) == 600 and loaded.run("xdp_icmp_too_big", edge).retval == xdp.XDP_PASS
         got = loaded.run("xdp_icmp_too_big", small)
-        assert (got.retval, got.packet_out) == (kernel.XDP_PASS, small)
+        assert (got.retval, got.packet_out) == (xdp.XDP_PASS, small)
 
 
 def test_icmp_too_big_is_predicted_exactly():
@@ -195,7 +195,7 @@ def test_icmp_too_big_is_predicted_exactly():
     obj = load_object(path)
     e = explore(obj, obj.programs[0])
     frame = eth(ETH_P_IP, ip4("192.0.2.1", "198.51.100.7", 6, bytes(range(256)) * 3))
-    assert predicted(e, frame) == (kernel.XDP_TX, icmp_too_big_reply(frame))
+    assert predicted(e, frame) == (xdp.XDP_TX, icmp_too_big_reply(frame))
     assert not any(p.notes for p in e.paths)
 
 
@@ -293,19 +293,19 @@ def check_vlan_programs(path: Path, names: list[str]) -> None:
     popped = tagged[:12] + tagged[16:]
     with kernel.load(path, programs=[drop]) as loaded:
         assert set(loaded.programs) == {drop}
-        assert loaded.run(drop, tagged).retval == kernel.XDP_DROP
-        assert loaded.run(drop, other).retval == kernel.XDP_PASS
+        assert loaded.run(drop, tagged).retval == xdp.XDP_DROP
+        assert loaded.run(drop, other).retval == xdp.XDP_PASS
     with kernel.load(path, programs=[change]) as loaded:
         got = loaded.run(change, tagged)
         assert (got.retval, got.packet_out) == (
-            kernel.XDP_PASS,
+            xdp.XDP_PASS,
             tagged[:14] + struct.pack("!H", 5 << 13 | 4000) + tagged[16:],
         )
         assert loaded.run(change, other).packet_out == other
     for prog in (pop, pop2):
         with kernel.load(path, programs=[prog]) as loaded:
             got = loaded.run(prog, tagged)
-            assert (got.retval, got.packet_out) == (kernel.XDP_PASS, popped)
+            assert (got.retval, got.packet_out) == (xdp.XDP_PASS, popped)
             assert loaded.run(prog, untagged).packet_out == untagged
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 import corpus
-from analyzer import kernel
-from analyzer.kernel import XDP_DROP, XDP_PASS, XDP_TX, KernelLoadError, KernelRunError, PacketError, XdpCtx
+from analyzer import kernel, xdp
+from analyzer.kernel import KernelLoadError, KernelRunError, PacketError, XdpCtx
+from analyzer.xdp import XDP_DROP, XDP_PASS, XDP_TX
 from tests.conftest import require, require_kernel
 
 pytestmark = pytest.mark.kernel
@@ -354,7 +355,7 @@ def test_packet_sizes():
                 obj.run("xdp_static_rules", bytes(size))
         assert obj.run("xdp_static_rules", bytes(14)).retval == XDP_PASS
         big = tcp4("192.168.1.21", "10.0.0.1", 80)
-        big += bytes(kernel.MAX_LINEAR_PACKET - len(big))
+        big += bytes(xdp.MAX_LINEAR_PACKET - len(big))
         assert obj.run("xdp_static_rules", big).retval == XDP_DROP
         with pytest.raises(PacketError, match="linear"):
             obj.run("xdp_static_rules", big + b"\0")
@@ -400,7 +401,7 @@ def test_redirect_retval(path):
     with kernel.load(need(path)) as obj:
         packet = udp4("10.0.0.1", "10.0.0.2", 4789)
         res = obj.run("xdp_redirect_ifindex", packet)
-        assert (res.retval, res.packet_out) == (kernel.XDP_REDIRECT, packet)
+        assert (res.retval, res.packet_out) == (xdp.XDP_REDIRECT, packet)
         assert obj.run("xdp_redirect_ifindex", udp4("10.0.0.1", "10.0.0.2", 4790)).retval == XDP_PASS
 
 

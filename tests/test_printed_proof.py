@@ -24,7 +24,8 @@ import z3
 
 import corpus
 from analyzer import kernel
-from analyzer.explore import VERDICTS, explore
+from analyzer.exploration import VERDICTS
+from analyzer.explore import explore
 from lifter.program import load_object
 from rules import output, ruleset
 from rules.final import prove_text

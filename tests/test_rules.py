@@ -18,7 +18,8 @@ import z3
 
 import corpus
 from analyzer import kernel
-from analyzer.explore import VERDICTS, explore
+from analyzer.exploration import VERDICTS
+from analyzer.explore import explore
 from analyzer.symbolic import PACKET, PACKET_LEN
 from lifter.program import load_object
 from offload.cli import main
@@ -26,7 +27,7 @@ from offload.programs import entry_programs
 from rules import ruleset, tc
 from rules.dissector import dissect, evaluate, match_formula
 from rules.flower import Exact, FlowerMatch, exact
-from rules.synthesis import assumption_constraints, typical_packet
+from rules.synthesis import Synthesizer, assumption_constraints, typical_packet
 from tests.conftest import need_object, require
 from tests.test_kernel_runner import kernel_ready, tcp4, udp4
 
@@ -137,14 +138,12 @@ def test_offloadable_programs_get_filters(path):
 
 def test_cover_is_exact():
     """Value covers: ranges for ports, CIDR blocks for addresses, singles otherwise."""
-    from rules.ruleset import _cover
-
-    assert _cover("dst_port", (22, 23, 24, 80)) == [ruleset.Range(22, 24), Exact(80, 0xFFFF)]
-    assert _cover("dst_port", (22, 23), ranges=False) == [Exact(22, 0xFFFE)]  # 22-23: one aligned block
-    assert _cover("dst_port", (23, 24), ranges=False) == [Exact(23, 0xFFFF), Exact(24, 0xFFFF)]
+    assert ruleset.value_cover("dst_port", (22, 23, 24, 80)) == [ruleset.Range(22, 24), Exact(80, 0xFFFF)]
+    assert ruleset.value_cover("dst_port", (22, 23), ranges=False) == [Exact(22, 0xFFFE)]  # 22-23: one aligned block
+    assert ruleset.value_cover("dst_port", (23, 24), ranges=False) == [Exact(23, 0xFFFF), Exact(24, 0xFFFF)]
     ips = tuple(range(0x0A000000, 0x0A000000 + 6))  # 10.0.0.0 .. 10.0.0.5 = /30 + /31
-    assert _cover("src_ip", ips) == [Exact(0x0A000000, 0xFFFFFFFC), Exact(0x0A000004, 0xFFFFFFFE)]
-    assert _cover("ip_proto", (6, 7)) == [Exact(6, 0xFF), Exact(7, 0xFF)]
+    assert ruleset.value_cover("src_ip", ips) == [Exact(0x0A000000, 0xFFFFFFFC), Exact(0x0A000004, 0xFFFFFFFE)]
+    assert ruleset.value_cover("ip_proto", (6, 7)) == [Exact(6, 0xFF), Exact(7, 0xFF)]
 
 
 # ---------------------------------------------------------------- the tc parser accepts them
@@ -228,7 +227,7 @@ def test_rules_agree_with_kernel(path):
     assumed = z3.And(assumption_constraints(ASSUME + ("min-frame",)))
     checked = 0
     for e, rs in built:
-        checker = ruleset._Checker(ruleset._Synth(e, ASSUME, IFNAMES.get(path.stem, {})))
+        checker = ruleset.Checker(Synthesizer(e, ASSUME, IFNAMES.get(path.stem, {})))
         hits = checker.reaching(rs.rules)
         packets = []
         for r, hit in zip(rs.rules, hits):

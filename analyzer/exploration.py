@@ -1,0 +1,136 @@
+"""The result of exploring a program: the public seam between the engine and its consumers.
+
+An `Exploration` holds every `Path` (verdict, condition as branch literals, effects, tail
+calls) and every `BranchSite` (what was seen at a conditional jump); `Options` are the bounds
+it ran under. The engine that makes one is explore.py (`explore()`); classify, mapuse, report,
+verify, fields and rules/ read results through this module only (an import-linter contract
+in pyproject.toml keeps them off the engine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import z3
+
+from lifter.program import BpfObject, Program
+
+from .state import Effect, MapAccess, MapWrite
+from .symbolic import Source, symbols
+from .xdp import INVALID, VERDICTS
+
+__all__ = ["INVALID", "UNKNOWN", "VERDICTS", "BranchSite", "Exploration", "ExplorationError", "Options", "Path"]
+
+#: A path whose outcome xdp2tc cannot tell (unknown tail-call target, cut loop, ...).
+UNKNOWN = "UNKNOWN"
+#: Conditions kept per decision site for the map proofs of mapuse.py.
+MAX_SITE_CONDITIONS = 32
+
+
+@dataclass
+class Options:
+    """Bounds of one exploration (CLI flags of `xdp2tc analyze`)."""
+
+    min_len: int = 0  # smallest packet considered (the kernel's test run needs 14)
+    max_len: int = 1514  # largest packet considered (bytes of linear data)
+    loop_bound: int = 64  # iterations of one loop on one path (and bpf_loop callbacks)
+    max_insns: int = 2_000_000  # instructions executed over all states
+    max_paths: int = 20_000
+    merge: bool = True
+
+
+@dataclass
+class Path:
+    """One way through the program (several, merged, when they behave the same)."""
+
+    id: int
+    verdict: str  # VERDICTS value, INVALID or UNKNOWN
+    retval: z3.BitVecRef | None  # r0 at exit (64 bits)
+    literals: tuple[z3.BoolRef, ...]
+    steps: int | z3.BitVecRef  # instructions executed (an if-then-else over merged paths)
+    effects: tuple[Effect, ...]
+    redirect: tuple | None
+    pkt: z3.ArrayRef
+    head: z3.BitVecRef
+    end: z3.BitVecRef
+    writes: tuple[z3.BitVecRef, ...]  # offsets written, from the packet's original first byte
+    tail_calls: tuple
+    notes: tuple[str, ...]  # why parts of the path are not understood
+    truncated: str | None
+    programs: tuple[str, ...]  # entry program, then tail-called ones
+    accesses: tuple[MapAccess, ...]
+    sites: frozenset
+    exit_pc: int
+    exit_section: str
+    map_writes: tuple[tuple[str, tuple[MapWrite, ...]], ...] = ()  # (map, its write log)
+
+
+@dataclass
+class BranchSite:
+    """A conditional jump (kind "jump") or a verdict chosen by a symbolic return value
+    (kind "verdict") and what was seen at it over all paths."""
+
+    program: str
+    function: str
+    section: str
+    pc: int
+    kind: str = "jump"
+    visits: int = 0
+    both: int = 0  # visits on which both directions were feasible
+    one_way: set[bool] = field(default_factory=set)  # direction when only one was feasible
+    sources: set[Source] = field(default_factory=set)  # inputs of conditions decided both ways
+    all_sources: set[Source] = field(default_factory=set)
+    #: the conditions of visits decided both ways (for proofs about maps, mapuse.py); at
+    #: most MAX_SITE_CONDITIONS, `overflow` when more were seen
+    conditions: list[z3.BoolRef] = field(default_factory=list)
+    overflow: bool = False
+
+
+@dataclass
+class Exploration:
+    """What `explore` returns: every path, every decision site, and the solver state their
+    literals are defined in (`condition`/`expand` turn literals into formulas over inputs)."""
+
+    obj: BpfObject
+    program: Program
+    options: Options
+    paths: list[Path]
+    sites: dict[tuple[str, int], BranchSite]
+    solver: z3.Solver
+    definitions: list[tuple[z3.BoolRef, z3.BoolRef]]  # literal -> condition, in order
+    written_maps: set[str]
+    read_maps: set[str]
+    insns_executed: int
+    seconds: float
+    programs: list[str]  # entry and every program reached by a tail call
+    _expanded: dict[str, z3.BoolRef] | None = None  # literal -> condition over inputs
+    map_use: dict | None = None  # mapuse.map_uses, computed on first use
+    classes: tuple | None = None  # classify.classes (branch and map classes), computed on first use
+
+    def condition(self, path: Path) -> z3.BoolRef:
+        """The path condition over program inputs only (literals expanded)."""
+        return self.expand(z3.And(*path.literals) if path.literals else z3.BoolVal(True))
+
+    def expand(self, expr: z3.ExprRef) -> z3.ExprRef:
+        """`expr` with every branch literal replaced by its condition over inputs."""
+        if self._expanded is None:
+            self._expanded = {}
+            for lit, cond in self.definitions:  # each refers to earlier literals only
+                self._expanded[lit.decl().name()] = self._substitute_literals(cond)
+        return self._substitute_literals(expr)
+
+    def _substitute_literals(self, expr: z3.ExprRef) -> z3.ExprRef:
+        pairs = [(z3.Bool(n), self._expanded[n]) for n in symbols(expr) if n.startswith("b!")]
+        return z3.substitute(expr, *pairs) if pairs else expr
+
+    def base_constraints(self) -> list[z3.BoolRef]:
+        return list(self.solver.assertions())
+
+    def environment(self) -> list[z3.BoolRef]:
+        """What holds of every input before any branch (packet length bounds, fragments):
+        the solver's assertions without the branch-literal definitions."""
+        return [a for a in self.solver.assertions() if not any(n.startswith("b!") for n in symbols(a))]
+
+
+class ExplorationError(Exception):
+    """The program uses something the explorer cannot even start on (message names it)."""
