@@ -31,7 +31,7 @@ from sync_filling import DdosBlacklistFilling, factory
 from test_templates import _random_frame
 
 from analyzer import kernel
-from analyzer.explore import VERDICTS
+from analyzer.xdp import VERDICTS
 from lifter.errors import LiftError
 from lifter.program import load_object
 from offload import cli, mapfill, mapwatch, sync

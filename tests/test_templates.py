@@ -17,8 +17,9 @@ import z3
 
 import corpus
 from analyzer import kernel
-from analyzer.explore import VERDICTS, Options, explore
+from analyzer.explore import Options, explore
 from analyzer.symbolic import PACKET, PACKET_LEN
+from analyzer.xdp import VERDICTS
 from lifter.program import load_object
 from offload import cli, mapfill
 from offload.mapsource import parse_spec
