@@ -665,3 +665,96 @@ def _be(o: int, n: int) -> z3.BitVecRef:
 def decode(e, path) -> str:
     """The condition of `path` (an explore.Path of exploration `e`) in header fields."""
     return Decoder(e.environment()).render(e.condition(path))
+
+
+# --- concrete frames (counterexample packets) ---------------------------------------------------
+
+#: IPv6 extension header types (IANA "IPv6 Extension Header Types"): hop-by-hop, routing,
+#: fragment, ESP, AH, destination options, mobility, HIP, shim6, and the two experimental.
+IPV6_EXT_HEADERS = (0, 43, 44, 50, 51, 60, 135, 139, 140, 253, 254)
+IPV6_FRAGMENT = 44
+
+
+@dataclass
+class Frame:
+    """One concrete Ethernet frame in header fields: `fields` (name, text) in wire order and
+    the atypical classes it belongs to (`IP options`, `fragments`, `IPv6 extension headers`,
+    `truncated`, `short frames`: the names the report's summary uses)."""
+
+    fields: list[tuple[str, str]]
+    classes: list[str]
+
+    def text(self) -> str:
+        out = " ".join(f"{n}={v}" for n, v in self.fields)
+        return out + (f" [{', '.join(self.classes)}]" if self.classes else "")
+
+
+def frame(data: bytes) -> Frame:
+    """Read a frame's headers (the HEADERS table): Ethernet, up to two VLAN tags, IPv4 (its
+    IHL), IPv6 (its first next-header), then TCP/UDP/ICMP/ICMPv6 where they fit."""
+    out: list[tuple[str, str]] = []
+    classes: list[str] = []
+
+    def take(header: str, base: int, names) -> dict[str, int] | None:
+        got = {}
+        for n in names:
+            off, size = HEADERS[header][n]
+            if base + off + size > len(data):
+                classes.append("truncated")
+                return None
+            got[n] = int.from_bytes(data[base + off : base + off + size], "big")
+        return got
+
+    if len(data) < 60:
+        classes.append("short frames")
+    eth = take("eth", 0, ("dst", "src", "proto"))
+    if eth is None:
+        return Frame(out, classes)
+    out += [(f"eth.{n}", fmt(f"eth.{n}", v)) for n, v in eth.items()]
+    proto, at = eth["proto"], 14
+    for tag in ("vlan", "vlan2"):
+        if proto not in VLAN_TPIDS:
+            break
+        v = take("vlan", at, ("tci", "proto"))
+        if v is None:
+            return Frame(out, classes)
+        out += [(f"{tag}.vid", str(v["tci"] & 0xFFF)), (f"{tag}.proto", fmt("vlan.proto", v["proto"]))]
+        proto, at = v["proto"], at + 4
+    l4, l4_at = None, 0
+    if proto == 0x0800:
+        ip = take("ipv4", at, ("ver_ihl", "tot_len", "frag", "ttl", "proto", "saddr", "daddr"))
+        if ip is None:
+            return Frame(out, classes)
+        ihl = ip["ver_ihl"] & 0xF
+        out.append(("ipv4.ihl", str(ihl)))
+        if ihl != 5:
+            classes.append("IP options")
+        if ip["frag"] & 0x3FFF:
+            classes.append("fragments")
+            out.append(("ipv4.frag", hex(ip["frag"])))
+        out += [(f"ipv4.{n}", fmt(f"ipv4.{n}", ip[n])) for n in ("ttl", "proto", "saddr", "daddr")]
+        if not ip["frag"] & 0x1FFF and ihl >= 5:
+            l4, l4_at = L4.get(ip["proto"]), at + ihl * 4
+    elif proto == 0x86DD:
+        ip = take("ipv6", at, ("nexthdr", "hop_limit", "saddr", "daddr"))
+        if ip is None:
+            return Frame(out, classes)
+        out += [(f"ipv6.{n}", fmt(f"ipv6.{n}", ip[n])) for n in ("nexthdr", "hop_limit", "saddr", "daddr")]
+        if ip["nexthdr"] == IPV6_FRAGMENT:
+            classes.append("fragments")
+        if ip["nexthdr"] in IPV6_EXT_HEADERS:
+            classes.append("IPv6 extension headers")
+        else:
+            l4, l4_at = L4.get(ip["nexthdr"]), at + 40
+    if l4 in ("tcp", "udp"):
+        names = ("sport", "dport") + (("flags",) if l4 == "tcp" else ())
+        got = take(l4, l4_at, names)
+        if got is not None:
+            out += [(f"{l4}.{n}", str(got[n])) for n in ("sport", "dport")]
+            if l4 == "tcp":
+                out.append(("tcp.flags", tcp_flags(got["flags"])))
+    elif l4 in ("icmp", "icmp6"):
+        got = take(l4, l4_at, ("type", "code"))
+        if got is not None:
+            out += [(f"{l4}.{n}", str(v)) for n, v in got.items()]
+    return Frame(out, classes)

@@ -318,6 +318,8 @@ def _rules(args: argparse.Namespace) -> int:
     _refuse_duplicates("--assume", args.assume)
     if args.max_len < MIN_FRAME:
         raise LiftError(f"--max-len {args.max_len}: rules assume frames of at least {MIN_FRAME} bytes")
+    if args.teardown and args.format == "json":
+        raise LiftError("--teardown prints a tc script; the JSON has its lines as `teardown`")
     out_dir = Path(args.out_dir) if args.out_dir else None
     if out_dir is not None and not out_dir.is_dir():
         raise LiftError("--out-dir: not a directory", file=args.out_dir)
@@ -332,12 +334,14 @@ def _rules(args: argparse.Namespace) -> int:
         skip = "skip_hw" if args.sw else "skip_sw"
         if args.format == "json":
             text = json.dumps(rules_output.rules_json(e, rs, args.dev, skip), indent=2) + "\n"
+        elif args.teardown:
+            text = rules_output.teardown_script(e, rs, args.dev, skip)
         else:
             text = rules_output.tc_script(e, rs, args.dev, skip)
         if out_dir is None:
             sys.stdout.write(text)
             continue
-        target = out_dir / f"{prog.name}.{args.format}"
+        target = out_dir / (f"{prog.name}.teardown.tc" if args.teardown else f"{prog.name}.{args.format}")
         try:
             target.write_text(text)
         except OSError as err:
@@ -418,6 +422,11 @@ def parser() -> argparse.ArgumentParser:
         help=f"a tc -batch script (default) or JSON (schema {rules_output.SCHEMA})",
     )
     p.add_argument("--sw", action="store_true", help="skip_hw instead of skip_sw (test in software)")
+    p.add_argument(
+        "--teardown",
+        action="store_true",
+        help="print the tc -batch script deleting this script's filters instead (same options)",
+    )
     p.add_argument("--max-rules", type=at_least(1), default=512, help="filters the NIC holds (default 512)")
     p.add_argument(
         "--out-dir",

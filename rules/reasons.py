@@ -171,13 +171,15 @@ def path_reason(e, path, map_classes: dict[str, str]) -> Reason:
 @dataclass
 class PathFate:
     """What becomes of one path: `offloaded` by `filters` (indices into the rule list), or
-    left to the host with a `reason` (PASS paths: pass-to-host)."""
+    left to the host with a `reason` (PASS paths: pass-to-host). `partly`: an offloaded
+    path whose packets the script takes only in part (the rest reach the host), and why."""
 
     path: int
     verdict: str
     offloaded: bool
     filters: list[int]
     reason: Reason | None
+    partly: Reason | None = None
 
 
 #: How the summary names the classes of atypical packets a detail mentions.
@@ -202,7 +204,7 @@ def account(e, rs, map_classes: dict[str, str]) -> list[PathFate]:
         if p.id in by_path and p.id not in given:
             # the filters of its block, shields and chain jumps included
             filters = [i for i, r in enumerate(rs.rules) if p.id in r.paths]
-            out.append(PathFate(p.id, p.verdict, True, filters, None))
+            out.append(PathFate(p.id, p.verdict, True, filters, None, rs.partly.get(p.id)))
         elif p.verdict == "PASS" and not p.truncated and not p.notes:
             out.append(PathFate(p.id, p.verdict, False, [], Reason("pass-to-host")))
         else:
@@ -234,10 +236,13 @@ def summary(fates: list[PathFate]) -> dict[str, dict]:
     PASS paths are counted as passed to the host."""
     out: dict[str, dict] = {}
     for f in fates:
-        v = out.setdefault(f.verdict, {"paths": 0, "offloaded": 0, "filters": set(), "software": 0, "reasons": {}})
+        v = out.setdefault(
+            f.verdict, {"paths": 0, "offloaded": 0, "partly": 0, "filters": set(), "software": 0, "reasons": {}}
+        )
         v["paths"] += 1
         if f.offloaded:
             v["offloaded"] += 1
+            v["partly"] += f.partly is not None
             v["filters"] |= set(f.filters)
         else:
             v["software"] += 1
@@ -249,7 +254,8 @@ def summary(fates: list[PathFate]) -> dict[str, dict]:
 
 
 def summary_lines(counts: dict[str, dict]) -> list[str]:
-    """`DROP paths 4: offloaded 2 (3 filters), software 2 (map-dependent 1, IP options 1)`."""
+    """`DROP paths 4: offloaded 2 (3 filters), software 2 (map-dependent 1, IP options 1)`;
+    `offloaded 2 (3 filters; 1 in part)` when the script takes some path only in part."""
     lines = []
     for verdict, v in counts.items():
         if verdict == "PASS" and set(v["reasons"]) <= {"pass-to-host"}:
@@ -257,7 +263,9 @@ def summary_lines(counts: dict[str, dict]) -> list[str]:
             continue
         reasons = ", ".join(f"{k} {n}" for k, n in sorted(v["reasons"].items()))
         lines.append(
-            f"{verdict} paths {v['paths']}: offloaded {v['offloaded']} ({v['filters']} filters), "
+            f"{verdict} paths {v['paths']}: offloaded {v['offloaded']} ({v['filters']} filters"
+            + (f"; {v['partly']} in part" if v["partly"] else "")
+            + "), "
             f"software {v['software']}" + (f" ({reasons})" if reasons else "")
         )
     return lines

@@ -361,7 +361,7 @@ def test_rules_command_script(capsys):
     path = need_object(_clang("thesis_goto"))
     assert main(["rules", str(path), "--dev", "eth1", "--sw"]) == 0
     out = capsys.readouterr().out
-    assert "qdisc add dev eth1 ingress" in out and " skip_hw " in out
+    assert "qdisc replace dev eth1 clsact" in out and " skip_hw " in out
     assert "ASSUMED: frames are at least 60 bytes" in out and "no-ip-options" not in out
 
 
@@ -438,7 +438,7 @@ def test_tail_call_targets_are_not_entry_programs(tmp_path, capsys):
     assert [p.name for p in entry_programs(load_object(path))] == [entry]
     assert main(["rules", str(path), "--dev", "eth0"]) == 0
     out = capsys.readouterr().out
-    assert out.count("\nqdisc add dev eth0 ingress\n") == 1 and f"program {entry}:" in out
+    assert out.count("\nqdisc replace dev eth0 clsact\n") == 1 and f"program {entry}:" in out
     assert not any(f"program {t}" in out for t in targets)
     assert main(["rules", str(path), "--dev", "eth0", "--out-dir", str(tmp_path)]) == 0
     assert [p.name for p in tmp_path.iterdir()] == [f"{entry}.tc"]
