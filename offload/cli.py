@@ -35,6 +35,8 @@ from offload.options import OneLineParser, at_least, ifname_pair, interface_name
 from offload.programs import EGRESS_SECTIONS, device_programs
 from rules import output as rules_output
 from rules import ruleset
+from rules.counterexample import examples
+from rules.reasons import account
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, MIN_FRAME
 
 
@@ -325,6 +327,7 @@ def _rules(args: argparse.Namespace) -> int:
         raise LiftError("--out-dir: not a directory", file=args.out_dir)
     obj = load_object(args.file)
     ifnames = dict(args.ifname)
+    frames = []
     for prog in device_programs(obj, args.program, per_program_output=out_dir is not None):
         e = explore(obj, prog, _options(args), _progress_printer(prog.name))
         try:
@@ -332,6 +335,10 @@ def _rules(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
         skip = "skip_hw" if args.sw else "skip_sw"
+        if args.pcap_out:
+            fates = account(e, rs, rs.synth.maps)
+            found = examples(rs, fates)
+            frames += [found[f.path].frame for f in fates if f.path in found]
         if args.format == "json":
             text = json.dumps(rules_output.rules_json(e, rs, args.dev, skip), indent=2) + "\n"
         elif args.teardown:
@@ -347,6 +354,8 @@ def _rules(args: argparse.Namespace) -> int:
         except OSError as err:
             raise LiftError(f"cannot write: {err.strerror}", file=str(target)) from None
         print(target)
+    if args.pcap_out:
+        check.write_pcap(args.pcap_out, frames)
     return 0
 
 
@@ -451,6 +460,7 @@ def parser() -> argparse.ArgumentParser:
         type=ifname_pair,
         help="device name of an ifindex the program redirects to (repeatable)",
     )
+    check.add_pcap_out(p)
     flowercheck.add_option(p)  # --check-flower (issue 13)
     # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
     costcmd.add_parsers(sub, _exploration_flags)

@@ -16,9 +16,11 @@ A path whose reason is atypical packets gets an atypical frame first, the others
 one first (the plainest frame that shows the difference).
 
 Frames are the shortest z3 finds (64, then 128 bytes, then --max-len). A suggestion
-(`offloadable with --assume no-ip-options`) is made when the frame is of the class the
-assumption rules out (IP options, fragments, IPv6 extension headers) and the whole pipeline,
-run again under that assumption, offloads the path.
+(`offloadable with --assume no-ip-options`) is made for a path left to software for
+atypical packets or flower's view when the frame is of the class the assumption rules out
+(IP options, fragments, IPv6 extension headers) and the path's own filter - its block with
+the pass shields synthesis adds - proves under that assumption (the tests check by hand
+that the whole pipeline then offloads it).
 
 `pcap(frames)` writes them as a classic pcap file (LINKTYPE_ETHERNET) any reader opens.
 """
@@ -34,14 +36,15 @@ from analyzer.fields import frame
 from analyzer.symbolic import PACKET, PACKET_LEN
 
 from .dissector import match_formula
-from .reasons import account
-from .ruleset import build
-from .synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, Outcome, solver
+from .synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, Outcome, Synthesizer
 
 #: Frame lengths tried, shortest first (None: up to --max-len).
 LENGTHS = (64, 128, None)
-#: Counterexamples worked out per program; further paths say "not computed".
+#: Counterexamples worked out per program; further paths get none (JSON null).
 MAX_EXAMPLES = 64
+#: z3's deterministic resource limit per counterexample query (not a time: the same object
+#: always gets the same report). A query past it finds nothing, and the next is tried.
+QUERY_RLIMIT = 3_000_000
 
 
 @dataclass
@@ -89,10 +92,10 @@ def examples(rs, fates) -> dict[int, Example]:
     wanted = [f for f in fates if (not f.offloaded and f.reason.code != "pass-to-host") or f.partly]
     for f in wanted[:MAX_EXAMPLES]:
         atypical = not f.offloaded and f.reason.code == "atypical-packets"
-        ex = _example(s, s.e.paths[f.path], atypical)
+        ex = _example(rs, s.e.paths[f.path], atypical)
         if ex is not None:
             out[f.path] = ex
-    _suggest(rs, out)
+    _suggest(rs, out, fates)
     rs.examples = out
     return out
 
@@ -101,10 +104,21 @@ def examples(rs, fates) -> dict[int, Example]:
 RULES_OUT = {"IP options": "no-ip-options", "fragments": "no-fragments", "IPv6 extension headers": "no-ipv6-ext"}
 
 
-def _example(s, p, atypical_first: bool) -> Example | None:
+def _blocks(rs, p):
+    """The blocks to look for a frame in, lazily (extracting a block costs many queries):
+    the one synthesis gave up, the kept one the path is in, the path's own."""
+    s = rs.synth
+    yield s.failed.get(p.id)
+    yield next((b for b in rs.blocks if p.id in b.paths), None)
+    yield s.block_for(p)
+
+
+def _example(rs, p, atypical_first: bool) -> Example | None:
+    s = rs.synth
     outcome = s.outcomes[p.id]
-    block = s.failed.get(p.id) or s.block_for(p) if isinstance(outcome, Outcome) else None
-    if block is not None:
+    for block in _blocks(rs, p) if isinstance(outcome, Outcome) else ():
+        if block is None:
+            continue
         bad = [*s.env, *_region(s, block), z3.Not(s.good(outcome))]
         order = (z3.Not(s.typical), s.typical) if atypical_first else (s.typical, z3.BoolVal(True))
         model = _shortest(*bad, order[0]) or _shortest(*bad, order[1])
@@ -118,27 +132,34 @@ def _example(s, p, atypical_first: bool) -> Example | None:
     return Example(p.id, "witness", _bytes(model), p.id, p.verdict)
 
 
-def _suggest(rs, out: dict[int, Example]) -> None:
-    """Suggest the assumption ruling out a `differs` frame's class when the rules built
-    again with it offload the path (one rebuild per assumption)."""
+def _suggest(rs, out: dict[int, Example], fates) -> None:
+    """Suggest the assumption ruling out a `differs` frame's class for a path left to
+    software for atypical packets or flower's view, when the path's own filter (its block,
+    with the pass shields synthesis adds) proves under that assumption."""
     free = [a for a in ASSUMPTIONS if a not in DEFAULT_ASSUMPTIONS and a not in rs.assumptions]
-    candidates: dict[str, list[int]] = {}
+    codes = {f.path: f.reason.code for f in fates if f.reason is not None}
+    again: dict[str, Synthesizer] = {}
     for pid, ex in out.items():
-        if ex.kind == "differs":
-            for c in frame(ex.frame).classes:
-                if RULES_OUT.get(c) in free:
-                    candidates.setdefault(RULES_OUT[c], []).append(pid)
-    for a, pids in candidates.items():
-        offloaded = _offloaded_under(rs, rs.assumptions + (a,))
-        for pid in pids:
-            if pid in offloaded and out[pid].suggestion is None:
-                out[pid].suggestion = a
+        if ex.kind != "differs" or codes.get(pid) not in ("atypical-packets", "not-expressible"):
+            continue
+        for c in frame(ex.frame).classes:
+            a = RULES_OUT.get(c)
+            if a not in free:
+                continue
+            if a not in again:
+                again[a] = Synthesizer(rs.synth.e, rs.assumptions + (a,), rs.synth.ifnames)
+            if _proves(again[a], pid):
+                ex.suggestion = a
+                break
 
 
-def _offloaded_under(rs, assume: tuple[str, ...]) -> set[int]:
-    s = rs.synth
-    again = build(s.e, tuple(a for a in assume if a not in DEFAULT_ASSUMPTIONS), s.ifnames, rs.max_rules)
-    return {f.path for f in account(s.e, again, s.maps) if f.offloaded and f.partly is None}
+def _proves(s: Synthesizer, pid: int) -> bool:
+    p, outcome = s.e.paths[pid], s.outcomes[pid]
+    block = s.extract(p, outcome, quiet=True) if isinstance(outcome, Outcome) else None
+    if block is None:
+        return False
+    s.prove(block, [])
+    return block.proved
 
 
 def _region(s, block) -> list[z3.BoolRef]:
@@ -147,7 +168,9 @@ def _region(s, block) -> list[z3.BoolRef]:
 
 
 def _shortest(*constraints) -> z3.ModelRef | None:
-    sv = solver(*constraints)
+    sv = z3.Solver()
+    sv.set("rlimit", QUERY_RLIMIT)
+    sv.add(*constraints)
     for limit in LENGTHS:
         sv.push()
         if limit is not None:

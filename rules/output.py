@@ -42,13 +42,14 @@ from .tc import qdisc_line, teardown_lines
 SCHEMA = "xdp2tc.rules/1"
 
 
-def rules_json(e: Exploration, rs: RuleSet, dev: str, skip: str) -> dict:
+def rules_json(e: Exploration, rs: RuleSet, dev: str, skip: str, explain: bool = True) -> dict:
     """The JSON document; its `tc` lines and `proven` labels are those of the proven
-    printed script (final.py)."""
+    printed script (final.py). `explain=False` leaves out the counterexamples and
+    suggestions (their z3 queries cost more than the rules on big objects)."""
     block = rs.finish(dev, skip)
     lines = block[1::2]
     fates = account(e, rs, map_classes(e, classify(e)))
-    found = examples(rs, fates)
+    found = examples(rs, fates) if explain else {}
     counts = summary(fates)
     groups: dict = {}
     for f in fates:
@@ -150,12 +151,12 @@ def teardown_script(e: Exploration, rs: RuleSet, dev: str, skip: str) -> str:
     return "\n".join(out + doc["teardown"]) + "\n"
 
 
-def tc_script(e: Exploration, rs: RuleSet, dev: str, skip: str) -> str:
+def tc_script(e: Exploration, rs: RuleSet, dev: str, skip: str, explain: bool = True) -> str:
     """The tc -batch script: header comments, the qdisc (`qdisc replace ... clsact`: runs
     again without error, and the filters go to clsact's ingress hook), then the proven
     filter block."""
     block = rs.finish(dev, skip)
-    doc = rules_json(e, rs, dev, skip)
+    doc = rules_json(e, rs, dev, skip, explain)
     s = doc["summary"]
     out = [
         f"# xdp2tc rules for {e.obj.path} program {e.program.name}: {s['rules']} filters, "
