@@ -125,12 +125,13 @@ class Reason:
         return self.detail or self.row.text
 
 
-def path_reason(e, path, map_classes: dict[str, str]) -> Reason:
+def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] = ()) -> Reason:
     """The reason a path stays in software when nothing more specific is known, from the
     inputs its condition depends on: an unknown input or a cut path first, then helpers,
     state the program writes, ctx fields, maps (with the header fields of their key), and
     packet bytes alone: IP options when the program reads L4 fields at fixed offsets (fields.py
-    names them so), else flower cannot express the decision."""
+    names them so) and no-ip-options is not `assumed` already, else flower cannot express
+    the decision."""
     if path.truncated or path.notes:
         return Reason("unknown", path.truncated or path.notes[0])
     cond = e.condition(path)
@@ -155,7 +156,7 @@ def path_reason(e, path, map_classes: dict[str, str]) -> Reason:
         return Reason("map-dependent", "; ".join(keys))
     decoder = Decoder(e.environment())
     decoder.render(cond)
-    if decoder.fixed_used:
+    if decoder.fixed_used and "no-ip-options" not in assumed:
         return Reason(
             "atypical-packets",
             "IP options: the program reads L4 fields at fixed offsets, flower "
@@ -208,17 +209,18 @@ def account(e, rs, map_classes: dict[str, str]) -> list[PathFate]:
         elif p.verdict == "PASS" and not p.truncated and not p.notes:
             out.append(PathFate(p.id, p.verdict, False, [], Reason("pass-to-host")))
         else:
-            out.append(PathFate(p.id, p.verdict, False, [], _reason(given.get(p.id), e, p, map_classes)))
+            why = _reason(given.get(p.id), e, p, map_classes, rs.assumptions)
+            out.append(PathFate(p.id, p.verdict, False, [], why))
     return out
 
 
-def _reason(given: Reason | None, e, path, map_classes: dict[str, str]) -> Reason:
+def _reason(given: Reason | None, e, path, map_classes: dict[str, str], assumed=()) -> Reason:
     """The rule set's reason for a path, unless it is a generic not-expressible one and the
     path's inputs name the real cause (`path_reason`: a map, state, a helper, ctx, IP options):
     a drop on a map lookup is map-dependent even where synthesis only saw that no filter fits."""
     if given is not None and given.code != "not-expressible":
         return given
-    inputs = path_reason(e, path, map_classes)
+    inputs = path_reason(e, path, map_classes, assumed)
     return inputs if given is None or inputs.code != "not-expressible" else given
 
 
