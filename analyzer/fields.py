@@ -93,7 +93,7 @@ MAX_LAYOUTS = 40
 #: a time: the same condition always renders the same, so fingerprints built from it are
 #: stable). Past them nothing more is "implied": fewer names, never wrong ones.
 MAX_QUERIES = 24
-QUERY_RLIMIT = 40_000
+QUERY_RLIMIT = 20_000
 #: Packet bytes `layout` decides on: ethertypes (untagged, one and two VLAN tags), and per
 #: L3 start the IPv4 version/IHL and protocol bytes and the IPv6 next header.
 LAYOUT_BYTES = frozenset({12, 13, 16, 17, 20, 21} | {o for l3 in (14, 18, 22) for o in (l3, l3 + 6, l3 + 9)})

@@ -1,10 +1,11 @@
 """Why a path stays in software, shown on a packet: z3 counterexamples and suggestions.
 
-For a non-pass path that no filter takes whole, `examples` asks z3 for a frame that shows
+For a non-pass path left in software, `examples` asks z3 for a frame that shows
 the problem:
 
 * `differs`: the frame has the flower keys this path's packets have (its extracted block,
-  synthesis.py, past the pass shields synthesis tried before giving it up) but the program
+  synthesis.py: the block synthesis gave up past the pass shields it tried, else the kept
+  block the path is in, else the path's own) but the program
   gives it another verdict: a filter on those keys would be wrong for it. An atypical
   frame's class (IP options, fragments, IPv6 extension headers) is what separates flower
   from the program there.
@@ -83,16 +84,14 @@ class Example:
 
 
 def examples(rs, fates) -> dict[int, Example]:
-    """Per non-pass path in software (or offloaded only in part): its Example. Cached on
-    the rule set (rs.examples)."""
+    """Per non-pass path in software: its Example. Cached on the rule set (rs.examples)."""
     if rs.examples is not None:
         return rs.examples
     s = rs.synth
     out: dict[int, Example] = {}
-    wanted = [f for f in fates if (not f.offloaded and f.reason.code != "pass-to-host") or f.partly]
+    wanted = [f for f in fates if not f.offloaded and f.reason.code != "pass-to-host"]
     for f in wanted[:MAX_EXAMPLES]:
-        atypical = not f.offloaded and f.reason.code == "atypical-packets"
-        ex = _example(rs, s.e.paths[f.path], atypical)
+        ex = _example(rs, s.e.paths[f.path], f.reason.code == "atypical-packets")
         if ex is not None:
             out[f.path] = ex
     _suggest(rs, out, fates)
