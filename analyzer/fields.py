@@ -93,7 +93,10 @@ MAX_LAYOUTS = 40
 #: a time: the same condition always renders the same, so fingerprints built from it are
 #: stable). Past them nothing more is "implied": fewer names, never wrong ones.
 MAX_QUERIES = 24
-QUERY_RLIMIT = 200_000
+QUERY_RLIMIT = 20_000
+#: Packet bytes `layout` decides on: ethertypes (untagged, one and two VLAN tags), and per
+#: L3 start the IPv4 version/IHL and protocol bytes and the IPv6 next header.
+LAYOUT_BYTES = frozenset({12, 13, 16, 17, 20, 21} | {o for l3 in (14, 18, 22) for o in (l3, l3 + 6, l3 + 9)})
 #: Appended when fixed-offset reads were named as L4 fields.
 FIXED_NOTE = " [L4 fields at fixed offsets: as named only without IPv4 options]"
 
@@ -149,17 +152,34 @@ class Decoder:
         return s
 
     def _implied(self, cond: z3.BoolRef, claim: z3.BoolRef) -> bool:
+        if not self._may_constrain(cond, claim):
+            return False
         s = self._solver()
         if s is None:
             return False
         s.add(cond, z3.Not(claim))
         return s.check() == z3.unsat
 
+    def _may_constrain(self, cond: z3.BoolRef, claim: z3.BoolRef) -> bool:
+        """False when `cond` reads none of the packet bytes `claim` is about (both at
+        constant offsets): then the environment alone would have to imply the claim, and
+        it says nothing of packet bytes. Saves a z3 query per header the path never looks at."""
+        mine, theirs = _offsets(claim), _offsets(cond)
+        return mine is None or theirs is None or not mine or bool(mine & theirs)
+
     def _value(self, cond: z3.BoolRef, term: z3.BitVecRef, choices) -> int | None:
-        for v in choices:
-            if self._implied(cond, term == v):
-                return v
-        return None
+        """The one value among `choices` that `cond` implies for `term`: one query for a
+        candidate (a model's value), one to check it is implied."""
+        if not self._may_constrain(cond, term == 0):
+            return None
+        s = self._solver()
+        if s is None:
+            return None
+        s.add(cond)
+        if s.check() != z3.sat:
+            return None
+        v = s.model().eval(term, model_completion=True).as_long()
+        return v if v in choices and self._implied(cond, term == v) else None
 
     def _ethertype(self, cond: z3.BoolRef, at: int):
         """The ethertype at `at` the path implies: a number, "vlan" for either VLAN TPID, or None."""
@@ -327,6 +347,7 @@ class Decoder:
         self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
         lay = lay or self.layout(cond)
         text = self._bool(cond, lay, cond)
+        text = " ".join(text.split())  # one line: z3's own printing breaks long terms
         if len(text) > MAX_TEXT:
             text = text[: MAX_TEXT - 1] + "…"
         return text + (FIXED_NOTE if self.fixed_used else "")
@@ -354,7 +375,9 @@ class Decoder:
                     parts.append("…")
                     break
                 sub = z3.And(cond, c)
-                parts.append(self._bool(c, self.layout(sub, lay), sub))
+                here = _offsets(c)
+                same = here is not None and not here & LAYOUT_BYTES  # c cannot move a header
+                parts.append(self._bool(c, lay if same else self.layout(sub, lay), sub))
                 size += len(parts[-1])
             return "(" + " ∨ ".join(parts) + ")"
         if z3.is_not(t):
@@ -658,6 +681,37 @@ def _byte(o: int) -> z3.BitVecRef:
     return PACKET[z3.BitVecVal(o, 64)]
 
 
+#: AST id -> (the term, kept alive so its id is not reused; its constant offsets).
+_OFFSETS: dict[int, tuple[z3.ExprRef, frozenset[int] | None]] = {}
+
+
+def _offsets(t: z3.ExprRef) -> frozenset[int] | None:
+    """The constant packet offsets `t` reads; None when it reads one at a computed index
+    (an IHL-relative read may be any byte). Cached by z3 AST id (terms are hash-consed)."""
+    key = t.get_id()
+    if key in _OFFSETS:
+        return _OFFSETS[key][1]
+    if len(_OFFSETS) > 100_000:
+        _OFFSETS.clear()
+    out: set[int] = set()
+    seen: set[int] = set()
+    todo = [t]
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_select(x) and x.arg(0).eq(PACKET):
+            if not z3.is_bv_value(x.arg(1)):
+                _OFFSETS[key] = (t, None)
+                return None
+            out.add(x.arg(1).as_long())
+        if z3.is_app(x):
+            todo.extend(x.children())
+    _OFFSETS[key] = (t, frozenset(out))
+    return _OFFSETS[key][1]
+
+
 def _be(o: int, n: int) -> z3.BitVecRef:
     return z3.Concat(*[_byte(o + i) for i in range(n)]) if n > 1 else _byte(o)
 
@@ -665,3 +719,98 @@ def _be(o: int, n: int) -> z3.BitVecRef:
 def decode(e, path) -> str:
     """The condition of `path` (an explore.Path of exploration `e`) in header fields."""
     return Decoder(e.environment()).render(e.condition(path))
+
+
+# --- concrete frames (counterexample packets) ---------------------------------------------------
+
+#: IPv6 extension header types (IANA "IPv6 Extension Header Types"): hop-by-hop, routing,
+#: fragment, ESP, AH, destination options, mobility, HIP, shim6, and the two experimental.
+IPV6_EXT_HEADERS = (0, 43, 44, 50, 51, 60, 135, 139, 140, 253, 254)
+IPV6_FRAGMENT = 44
+
+
+@dataclass
+class Frame:
+    """One concrete Ethernet frame in header fields: `fields` (name, text) in wire order and
+    the atypical classes it belongs to (`IP options`, `fragments`, `IPv6 extension headers`,
+    `truncated`, `short frames`: the names the report's summary uses)."""
+
+    fields: list[tuple[str, str]]
+    classes: list[str]  # also `malformed`: an IPv4 header with IHL < 5
+
+    def text(self) -> str:
+        out = " ".join(f"{n}={v}" for n, v in self.fields)
+        return out + (f" [{', '.join(self.classes)}]" if self.classes else "")
+
+
+def frame(data: bytes) -> Frame:
+    """Read a frame's headers (the HEADERS table): Ethernet, up to two VLAN tags, IPv4 (its
+    IHL), IPv6 (its first next-header), then TCP/UDP/ICMP/ICMPv6 where they fit."""
+    out: list[tuple[str, str]] = []
+    classes: list[str] = []
+
+    def take(header: str, base: int, names) -> dict[str, int] | None:
+        got = {}
+        for n in names:
+            off, size = HEADERS[header][n]
+            if base + off + size > len(data):
+                classes.append("truncated")
+                return None
+            got[n] = int.from_bytes(data[base + off : base + off + size], "big")
+        return got
+
+    if len(data) < 60:
+        classes.append("short frames")
+    eth = take("eth", 0, ("dst", "src", "proto"))
+    if eth is None:
+        return Frame(out, classes)
+    out += [(f"eth.{n}", fmt(f"eth.{n}", v)) for n, v in eth.items()]
+    proto, at = eth["proto"], 14
+    for tag in ("vlan", "vlan2"):
+        if proto not in VLAN_TPIDS:
+            break
+        v = take("vlan", at, ("tci", "proto"))
+        if v is None:
+            return Frame(out, classes)
+        out += [(f"{tag}.vid", str(v["tci"] & 0xFFF)), (f"{tag}.proto", fmt("vlan.proto", v["proto"]))]
+        proto, at = v["proto"], at + 4
+    l4, l4_at = None, 0
+    if proto == 0x0800:
+        ip = take("ipv4", at, ("ver_ihl", "tot_len", "frag", "ttl", "proto", "saddr", "daddr"))
+        if ip is None:
+            return Frame(out, classes)
+        ihl = ip["ver_ihl"] & 0xF
+        out.append(("ipv4.ihl", str(ihl)))
+        if ihl > 5:
+            classes.append("IP options")
+        elif ihl < 5:
+            classes.append("malformed")
+        if ip["frag"] & 0x3FFF:
+            classes.append("fragments")
+            out.append(("ipv4.frag", hex(ip["frag"])))
+        out += [(f"ipv4.{n}", fmt(f"ipv4.{n}", ip[n])) for n in ("ttl", "proto", "saddr", "daddr")]
+        if not ip["frag"] & 0x1FFF and ihl >= 5:
+            l4, l4_at = L4.get(ip["proto"]), at + ihl * 4
+    elif proto == 0x86DD:
+        ip = take("ipv6", at, ("nexthdr", "hop_limit", "saddr", "daddr"))
+        if ip is None:
+            return Frame(out, classes)
+        out += [(f"ipv6.{n}", fmt(f"ipv6.{n}", ip[n])) for n in ("nexthdr", "hop_limit", "saddr", "daddr")]
+        if ip["nexthdr"] == IPV6_FRAGMENT:
+            classes.append("fragments")
+        if ip["nexthdr"] in IPV6_EXT_HEADERS:
+            classes.append("IPv6 extension headers")
+        else:
+            l4, l4_at = L4.get(ip["nexthdr"]), at + 40
+    if l4 in ("tcp", "udp"):
+        names = ("sport", "dport") + (("flags",) if l4 == "tcp" else ())
+        got = take(l4, l4_at, names)
+        if got is not None:
+            out += [(f"{l4}.{n}", str(got[n])) for n in ("sport", "dport")]
+            if l4 == "tcp":
+                out.append(("tcp.flags", tcp_flags(got["flags"])))
+    elif l4 in ("icmp", "icmp6"):
+        got = take(l4, l4_at, ("type", "code"))
+        if got is not None:
+            out += [(f"{l4}.{n}", str(v)) for n, v in got.items()]
+    return Frame(out, classes)

@@ -39,7 +39,7 @@ from importlib import metadata
 from pathlib import Path as FsPath
 
 from analyzer import kernel
-from analyzer.classify import classify, map_classes
+from analyzer.classify import classes
 from analyzer.explore import Exploration, ExplorationError, Options, explore
 from analyzer.fields import Decoder
 from analyzer.helpers import helper, helper_name
@@ -48,6 +48,7 @@ from lifter.insn import Call, LoadImm64, MapRef
 from lifter.opcodes import CallSrc
 from lifter.program import BpfObject, Program, load_object
 from rules import ruleset
+from rules.counterexample import examples, pcap
 from rules.flower import FLOWER_KEYS, Range, prefix_len
 from rules.reasons import REASONS, Reason, account, summary, summary_lines
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
@@ -77,6 +78,8 @@ class Finding:
     location: dict | None  # {file, line, col, text}
     fingerprint: str = ""
     new: bool = True
+    example: dict | None = None  # counterexample.Example.json(): the frame showing why
+    suggestion: str | None = None  # an --assume NAME under which the path is offloaded
 
     def json(self) -> dict:
         row = self.reason.row
@@ -94,6 +97,8 @@ class Finding:
             "detail": self.reason.detail,
             "fields": self.fields,
             "location": self.location,
+            "counterexample": self.example,
+            "suggestion": self.suggestion,
         }
 
 
@@ -104,6 +109,7 @@ class Report:
     targets: list[Target]
     programs: list[dict] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    frames: list[bytes] = field(default_factory=list)  # counterexample frames, for --pcap-out
 
 
 # --- per target --------------------------------------------------------------------------------
@@ -239,12 +245,14 @@ def check_exploration(
     """Add one explored program's entry and findings to `report`; the rule set it built is
     returned so a caller that shows the filters too (the editor, offload/lsp.py) builds it once."""
     obj, prog = e.obj, e.program
-    maps = map_classes(e, classify(e))
+    maps = classes(e)[1]
     try:
         rs = ruleset.build(e, assume, {}, max_rules)
     except ValueError as err:
         raise LiftError(str(err), file=obj.path, program=prog.name) from err
     fates = account(e, rs, maps)
+    found = examples(rs, fates)
+    report.frames += [found[f.path].frame for f in fates if f.path in found]
     decoder = Decoder(e.environment())
     fields = {p.id: decoder.render(e.condition(p)) for p in e.paths}
     counts = summary(fates)
@@ -262,6 +270,8 @@ def check_exploration(
                     "code": f.reason.code if f.reason else None,
                     "detail": f.reason.detail if f.reason else None,
                     "fields": fields[f.path],
+                    "counterexample": found[f.path].json() if f.path in found else None,
+                    "suggestion": found[f.path].suggestion if f.path in found else None,
                 }
                 for f in fates
             ],
@@ -304,6 +314,8 @@ def check_exploration(
                     reason,
                     fields[f.path],
                     location(obj, *decided_at(p)),
+                    example=found[f.path].json() if f.path in found else None,
+                    suggestion=found[f.path].suggestion if f.path in found else None,
                 )
             )
     return rs
@@ -400,6 +412,11 @@ def text(report: Report, failed: bool, fail_on: list[str]) -> str:
         )
         if f.fields:
             out.append(f"    when {f.fields}")
+        if f.example:
+            out.append(f"    {f.example['kind']} packet ({f.example['length']} bytes): {f.example['hex']}")
+            out.append(f"    = {f.example['fields']}: {f.example['why']}")
+        if f.suggestion:
+            out.append(f"    offloadable with --assume {f.suggestion}")
     new = sum(1 for f in report.findings if f.new)
     out.append(
         f"\n{len(report.findings)} findings ({new} new) on targets "
@@ -455,6 +472,8 @@ def sarif(report: Report) -> dict:
         message = f"[{f.target}] {f.program}: {what} stays in software: {row.code}: {f.reason.detail or row.text}"
         if f.fields:
             message += f". Taken when {f.fields}"
+        if f.suggestion:
+            message += f". Offloadable with --assume {f.suggestion}"
         results.append(
             {
                 "ruleId": row.rule,
@@ -541,6 +560,8 @@ def run(args) -> int:
         out = json.dumps(sarif(report), indent=2, ensure_ascii=False) + "\n"
     else:
         out = text(report, failed, fail_on)
+    if args.pcap_out:
+        write_pcap(args.pcap_out, report.frames)
     if args.output:
         FsPath(args.output).write_text(out)
     else:
@@ -601,6 +622,23 @@ def add_parser(sub, exploration_flags) -> None:
         choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
         help="prove under this assumption too (as for `rules`)",
     )
+    add_pcap_out(p)
+
+
+def add_pcap_out(p) -> None:
+    """`--pcap-out FILE` (rules and check)."""
+    p.add_argument(
+        "--pcap-out",
+        metavar="FILE",
+        help="write the counterexample packet of every path left in software to FILE (pcap, Ethernet)",
+    )
+
+
+def write_pcap(path: str, frames: list[bytes]) -> None:
+    try:
+        FsPath(path).write_bytes(pcap(frames))
+    except OSError as err:
+        raise LiftError(f"--pcap-out: cannot write: {err.strerror}", file=path) from None
 
 
 COMMANDS = {"check": run}

@@ -41,6 +41,8 @@ from offload.sync import SyncDaemon, filling_for, open_watcher
 from offload.tcsync import TcDevice, TcError
 from rules import output as rules_output
 from rules import ruleset
+from rules.counterexample import examples
+from rules.reasons import account
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, MIN_FRAME
 
 
@@ -324,6 +326,8 @@ def _rules(args: argparse.Namespace) -> int:
     _refuse_duplicates("--assume", args.assume)
     if args.max_len < MIN_FRAME:
         raise LiftError(f"--max-len {args.max_len}: rules assume frames of at least {MIN_FRAME} bytes")
+    if args.teardown and args.format == "json":
+        raise LiftError("--teardown prints a tc script; the JSON has its lines as `teardown`")
     out_dir = Path(args.out_dir) if args.out_dir else None
     if out_dir is not None and not out_dir.is_dir():
         raise LiftError("--out-dir: not a directory", file=args.out_dir)
@@ -332,6 +336,7 @@ def _rules(args: argparse.Namespace) -> int:
     if args.maps_from and getattr(args, "check_flower", False):
         raise LiftError("--check-flower does not go with --maps-from yet (the VM's program would run with empty maps)")
     contents = mapfill.contents_from(args.maps_from, obj) if args.maps_from else None
+    frames = []
     for prog in device_programs(obj, args.program, per_program_output=out_dir is not None):
         e = explore(obj, prog, _options(args), _progress_printer(prog.name))
         try:
@@ -340,11 +345,17 @@ def _rules(args: argparse.Namespace) -> int:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
         skip = "skip_hw" if args.sw else "skip_sw"
         filled = mapfill.fill_rules(rs, contents, args.dev, skip, args.max_rules) if contents else None
+        if args.pcap_out:
+            fates = account(e, rs, rs.synth.maps)
+            found = examples(rs, fates)
+            frames += [found[f.path].frame for f in fates if f.path in found]
         if args.format == "json":
             doc = rules_output.rules_json(e, rs, args.dev, skip)
             if filled:
                 doc["maps"] = mapfill.json_part(filled)
             text = json.dumps(doc, indent=2) + "\n"
+        elif args.teardown:
+            text = rules_output.teardown_script(e, rs, args.dev, skip)
         else:
             text = rules_output.tc_script(e, rs, args.dev, skip)
             if filled:
@@ -352,12 +363,14 @@ def _rules(args: argparse.Namespace) -> int:
         if out_dir is None:
             sys.stdout.write(text)
             continue
-        target = out_dir / f"{prog.name}.{args.format}"
+        target = out_dir / (f"{prog.name}.teardown.tc" if args.teardown else f"{prog.name}.{args.format}")
         try:
             target.write_text(text)
         except OSError as err:
             raise LiftError(f"cannot write: {err.strerror}", file=str(target)) from None
         print(target)
+    if args.pcap_out:
+        check.write_pcap(args.pcap_out, frames)
     return 0
 
 
@@ -492,6 +505,11 @@ def parser() -> argparse.ArgumentParser:
         help=f"a tc -batch script (default) or JSON (schema {rules_output.SCHEMA})",
     )
     p.add_argument("--sw", action="store_true", help="skip_hw instead of skip_sw (test in software)")
+    p.add_argument(
+        "--teardown",
+        action="store_true",
+        help="print the tc -batch script deleting this script's filters instead (same options)",
+    )
     p.add_argument("--max-rules", type=at_least(1), default=512, help="filters the NIC holds (default 512)")
     p.add_argument(
         "--out-dir",
@@ -508,6 +526,7 @@ def parser() -> argparse.ArgumentParser:
         type=ifname_pair,
         help="device name of an ifindex the program redirects to (repeatable)",
     )
+    check.add_pcap_out(p)
     flowercheck.add_option(p)  # --check-flower (issue 13)
     mapfill.add_option(p)  # --maps-from (issue 12)
     p = sub.add_parser("sync", help="keep tc filters in step with a running program's maps (a daemon)")

@@ -39,6 +39,7 @@ from analyzer.verify import Verifier
 from lifter.errors import LiftError
 from lifter.program import load_object
 from rules.synthesis import assumption_constraints
+from rules.tc import qdisc_line
 
 from . import flowervm
 
@@ -260,7 +261,7 @@ def parse_printed(text: str) -> list[Script]:
             Script(
                 d["program"],
                 d["dev"],
-                [f"qdisc add dev {d['dev']} ingress"] + [r["tc"] for r in d["rules"]],
+                [qdisc_line(d["dev"])] + [r["tc"] for r in d["rules"]],
                 tuple(d["assumptions"]),
             )
             for d in docs
@@ -272,7 +273,7 @@ def parse_printed(text: str) -> list[Script]:
             continue
         lines = [ln.strip() for ln in part.splitlines() if ln.strip() and not ln.startswith("#")]
         assumed = tuple(re.findall(r"^# ASSUMED: .*\(--assume ([\w-]+)\)$", part, flags=re.M))
-        dev = next((ln.split()[3] for ln in lines if ln.startswith("qdisc add dev ")), "")
+        dev = next((ln.split()[3] for ln in lines if ln.startswith(("qdisc add dev ", "qdisc replace dev "))), "")
         out.append(Script(head.group(1), dev, lines, assumed))
     return out
 

@@ -82,7 +82,7 @@ static void print_filter(struct nlmsghdr *h)
 	}
 }
 
-/* The packets counter of ifindex's ingress qdisc (RTM_NEWQDISC: TCA_STATS2 / BASIC). */
+/* The packets counter of ifindex's ingress or clsact qdisc (RTM_NEWQDISC: TCA_STATS2 / BASIC). */
 static long ingress_packets(struct nlmsghdr *h, int ifindex)
 {
 	struct tcmsg *t = NLMSG_DATA(h);
@@ -91,7 +91,9 @@ static long ingress_packets(struct nlmsghdr *h, int ifindex)
 	struct rtattr *kind = attr(a, len, TCA_KIND), *st = attr(a, len, TCA_STATS2), *basic;
 	struct gnet_stats_basic b;
 
-	if (t->tcm_ifindex != ifindex || !kind || strcmp(RTA_DATA(kind), "ingress") || !st ||
+	/* the scripts' qdisc is clsact (`qdisc replace ... clsact`); a plain ingress counts alike */
+	if (t->tcm_ifindex != ifindex || !kind ||
+	    (strcmp(RTA_DATA(kind), "ingress") && strcmp(RTA_DATA(kind), "clsact")) || !st ||
 	    !(basic = attr(RTA_DATA(st), RTA_PAYLOAD(st), TCA_STATS_BASIC)))
 		return -1;
 	memset(&b, 0, sizeof(b));

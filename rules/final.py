@@ -49,7 +49,7 @@ def render_block(rs, dev: str, skip: str | None) -> list[str]:
     return out
 
 
-#: Why a block's paths are also listed under software when the script takes only part of it.
+#: What the rest of a path's packets get when the script takes only part of its block.
 PARTLY = Reason(
     "not-expressible",
     "partly in software: some packets the proof allows to take reach no filter of "
@@ -73,7 +73,7 @@ def prove_text(text: str, synth, blocks=(), cache: dict | None = None) -> Script
 
 def finish(rs, dev: str, skip: str | None, relayout) -> list[str]:
     """Prove what is printed (see the module doc); returns the proven filter block and sets
-    each rule's `proved`, rs.proved/unproved and rs.software. `relayout(rules)` re-runs
+    each rule's `proved`, rs.proved/unproved, rs.software and rs.partly. `relayout(rules)` re-runs
     minimisation and prios after filters were taken out."""
     while True:
         lines = render_block(rs, dev, skip)
@@ -108,10 +108,10 @@ def finish(rs, dev: str, skip: str | None, relayout) -> list[str]:
     orphans = sorted(p for p in rs.taken if p not in claimed and not any(p in ps for ps, _ in rs.software))
     if orphans:
         rs.software.append((orphans, UNREACHED))
+    rs.partly = {}
     for b, done in zip(rs.blocks, proof.complete):
-        partly = (b.paths, PARTLY)
-        if not done and partly not in rs.software and any(proof.reached.get(p) for p in b.paths):
-            rs.software.append(partly)
+        if not done:
+            rs.partly.update({p: PARTLY for p in b.paths if proof.reached.get(p)})
     for r, s in zip(rs.rules, proof.sound):
         r.proved = s
     rs.proved = sum(1 for s in proof.sound if s)

@@ -125,12 +125,13 @@ class Reason:
         return self.detail or self.row.text
 
 
-def path_reason(e, path, map_classes: dict[str, str]) -> Reason:
+def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] = ()) -> Reason:
     """The reason a path stays in software when nothing more specific is known, from the
     inputs its condition depends on: an unknown input or a cut path first, then helpers,
     state the program writes, ctx fields, maps (with the header fields of their key), and
     packet bytes alone: IP options when the program reads L4 fields at fixed offsets (fields.py
-    names them so), else flower cannot express the decision."""
+    names them so) and no-ip-options is not `assumed` already, else flower cannot express
+    the decision."""
     if path.truncated or path.notes:
         return Reason("unknown", path.truncated or path.notes[0])
     cond = e.condition(path)
@@ -155,7 +156,7 @@ def path_reason(e, path, map_classes: dict[str, str]) -> Reason:
         return Reason("map-dependent", "; ".join(keys))
     decoder = Decoder(e.environment())
     decoder.render(cond)
-    if decoder.fixed_used:
+    if decoder.fixed_used and "no-ip-options" not in assumed:
         return Reason(
             "atypical-packets",
             "IP options: the program reads L4 fields at fixed offsets, flower "
@@ -171,13 +172,15 @@ def path_reason(e, path, map_classes: dict[str, str]) -> Reason:
 @dataclass
 class PathFate:
     """What becomes of one path: `offloaded` by `filters` (indices into the rule list), or
-    left to the host with a `reason` (PASS paths: pass-to-host)."""
+    left to the host with a `reason` (PASS paths: pass-to-host). `partly`: an offloaded
+    path whose packets the script takes only in part (the rest reach the host), and why."""
 
     path: int
     verdict: str
     offloaded: bool
     filters: list[int]
     reason: Reason | None
+    partly: Reason | None = None
 
 
 #: How the summary names the classes of atypical packets a detail mentions.
@@ -202,21 +205,22 @@ def account(e, rs, map_classes: dict[str, str]) -> list[PathFate]:
         if p.id in by_path and p.id not in given:
             # the filters of its block, shields and chain jumps included
             filters = [i for i, r in enumerate(rs.rules) if p.id in r.paths]
-            out.append(PathFate(p.id, p.verdict, True, filters, None))
+            out.append(PathFate(p.id, p.verdict, True, filters, None, rs.partly.get(p.id)))
         elif p.verdict == "PASS" and not p.truncated and not p.notes:
             out.append(PathFate(p.id, p.verdict, False, [], Reason("pass-to-host")))
         else:
-            out.append(PathFate(p.id, p.verdict, False, [], _reason(given.get(p.id), e, p, map_classes)))
+            why = _reason(given.get(p.id), e, p, map_classes, rs.assumptions)
+            out.append(PathFate(p.id, p.verdict, False, [], why))
     return out
 
 
-def _reason(given: Reason | None, e, path, map_classes: dict[str, str]) -> Reason:
+def _reason(given: Reason | None, e, path, map_classes: dict[str, str], assumed=()) -> Reason:
     """The rule set's reason for a path, unless it is a generic not-expressible one and the
     path's inputs name the real cause (`path_reason`: a map, state, a helper, ctx, IP options):
     a drop on a map lookup is map-dependent even where synthesis only saw that no filter fits."""
     if given is not None and given.code != "not-expressible":
         return given
-    inputs = path_reason(e, path, map_classes)
+    inputs = path_reason(e, path, map_classes, assumed)
     return inputs if given is None or inputs.code != "not-expressible" else given
 
 
@@ -234,10 +238,13 @@ def summary(fates: list[PathFate]) -> dict[str, dict]:
     PASS paths are counted as passed to the host."""
     out: dict[str, dict] = {}
     for f in fates:
-        v = out.setdefault(f.verdict, {"paths": 0, "offloaded": 0, "filters": set(), "software": 0, "reasons": {}})
+        v = out.setdefault(
+            f.verdict, {"paths": 0, "offloaded": 0, "partly": 0, "filters": set(), "software": 0, "reasons": {}}
+        )
         v["paths"] += 1
         if f.offloaded:
             v["offloaded"] += 1
+            v["partly"] += f.partly is not None
             v["filters"] |= set(f.filters)
         else:
             v["software"] += 1
@@ -249,7 +256,8 @@ def summary(fates: list[PathFate]) -> dict[str, dict]:
 
 
 def summary_lines(counts: dict[str, dict]) -> list[str]:
-    """`DROP paths 4: offloaded 2 (3 filters), software 2 (map-dependent 1, IP options 1)`."""
+    """`DROP paths 4: offloaded 2 (3 filters), software 2 (map-dependent 1, IP options 1)`;
+    `offloaded 2 (3 filters; 1 in part)` when the script takes some path only in part."""
     lines = []
     for verdict, v in counts.items():
         if verdict == "PASS" and set(v["reasons"]) <= {"pass-to-host"}:
@@ -257,7 +265,9 @@ def summary_lines(counts: dict[str, dict]) -> list[str]:
             continue
         reasons = ", ".join(f"{k} {n}" for k, n in sorted(v["reasons"].items()))
         lines.append(
-            f"{verdict} paths {v['paths']}: offloaded {v['offloaded']} ({v['filters']} filters), "
+            f"{verdict} paths {v['paths']}: offloaded {v['offloaded']} ({v['filters']} filters"
+            + (f"; {v['partly']} in part" if v["partly"] else "")
+            + "), "
             f"software {v['software']}" + (f" ({reasons})" if reasons else "")
         )
     return lines

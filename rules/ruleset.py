@@ -44,6 +44,7 @@ class Rule:
     role: str  # "rule" | "shield" | "goto"
     prio: int = 0
     proved: bool | None = None  # None for pass filters (nothing to prove)
+    block: int = -1  # index of the synthesis block it lays out
 
 
 @dataclass
@@ -64,6 +65,10 @@ class RuleSet:
     taken: list[int] = field(default_factory=list)
     proofs: dict = field(default_factory=dict)
     printed: tuple | None = None
+    #: paths the script offloads only in part (the rest of their packets stay in the host)
+    partly: dict = field(default_factory=dict)
+    max_rules: int = 512
+    examples: dict | None = None  # counterexample.examples, once computed
 
     def finish(self, dev: str, skip: str | None) -> list[str]:
         """The proven filter block for this device (final.finish)."""
@@ -110,11 +115,11 @@ def lay_out(syn: Synthesis) -> list[Rule]:
     rules: list[Rule] = []
     next_chain = 1
     lead = _lead(syn.blocks)
-    for b in syn.blocks:
+    for n, b in enumerate(syn.blocks):
         # a block's shields all pass, so their order is free: sorted, the script does not
         # depend on the order z3's counterexamples came in
         for m in sorted(b.shields, key=lambda m: render(m)):
-            rules.append(Rule(0, m, ("pass",), PASS, b.paths, "shield"))
+            rules.append(Rule(0, m, ("pass",), PASS, b.paths, "shield", block=n))
         fixed = [(n, Exact(v[0], _full(n))) for n, v in b.sets.items() if len(v) == 1]
         fixed += list(b.masked.items())
         ranges = not {"src_port", "dst_port"} <= set(b.sets)  # tc: no range beside another port
@@ -125,9 +130,9 @@ def lay_out(syn: Synthesis) -> list[Rule]:
             size *= len(c)
         if size <= MAX_FLAT:
             for combo in product(*[c for _, c in multi]):
-                keys = fixed + [(n, v) for (n, _), v in zip(multi, combo)]
+                keys = fixed + [(k, v) for (k, _), v in zip(multi, combo)]
                 rules.append(
-                    Rule(0, FlowerMatch(b.protocol, tuple(keys)), b.outcome.action, b.outcome, b.paths, "rule")
+                    Rule(0, FlowerMatch(b.protocol, tuple(keys)), b.outcome.action, b.outcome, b.paths, "rule", block=n)
                 )
             continue
         chain = 0
@@ -138,7 +143,15 @@ def lay_out(syn: Synthesis) -> list[Rule]:
                 keys = fixed + [(name, v)]
                 if last:
                     rules.append(
-                        Rule(chain, FlowerMatch(b.protocol, tuple(keys)), b.outcome.action, b.outcome, b.paths, "rule")
+                        Rule(
+                            chain,
+                            FlowerMatch(b.protocol, tuple(keys)),
+                            b.outcome.action,
+                            b.outcome,
+                            b.paths,
+                            "rule",
+                            block=n,
+                        )
                     )
                 else:
                     rules.append(
@@ -149,6 +162,7 @@ def lay_out(syn: Synthesis) -> list[Rule]:
                             None,
                             b.paths,
                             "goto",
+                            block=n,
                         )
                     )
             if not last:
@@ -178,13 +192,7 @@ def build(e, assume=(), ifnames=None, max_rules: int = 512, dev: str = "DEV", sk
     rules = checker.minimise(rules)
     dropped = []
     if len(rules) > max_rules:
-        dropped.append(
-            (
-                sorted({p for r in rules[max_rules:] for p in r.paths}),
-                Reason("rule-budget", f"over --max-rules {max_rules}"),
-            )
-        )
-        rules = checker.minimise(rules[:max_rules])
+        rules, dropped = spend_budget(rules, max_rules, checker)
     rs = RuleSet(
         rules,
         list(syn.software) + dropped,
@@ -193,10 +201,40 @@ def build(e, assume=(), ifnames=None, max_rules: int = 512, dev: str = "DEV", sk
         synth=s,
         blocks=syn.blocks,
         taken=sorted({p for b in syn.blocks for p in b.paths}),
+        max_rules=max_rules,
     )
     assign_prios(rs.rules)
     rs.finish(dev, skip)
     return rs
+
+
+def spend_budget(rules: list[Rule], max_rules: int, checker) -> tuple[list[Rule], list]:
+    """Whole blocks (a verdict's filters with their shields and chain jumps) that fit in
+    `max_rules`, the most valuable first: most paths per filter, then fewest filters, then
+    program order; kept in program order, so no chain is cut off (a chain that ends in
+    nothing would spend NIC entries for no drop). The rest: (paths, rule-budget reason)."""
+    blocks: dict[int, list[Rule]] = {}
+    for r in rules:
+        blocks.setdefault(r.block, []).append(r)
+    paths = {n: sorted({p for r in rs for p in r.paths if r.role != "shield"}) for n, rs in blocks.items()}
+    order = sorted(blocks, key=lambda n: (-len(paths[n]) / len(blocks[n]), len(blocks[n]), n))
+    kept, left, room = set(), {}, max_rules
+    for n in order:
+        if len(blocks[n]) <= room:
+            kept.add(n)
+            room -= len(blocks[n])
+        else:
+            left[n] = room
+    out = []
+    for n, room_then in sorted(left.items()):
+        verdict = next((r.action[0] for r in blocks[n] if r.role == "rule"), "?")
+        why = Reason(
+            "rule-budget",
+            f"--max-rules {max_rules}: this {verdict} needs {len(blocks[n])} filters, {room_then} "
+            "were left after the verdicts that take more paths per filter",
+        )
+        out.append((paths[n], why))
+    return checker.minimise([r for r in rules if r.block in kept]), out
 
 
 class Checker:

@@ -62,7 +62,7 @@ def parse_script(text: str) -> list[Filter]:
                 claims = tuple(int(x) for x in words[1].split(",") if x.isdigit())
             continue
         words = line.split()
-        if words[:2] == ["qdisc", "add"]:
+        if words[:2] in (["qdisc", "add"], ["qdisc", "replace"]):
             continue
         if words[:2] != ["filter", "add"]:
             raise ScriptError(f"line {n}: not a qdisc or filter line: {line[:60]!r}")

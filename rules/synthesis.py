@@ -34,6 +34,7 @@ import z3
 
 from analyzer.classify import classes
 from analyzer.exploration import Exploration, Path
+from analyzer.fields import IPV6_EXT_HEADERS, IPV6_FRAGMENT
 from analyzer.symbolic import PACKET, PACKET_LEN, const_value
 
 from .dissector import dissect, match_formula
@@ -93,7 +94,9 @@ ASSUMPTIONS = {
     "min-frame": "frames are at least 60 bytes (the IEEE 802.3 minimum without FCS: an "
     "Ethernet MAC discards runts, shorter frames arrive padded)",
     "no-ip-options": "every IPv4 packet has a 20-byte header (ihl = 5)",
-    "no-fragments": "no IPv4 packet is a fragment",
+    "no-fragments": "no IPv4 packet is a fragment, and no IPv6 packet starts with a Fragment header",
+    "no-ipv6-ext": "no IPv6 packet has extension headers (the IPv6 header's next header is not "
+    "hop-by-hop, routing, fragment, ESP, AH, destination options, mobility, HIP, shim6 or 253/254)",
 }
 #: Always made (a fact of Ethernet hardware, stated in every script).
 DEFAULT_ASSUMPTIONS = ("min-frame",)
@@ -178,6 +181,8 @@ class Synthesizer:
         self.outcomes = {p.id: self.outcome(p) for p in e.paths}
         self.software: list[tuple[list[int], Reason]] = []
         self._blocks: dict[int, Block | None] = {}
+        #: blocks given up, by path: with the shields tried (counterexample.py shows why)
+        self.failed: dict[int, Block] = {}
 
     # --- what each path asks for ---------------------------------------------------------
 
@@ -248,6 +253,7 @@ class Synthesizer:
                 kept.append(b)
             else:
                 self.software.append((b.paths, b.why))
+                self.failed.update({p: b for p in b.paths})
         return Synthesis(kept, self.software, self.assume, self.e.options.max_len)
 
     def extract(self, p: Path, outcome: Outcome, quiet: bool = False) -> Block | None:
@@ -328,11 +334,16 @@ class Synthesizer:
         taken by atypical packets)."""
         for p in self.e.paths:
             if z3.is_true(model.eval(self.conds[p.id], model_completion=True)):
-                if p.id not in self._blocks:
-                    o = self.outcomes[p.id]
-                    self._blocks[p.id] = self.extract(p, o if isinstance(o, Outcome) else PASS, quiet=True)
-                return self._blocks[p.id]
+                return self.block_for(p)
         return None
+
+    def block_for(self, p: Path) -> Block | None:
+        """Path `p`'s own extracted block, unproved (cached; None: only atypical packets
+        take it). A path without a rule outcome is extracted as if it passed."""
+        if p.id not in self._blocks:
+            o = self.outcomes[p.id]
+            self._blocks[p.id] = self.extract(p, o if isinstance(o, Outcome) else PASS, quiet=True)
+        return self._blocks[p.id]
 
     def reach(self, earlier: list[Block]) -> z3.BoolRef:
         """Packets no earlier block (or its shields) takes."""
@@ -442,6 +453,21 @@ def _is_ipv4() -> z3.BoolRef:
     return z3.And(z3.UGE(PACKET_LEN, 34), _byte(12) == 0x08, _byte(13) == 0x00)
 
 
+def _ipv6_next_headers() -> list[tuple[z3.BoolRef, z3.BitVecRef]]:
+    """(the frame is IPv6 after 0, 1 or 2 VLAN tags, its IPv6 header's next-header byte)."""
+    out = []
+    tpid = lambda o: z3.Or(_be16(o) == 0x8100, _be16(o) == 0x88A8)  # noqa: E731
+    for tags in range(3):
+        at = 14 + 4 * tags
+        here = [tpid(12 + 4 * i) for i in range(tags)] + [_be16(at - 2) == 0x86DD, z3.UGE(PACKET_LEN, at + 40)]
+        out.append((z3.And(here), _byte(at + 6)))
+    return out
+
+
+def _be16(o: int) -> z3.BitVecRef:
+    return z3.Concat(_byte(o), _byte(o + 1))
+
+
 def assumption_constraints(names) -> list[z3.BoolRef]:
     out = []
     for n in names:
@@ -451,6 +477,9 @@ def assumption_constraints(names) -> list[z3.BoolRef]:
             out.append(z3.Implies(_is_ipv4(), _byte(14) & 0x0F == 5))
         elif n == "no-fragments":
             out.append(z3.Implies(_is_ipv4(), z3.And(_byte(20) & 0x3F == 0, _byte(21) == 0)))
+            out += [z3.Implies(is6, nh != IPV6_FRAGMENT) for is6, nh in _ipv6_next_headers()]
+        elif n == "no-ipv6-ext":
+            out += [z3.Implies(is6, z3.And([nh != x for x in IPV6_EXT_HEADERS])) for is6, nh in _ipv6_next_headers()]
     return out
 
 

@@ -27,8 +27,21 @@ KERNEL_ERROR = "We have an error talking to the kernel"
 
 
 def qdisc_line(dev: str) -> str:
-    """The ingress qdisc the filters hang off."""
-    return f"qdisc add dev {_token(dev, 'dev')} ingress"
+    """The qdisc the filters hang off: `replace` creates clsact or leaves an existing one
+    (a second run does not fail), and `filter add dev DEV ingress` reaches clsact's ingress
+    hook. (An old plain `ingress` qdisc makes the line fail: tc refuses to replace one
+    qdisc kind by another; `tc qdisc del dev DEV ingress` first.)"""
+    return f"qdisc replace dev {_token(dev, 'dev')} clsact"
+
+
+def teardown_lines(rules, dev: str) -> list[str]:
+    """`filter del` lines removing what a rule list (ruleset.Rule: chain, prio) adds: one
+    per (chain, prio), later chains first (nothing jumps into a chain already gone)."""
+    seen = sorted({(r.chain, r.prio) for r in rules}, key=lambda cp: (-cp[0], cp[1]))
+    return [
+        f"filter del dev {_token(dev, 'dev')} ingress prio {prio}" + (f" chain {chain}" if chain else "")
+        for chain, prio in seen
+    ]
 
 
 def filter_line(

@@ -1,0 +1,204 @@
+"""Why a path stays in software, shown on a packet: z3 counterexamples and suggestions.
+
+For a non-pass path left in software, `examples` asks z3 for a frame that shows
+the problem:
+
+* `differs`: the frame has the flower keys this path's packets have (its extracted block,
+  synthesis.py: the block synthesis gave up past the pass shields it tried, else the kept
+  block the path is in, else the path's own) but the program
+  gives it another verdict: a filter on those keys would be wrong for it. An atypical
+  frame's class (IP options, fragments, IPv6 extension headers) is what separates flower
+  from the program there.
+* `witness`: a frame that takes the path, where no such frame exists (a filter on the
+  path's keys would be right, but the script could not keep it: budget, shields, earlier
+  filters) or the path has no flower keys (only atypical packets, a rewrite, a redirect).
+
+A path whose reason is atypical packets gets an atypical frame first, the others a typical
+one first (the plainest frame that shows the difference).
+
+Frames are the shortest z3 finds (64, then 128 bytes, then --max-len). A suggestion
+(`offloadable with --assume no-ip-options`) is made for a path left to software for
+atypical packets or flower's view when the frame is of the class the assumption rules out
+(IP options, fragments, IPv6 extension headers) and the path's own filter - its block with
+the pass shields synthesis adds - proves under that assumption (the tests check by hand
+that the whole pipeline then offloads it).
+
+`pcap(frames)` writes them as a classic pcap file (LINKTYPE_ETHERNET) any reader opens.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import z3
+
+from analyzer.fields import frame
+from analyzer.symbolic import PACKET, PACKET_LEN
+
+from .dissector import match_formula
+from .synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, Outcome, Synthesizer
+
+#: Frame lengths tried, shortest first (None: up to --max-len).
+LENGTHS = (64, 128, None)
+#: Counterexamples worked out per program; further paths get none (JSON null).
+MAX_EXAMPLES = 64
+#: z3's deterministic resource limit per counterexample query (not a time: the same object
+#: always gets the same report). A query past it finds nothing, and the next is tried.
+QUERY_RLIMIT = 3_000_000
+
+
+@dataclass
+class Example:
+    """A frame for one software path: `kind` differs|witness, the path the frame takes
+    (`other`, its verdict) and the assumption that would make the path offloadable."""
+
+    path: int
+    kind: str
+    frame: bytes
+    other: int | None
+    other_verdict: str | None
+    suggestion: str | None = None
+
+    def decoded(self) -> str:
+        return frame(self.frame).text()
+
+    def sentence(self) -> str:
+        if self.kind == "witness":
+            return "a packet of this path"
+        return f"flower sees this path's keys, the program returns {self.other_verdict}" + (
+            f" (path {self.other})" if self.other is not None else ""
+        )
+
+    def json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "hex": self.frame.hex(),
+            "length": len(self.frame),
+            "fields": self.decoded(),
+            "classes": frame(self.frame).classes,
+            "takes_path": self.other,
+            "verdict": self.other_verdict,
+            "why": self.sentence(),
+        }
+
+
+def examples(rs, fates) -> dict[int, Example]:
+    """Per non-pass path in software: its Example. Cached on the rule set (rs.examples)."""
+    if rs.examples is not None:
+        return rs.examples
+    s = rs.synth
+    out: dict[int, Example] = {}
+    wanted = [f for f in fates if not f.offloaded and f.reason.code != "pass-to-host"]
+    for f in wanted[:MAX_EXAMPLES]:
+        ex = _example(rs, s.e.paths[f.path], f.reason.code == "atypical-packets")
+        if ex is not None:
+            out[f.path] = ex
+    _suggest(rs, out, fates)
+    rs.examples = out
+    return out
+
+
+#: The assumption that rules out each class of atypical frames (analyzer.fields.Frame).
+RULES_OUT = {"IP options": "no-ip-options", "fragments": "no-fragments", "IPv6 extension headers": "no-ipv6-ext"}
+
+
+def _blocks(rs, p):
+    """The blocks to look for a frame in, lazily (extracting a block costs many queries):
+    the one synthesis gave up, the kept one the path is in, the path's own."""
+    s = rs.synth
+    yield s.failed.get(p.id)
+    yield next((b for b in rs.blocks if p.id in b.paths), None)
+    yield s.block_for(p)
+
+
+def _example(rs, p, atypical_first: bool) -> Example | None:
+    s = rs.synth
+    outcome = s.outcomes[p.id]
+    for block in _blocks(rs, p) if isinstance(outcome, Outcome) else ():
+        if block is None:
+            continue
+        bad = [*s.env, *_region(s, block), z3.Not(s.good(outcome))]
+        order = (z3.Not(s.typical), s.typical) if atypical_first else (s.typical, z3.BoolVal(True))
+        model = _shortest(*bad, order[0]) or _shortest(*bad, order[1])
+        if model is not None:
+            other = _taken(s, model)
+            verdict = s.e.paths[other].verdict if other is not None else None
+            return Example(p.id, "differs", _bytes(model), other, verdict)
+    model = _shortest(*s.env, s.conds[p.id])
+    if model is None:
+        return None
+    return Example(p.id, "witness", _bytes(model), p.id, p.verdict)
+
+
+def _suggest(rs, out: dict[int, Example], fates) -> None:
+    """Suggest the assumption ruling out a `differs` frame's class for a path left to
+    software for atypical packets or flower's view, when the path's own filter (its block,
+    with the pass shields synthesis adds) proves under that assumption."""
+    free = [a for a in ASSUMPTIONS if a not in DEFAULT_ASSUMPTIONS and a not in rs.assumptions]
+    codes = {f.path: f.reason.code for f in fates if f.reason is not None}
+    again: dict[str, Synthesizer] = {}
+    for pid, ex in out.items():
+        if ex.kind != "differs" or codes.get(pid) not in ("atypical-packets", "not-expressible"):
+            continue
+        for c in frame(ex.frame).classes:
+            a = RULES_OUT.get(c)
+            if a not in free:
+                continue
+            if a not in again:
+                again[a] = Synthesizer(rs.synth.e, rs.assumptions + (a,), rs.synth.ifnames)
+            if _proves(again[a], pid):
+                ex.suggestion = a
+                break
+
+
+def _proves(s: Synthesizer, pid: int) -> bool:
+    p, outcome = s.e.paths[pid], s.outcomes[pid]
+    block = s.extract(p, outcome, quiet=True) if isinstance(outcome, Outcome) else None
+    if block is None:
+        return False
+    s.prove(block, [])
+    return block.proved
+
+
+def _region(s, block) -> list[z3.BoolRef]:
+    """Packets the block's filter takes: its keys, past the pass shields synthesis tried."""
+    return [block.formula(s.d)] + [z3.Not(match_formula(m, s.d)) for m in block.shields]
+
+
+def _shortest(*constraints) -> z3.ModelRef | None:
+    sv = z3.Solver()
+    sv.set("rlimit", QUERY_RLIMIT)
+    sv.add(*constraints)
+    for limit in LENGTHS:
+        sv.push()
+        if limit is not None:
+            sv.add(z3.ULE(PACKET_LEN, limit))
+        if sv.check() == z3.sat:
+            return sv.model()
+        sv.pop()
+    return None
+
+
+def _taken(s, model: z3.ModelRef) -> int | None:
+    for p in s.e.paths:
+        if z3.is_true(model.eval(s.conds[p.id], model_completion=True)):
+            return p.id
+    return None
+
+
+def _bytes(model: z3.ModelRef) -> bytes:
+    n = model.eval(PACKET_LEN, model_completion=True).as_long()
+    return bytes(model.eval(PACKET[z3.BitVecVal(i, 64)], model_completion=True).as_long() for i in range(n))
+
+
+#: Classic pcap: magic, version 2.4, GMT offset, accuracy, snaplen, LINKTYPE_ETHERNET (1).
+PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+
+
+def pcap(frames: list[bytes]) -> bytes:
+    """A pcap file holding `frames` in order, one second apart (from the epoch)."""
+    out = [PCAP_HEADER]
+    for i, data in enumerate(frames):
+        out.append(struct.pack("<IIII", i, 0, len(data), len(data)) + data)
+    return b"".join(out)
