@@ -37,7 +37,7 @@ from analyzer.fields import frame
 from analyzer.symbolic import PACKET, PACKET_LEN
 
 from .dissector import match_formula
-from .synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, Outcome, Synthesizer
+from .synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, Outcome, Synthesizer, assumption_constraints
 
 #: Frame lengths tried, shortest first (None: up to --max-len).
 LENGTHS = (64, 128, None)
@@ -91,7 +91,7 @@ def examples(rs, fates) -> dict[int, Example]:
     out: dict[int, Example] = {}
     wanted = [f for f in fates if not f.offloaded and f.reason.code != "pass-to-host"]
     for f in wanted[:MAX_EXAMPLES]:
-        ex = _example(rs, s.e.paths[f.path], f.reason.code == "atypical-packets")
+        ex = _example(rs, s.e.paths[f.path], f.reason.code)
         if ex is not None:
             out[f.path] = ex
     _suggest(rs, out, fates)
@@ -112,15 +112,25 @@ def _blocks(rs, p):
     yield s.block_for(p)
 
 
-def _example(rs, p, atypical_first: bool) -> Example | None:
+def _example(rs, p, code: str) -> Example | None:
+    """The path's `differs` frame, else a `witness`. Where a suggestion may follow (reason
+    atypical-packets or not-expressible), frames an assumption not yet made rules out are
+    looked for first, one assumption at a time: which frame z3 returns otherwise depends on
+    the solver's history, and the report must not."""
     s = rs.synth
     outcome = s.outcomes[p.id]
+    order = [s.typical, z3.BoolVal(True)]
+    if code == "atypical-packets":
+        order.reverse()
+        order[0] = z3.Not(s.typical)
+    if code in ("atypical-packets", "not-expressible"):
+        free = [a for a in ASSUMPTIONS if a not in DEFAULT_ASSUMPTIONS and a not in rs.assumptions]
+        order = [z3.Not(z3.And(assumption_constraints([a]))) for a in free] + order
     for block in _blocks(rs, p) if isinstance(outcome, Outcome) else ():
         if block is None:
             continue
         bad = [*s.env, *_region(s, block), z3.Not(s.good(outcome))]
-        order = (z3.Not(s.typical), s.typical) if atypical_first else (s.typical, z3.BoolVal(True))
-        model = _shortest(*bad, order[0]) or _shortest(*bad, order[1])
+        model = next((m for c in order if (m := _shortest(*bad, c)) is not None), None)
         if model is not None:
             other = _taken(s, model)
             verdict = s.e.paths[other].verdict if other is not None else None

@@ -183,7 +183,7 @@ def test_counterexample_verdict_is_the_kernels(ipv6_run):
     """The running kernel (BPF_PROG_TEST_RUN) gives each `differs` frame the verdict the
     report says the program gives it."""
     from analyzer import kernel
-    from analyzer.explore import VERDICTS
+    from analyzer.xdp import VERDICTS
     from tests.test_kernel_runner import kernel_ready
 
     doc, _ = ipv6_run
