@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
@@ -319,28 +320,34 @@ class Counted:
             steps = model.eval(self.exploration.expand(steps), model_completion=True)
         return self.layout.unpack(steps.as_long())
 
-    def vectors(self, path: Path, budget: int = 4000) -> tuple[list[dict[str, int]], bool]:
+    def vectors(self, path: Path, budget: int = 4000, seconds: float = 1.0) -> tuple[list[dict[str, int]], bool]:
         """The counter vectors of the path's feasible sub-paths, and whether the list is
         exact. The if-then-else tree is walked depth first, each merge condition checked
         with the solver together with the path's literals, so infeasible combinations are
-        cut where they start. Past `budget` solver checks the list is not exact: the
-        values of the tree, unchecked, with only the extremes kept past 512."""
+        cut where they start. Past `budget` solver checks or `seconds` the list is not
+        exact: the values of the tree, unchecked, with only the extremes kept past 512.
+        A feasible path has at least one feasible sub-path, so an empty answer (the
+        solver said unknown everywhere) is never taken as exact either."""
         steps = path.steps
         if z3.is_bv_value(steps):
             return [self.layout.unpack(steps.as_long())], True
-        values = _feasible_values(self.exploration.solver, path.literals, steps, budget)
-        exact = values is not None
-        if values is None:
+        values = _feasible_values(self.exploration.solver, path.literals, steps, budget, seconds)
+        exact = bool(values)
+        if not exact:
             values, _ = _sum_values(steps, 512)
         return [self.layout.unpack(v) for v in sorted(values or ())], exact
 
 
-def _feasible_values(solver: z3.Solver, literals, e: z3.ExprRef, budget: int) -> set[int] | None:
+def _feasible_values(
+    solver: z3.Solver, literals, e: z3.ExprRef, budget: int, seconds: float = math.inf
+) -> set[int] | None:
     """Values of the sum of if-then-else trees `e` on the sub-paths `literals` allow
-    (None past `budget` solver checks or for another shape)."""
+    (None past `budget` solver checks, past `seconds`, or for another shape). The solver
+    is left as it was found (every push popped, also when the walk stops early)."""
     mask = (1 << e.size()) - 1
     out: set[int] = set()
     checks = 0
+    deadline = time.monotonic() + seconds
 
     class Stop(Exception):
         pass
@@ -356,13 +363,15 @@ def _feasible_values(solver: z3.Solver, literals, e: z3.ExprRef, budget: int) ->
             elif z3.is_app_of(t, z3.Z3_OP_ITE):
                 for cond, branch in ((t.arg(0), t.arg(1)), (z3.Not(t.arg(0)), t.arg(2))):
                     checks += 1
-                    if checks > budget:
+                    if checks > budget or time.monotonic() > deadline:
                         raise Stop
                     solver.push()
-                    solver.add(cond)
-                    if solver.check(*literals) != z3.unsat:
-                        walk(pending + [branch], acc)
-                    solver.pop()
+                    try:
+                        solver.add(cond)
+                        if solver.check(*literals) != z3.unsat:
+                            walk(pending + [branch], acc)
+                    finally:
+                        solver.pop()
                 return
             else:
                 raise Stop

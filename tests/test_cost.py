@@ -227,6 +227,23 @@ def test_merged_paths_list_only_feasible_subpaths():
         assert lo <= min(v["insns"] for v in vectors) <= max(v["insns"] for v in vectors) <= hi
 
 
+def test_a_cut_walk_leaves_the_solver_clean():
+    """Issue 14: a walk stopped by its budget left its pushed scopes on the shared solver,
+    so every later path of the program got no feasible sub-path ("0 insns ?", exact)."""
+    obj = load_object(built("clang/or_stress_k2.o"))
+    counted = count(obj, obj.program("xdp_or_stress"))
+    merged = [p for p in counted.exploration.paths if not z3.is_bv_value(p.steps)]
+    require(merged, "or_stress_k2 has no merged path to cut")
+    expected = [counted.vectors(p) for p in merged]
+    solver = counted.exploration.solver
+    for p in merged:
+        vectors, exact = counted.vectors(p, budget=1)
+        assert vectors and not exact
+        assert solver.num_scopes() == 0
+    assert [counted.vectors(p) for p in merged] == expected
+    assert all(exact and vectors for vectors, exact in expected)
+
+
 # --------------------------------------------------------------------------- profiles
 
 
