@@ -47,9 +47,7 @@ Choices that shape the numbers (also in the profile's `notes`):
 
 from __future__ import annotations
 
-import ctypes
 import datetime
-import errno as errno_mod
 import os
 import platform
 import statistics
@@ -57,6 +55,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lifter import btf
 from lifter.encode import encode_all
 from lifter.insn import Alu, AluOp, Atomic, Call, Cond, Exit, Goto, Imm, Jump, Load, LoadImm64, Reg, Store, slots
 from lifter.maptypes import map_type_by_name
@@ -89,6 +88,8 @@ BPF_F_NO_PREALLOC = 1
 XDP_PASS = 2
 TAIL_SLOTS = 64
 EMPTY_SLOT = TAIL_SLOTS - 1
+#: BTF type id of the first FUNC record func_btf writes (after its six fixed types).
+FIRST_FUNC_TYPE = 7
 
 
 class CalibrationError(Exception):
@@ -184,14 +185,16 @@ def func_btf(funcs: list[tuple[str, str]]) -> bytes:
         return struct.pack("<III", name_off, (kind << 24) | vlen, size_or_type)
 
     types = bytearray()
-    types += head(name("int"), 1, 0, 4) + struct.pack("<I", (1 << 24) | 32)  # INT, signed
-    types += head(name("xdp_md"), 4, 0, 24)  # STRUCT without members
-    types += head(0, 2, 0, 2) + head(0, 2, 0, 0)  # PTR xdp_md, PTR void
-    types += head(0, 13, 1, 1) + struct.pack("<II", name("ctx"), 3)  # FUNC_PROTO main
-    types += head(0, 13, 2, 1) + struct.pack("<IIII", name("index"), 1, name("data"), 4)
+    types += head(name("int"), btf.KIND_INT, 0, 4) + struct.pack("<I", (btf.INT_SIGNED << 24) | 32)
+    types += head(name("xdp_md"), btf.KIND_STRUCT, 0, 24)  # without members
+    types += head(0, btf.KIND_PTR, 0, 2) + head(0, btf.KIND_PTR, 0, 0)  # xdp_md *, void *
+    types += head(0, btf.KIND_FUNC_PROTO, 1, 1) + struct.pack("<II", name("ctx"), 3)  # main
+    types += head(0, btf.KIND_FUNC_PROTO, 2, 1) + struct.pack("<IIII", name("index"), 1, name("data"), 4)
     for fname, kind in funcs:
-        types += head(name(fname), 12, 1 if kind == "main" else 0, 5 if kind == "main" else 6)
-    hdr = struct.pack("<HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types), len(strings))
+        types += head(name(fname), btf.KIND_FUNC, 1 if kind == "main" else 0, 5 if kind == "main" else 6)
+    hdr = struct.pack(
+        "<HBBIIIII", btf.BTF_MAGIC, btf.BTF_VERSION, 0, btf.HEADER_MIN_LEN, 0, len(types), len(types), len(strings)
+    )
     return hdr + bytes(types) + bytes(strings)
 
 
@@ -227,7 +230,6 @@ class Rig:
 
     def __init__(self):
         kernel.check_kernel()
-        self.lib = kernel._library()
         self.fds: list[int] = []
         self.runner = kernel.LoadedObject("<calibrate>", None, {}, {}, [])
         self.maps: dict[str, int] = {}
@@ -249,15 +251,10 @@ class Rig:
 
     def map(self, name: str, type_name: str, key_size: int, value_size: int, max_entries: int, flags: int = 0) -> int:
         mtype = map_type_by_name(type_name)
-        opts = kernel._MapCreateOpts(sz=ctypes.sizeof(kernel._MapCreateOpts), map_flags=flags)
-        fd = self.lib.bpf_map_create(
-            mtype.id, name.encode()[:15], key_size, value_size, max_entries, ctypes.byref(opts)
-        )
-        if fd < 0:
-            err = ctypes.get_errno() or -fd
-            raise CalibrationError(
-                f"creating a {type_name} map failed: {errno_mod.errorcode.get(err, err)} ({os.strerror(err)})"
-            )
+        try:
+            fd = kernel.create_map(mtype.id, name, key_size, value_size, max_entries, flags)
+        except kernel.KernelLoadError as err:
+            raise CalibrationError(f"a {type_name} map: {err}") from None
         self.fds.append(fd)
         self.runner.maps[name] = kernel.MapInfo(name, fd, mtype.id, key_size, value_size, max_entries)
         self.maps[name] = fd
@@ -269,46 +266,18 @@ class Rig:
         except kernel.KernelRunError as err:
             raise CalibrationError(str(err)) from None
 
-    def btf(self, data: bytes) -> int:
-        """Load a BTF blob (bpf_btf_load); returns its fd."""
-        fn = self.lib.bpf_btf_load
-        fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-        buf = ctypes.create_string_buffer(data, len(data))
-        fd = fn(buf, len(data), None)
-        if fd < 0:
-            err = ctypes.get_errno() or -fd
-            raise CalibrationError(f"BTF for the bpf_loop micro-programs refused: {os.strerror(err)}")
-        self.fds.append(fd)
-        return fd
-
     def prog(self, name: str, insns: list, funcs: list[tuple[int, str, str]] | None = None) -> int:
         """Load `insns` as an XDP program; `funcs` = (pc, name, main|callback) adds BTF
         func_info (needed for bpf_loop callbacks)."""
-        code = encode_all(insns)
-        buf = ctypes.create_string_buffer(code, len(code))
-        log = ctypes.create_string_buffer(1 << 20)
-        opts = kernel._ProgLoadOpts(
-            sz=ctypes.sizeof(kernel._ProgLoadOpts), log_level=1, log_size=len(log), log_buf=ctypes.addressof(log)
-        )
-        if funcs:
-            opts.prog_btf_fd = self.btf(func_btf([(n, k) for _, n, k in funcs]))
-            info = b"".join(struct.pack("<II", pc, 7 + i) for i, (pc, _, _) in enumerate(funcs))
-            info_buf = ctypes.create_string_buffer(info, len(info))
-            opts.func_info, opts.func_info_cnt, opts.func_info_rec_size = ctypes.addressof(info_buf), len(funcs), 8
-        fd = self.lib.bpf_prog_load(
-            kernel.BPF_PROG_TYPE_XDP, name.encode()[:15], b"GPL", buf, len(code) // 8, ctypes.byref(opts)
-        )
-        if fd < 0:
-            err = ctypes.get_errno() or -fd
-            lines = [
-                ln
-                for ln in log.value.decode(errors="replace").splitlines()
-                if ln.strip() and not ln.startswith(("processed ", "verification time"))
-            ]
-            raise CalibrationError(
-                f"micro-program {name} refused by the kernel "
-                f"({errno_mod.errorcode.get(err, err)}): {lines[-1] if lines else ''}"
-            )
+        btf_fd, info = None, None
+        try:
+            if funcs:
+                btf_fd = kernel.load_btf(func_btf([(n, k) for _, n, k in funcs]))
+                self.fds.append(btf_fd)
+                info = [(pc, FIRST_FUNC_TYPE + i) for i, (pc, _, _) in enumerate(funcs)]
+            fd = kernel.load_program(kernel.BPF_PROG_TYPE_XDP, name, encode_all(insns), b"GPL", btf_fd, info)
+        except kernel.KernelLoadError as err:
+            raise CalibrationError(f"micro-program {name} refused by the kernel: {str(err).splitlines()[0]}") from None
         self.fds.append(fd)
         self.runner.programs[name] = fd
         return fd

@@ -54,6 +54,7 @@ import errno as errno_mod
 import os
 import platform
 import re
+import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,7 +204,7 @@ def _on_libbpf_print(level: int, fmt: bytes, args: int) -> int:
 _print_cb = _PRINT_FN(_on_libbpf_print)  # module-level: must outlive every libbpf call
 
 
-def _library() -> ctypes.CDLL | None:
+def library() -> ctypes.CDLL | None:
     """libbpf with the signatures this module uses, or None if it is not installed."""
     global _lib
     if _lib is not None:
@@ -280,7 +281,7 @@ def check_kernel() -> None:
     """Raise KernelUnavailable (one line: what is missing) unless XDP programs can be
     loaded and test-run here. Cheap after the first success (the probe is cached)."""
     global _probed
-    lib = _library()
+    lib = library()
     if lib is None:
         raise KernelUnavailable("libbpf (libbpf.so.1, >= 1.0) is not installed: apt-get install libbpf1")
     caps = _capabilities()
@@ -354,7 +355,7 @@ class MapInfo:
 
 def possible_cpus() -> int:
     """libbpf_num_possible_cpus(): how many per-CPU slots a per-CPU map value has."""
-    lib = _library()
+    lib = library()
     n = lib.libbpf_num_possible_cpus() if lib else -1
     if n <= 0:
         raise KernelRunError("cannot read the number of possible CPUs", -n if n < 0 else 0)
@@ -400,7 +401,7 @@ class LoadedObject:
                 pass
         self._own_fds = []
         if self._handle is not None:
-            _library().bpf_object__close(self._handle)
+            library().bpf_object__close(self._handle)
             self._handle = None
         self.programs, self.maps = {}, {}
 
@@ -705,7 +706,7 @@ def load(
     Raises KernelUnavailable, KernelLoadError."""
     global _captured
     check_kernel()
-    lib = _library()
+    lib = library()
     path = str(path)
     if not os.path.isfile(path):
         raise KernelLoadError(f"{path}: no such file")
@@ -887,6 +888,65 @@ class _ProgLoadOpts(ctypes.Structure):
     ]
 
 
+def create_map(type_id: int, name: str, key_size: int, value_size: int, max_entries: int, flags: int = 0) -> int:
+    """bpf(BPF_MAP_CREATE): the new map's fd (the caller closes it). KernelLoadError with
+    the errno's name and text when the kernel refuses."""
+    opts = _MapCreateOpts(sz=ctypes.sizeof(_MapCreateOpts), map_flags=flags)
+    fd = library().bpf_map_create(type_id, name.encode()[:15], key_size, value_size, max_entries, ctypes.byref(opts))
+    if fd < 0:
+        err = ctypes.get_errno() or -fd
+        raise KernelLoadError(f"creating map {name} failed: {errno_mod.errorcode.get(err, err)} ({os.strerror(err)})")
+    return fd
+
+
+def load_btf(data: bytes) -> int:
+    """bpf(BPF_BTF_LOAD) of a raw BTF blob: its fd (the caller closes it)."""
+    fn = library().bpf_btf_load
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    buf = ctypes.create_string_buffer(data, len(data))
+    fd = fn(buf, len(data), None)
+    if fd < 0:
+        err = ctypes.get_errno() or -fd
+        raise KernelLoadError(f"BTF refused: {os.strerror(err)}")
+    return fd
+
+
+def load_program(
+    prog_type: int,
+    name: str,
+    code: bytes,
+    license: bytes = b"GPL",
+    btf_fd: int | None = None,
+    func_info: list[tuple[int, int]] | None = None,
+) -> int:
+    """bpf(BPF_PROG_LOAD) of raw instructions: the program's fd (the caller closes it).
+    `func_info` = (instruction offset, BTF FUNC type id) records, with `btf_fd`. A refusal
+    is a KernelLoadError whose first line ends with the verifier log's last line and whose
+    following lines are the log's tail."""
+    buf = ctypes.create_string_buffer(code, len(code))
+    log = ctypes.create_string_buffer(1 << 20)
+    opts = _ProgLoadOpts(sz=ctypes.sizeof(_ProgLoadOpts), log_level=1, log_size=len(log), log_buf=ctypes.addressof(log))
+    if btf_fd is not None:
+        opts.prog_btf_fd = btf_fd
+    if func_info:
+        info = b"".join(struct.pack("<II", off, type_id) for off, type_id in func_info)
+        info_buf = ctypes.create_string_buffer(info, len(info))
+        opts.func_info, opts.func_info_cnt, opts.func_info_rec_size = ctypes.addressof(info_buf), len(func_info), 8
+    fd = library().bpf_prog_load(prog_type, name.encode()[:15], license, buf, len(code) // 8, ctypes.byref(opts))
+    if fd < 0:
+        err = ctypes.get_errno() or -fd
+        text = [
+            ln
+            for ln in log.value.decode(errors="replace").rstrip().splitlines()
+            if ln.strip() and not ln.startswith(("processed ", "verification time"))
+        ]
+        raise KernelLoadError(
+            f"program {name} failed to load ({errno_mod.errorcode.get(err, err)}, {os.strerror(err)}): "
+            f"{text[-1] if text else ''}\n" + "\n".join(text[-40:])
+        )
+    return fd
+
+
 BPF_PSEUDO_MAP_FD = 1
 LD_IMM64 = 0x18
 
@@ -919,20 +979,16 @@ def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | 
     missing = sorted(set(programs or ()) - set(names))
     if missing:
         raise KernelLoadError(f"{path}: no program {', '.join(missing)}; programs: {', '.join(names)}")
-    lib = _library()
     fds: list[int] = []
     try:
         maps: dict[str, MapInfo] = {}
         for m in obj.maps:
             if m.type is None or m.max_entries is None:
                 raise unsupported(f"map {m.name} has no usable definition")
-            opts = _MapCreateOpts(sz=ctypes.sizeof(_MapCreateOpts), map_flags=m.flags)
-            fd = lib.bpf_map_create(
-                m.type.id, m.name.encode()[:15], m.key_size, m.value_size, m.max_entries, ctypes.byref(opts)
-            )
-            if fd < 0:
-                err = ctypes.get_errno() or -fd
-                raise KernelLoadError(f"{path}: creating map {m.name} failed: {os.strerror(err)}")
+            try:
+                fd = create_map(m.type.id, m.name, m.key_size, m.value_size, m.max_entries, m.flags)
+            except KernelLoadError as err:
+                raise KernelLoadError(f"{path}: {err}") from None
             fds.append(fd)
             maps[m.name] = MapInfo(m.name, fd, m.type.id, m.key_size, m.value_size, m.max_entries)
         license = (obj.license or "GPL").encode()
@@ -958,20 +1014,11 @@ def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | 
                     raise unsupported(f"relocated instruction at {entry.section}+{rel.offset} is not ld_imm64")
                 insns[at + 1] = (insns[at + 1] & 0x0F) | (BPF_PSEUDO_MAP_FD << 4)
                 insns[at + 4 : at + 8] = maps[target[0].name].fd.to_bytes(4, "little", signed=True)
-            code = ctypes.create_string_buffer(bytes(insns), len(insns))
-            log = ctypes.create_string_buffer(1 << 20)
-            opts = _ProgLoadOpts(
-                sz=ctypes.sizeof(_ProgLoadOpts), log_level=1, log_size=len(log), log_buf=ctypes.addressof(log)
-            )
             ptype = program_type(prog.section)
-            fd = lib.bpf_prog_load(ptype, prog.name.encode()[:15], license, code, len(insns) // 8, ctypes.byref(opts))
-            if fd < 0:
-                err = ctypes.get_errno() or -fd
-                text = log.value.decode(errors="replace").rstrip().splitlines()
-                raise KernelLoadError(
-                    f"{path}: program {prog.name} failed to load ({os.strerror(err)}): "
-                    f"{text[-1] if text else ''}\n" + "\n".join(text[-40:])
-                )
+            try:
+                fd = load_program(ptype, prog.name, bytes(insns), license)
+            except KernelLoadError as err:
+                raise KernelLoadError(f"{path}: {err}") from None
             fds.append(fd)
             progs[prog.name] = fd
             types[prog.name] = ptype
