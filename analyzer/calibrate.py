@@ -57,13 +57,17 @@ from dataclasses import dataclass, field
 
 from lifter import btf
 from lifter.encode import encode_all
+from lifter.errors import LiftError
 from lifter.insn import Alu, AluOp, Atomic, Call, Cond, Exit, Goto, Imm, Jump, Load, LoadImm64, Reg, Store, slots
 from lifter.maptypes import map_type_by_name
 from lifter.opcodes import AtomicOp, CallSrc, PseudoSrc
 
 from . import kernel
-from .cost import Profile
+from .cost import Profile, cpu_model
+from .explore import ExplorationError
+from .fit import fit_profile
 from .helpers import HELPER_BY_NAME
+from .pathtiming import time_object
 
 #: The packet every micro-benchmark runs on: Ethernet + IPv4 + TCP, zero padded.
 PACKET = (
@@ -104,6 +108,8 @@ class Settings:
     repeat: int = 100_000
     rounds: int = 7
     scale: float = 1.0
+    fit_repeat: int = 20_000  # per path timing of the fit's programs
+    fit_rounds: int = 3
 
 
 # --------------------------------------------------------------------------- assembling
@@ -782,22 +788,35 @@ def _slope(xs: list[float], ys: list[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith(("model name", "Model", "cpu model")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def calibrate(settings: Settings | None = None, progress: Callable[[str], None] | None = None) -> Profile:
-    """Measure everything (see the module doc) and return the profile. Raises
+def calibrate(
+    settings: Settings | None = None,
+    progress: Callable[[str], None] | None = None,
+    fit_objects: list[str] | None = None,
+) -> Profile:
+    """Measure everything (see the module doc) and return the profile; with `fit_objects`,
+    time their paths and fit the instruction prices on them (analyzer/fit.py). Raises
     kernel.KernelUnavailable without the privileges, CalibrationError when a micro-program
-    is refused."""
+    is refused or the objects give too few timed paths to fit."""
     settings = settings or Settings()
+    profile = measure_micro(settings, progress)
+    if not fit_objects:
+        return profile
+    rows: list[dict] = []
+    for i, path in enumerate(fit_objects, 1):
+        if progress:
+            progress(f"timing paths of {os.path.basename(path)} ({i}/{len(fit_objects)})")
+        try:
+            rows += time_object(path, profile, settings.fit_repeat, settings.fit_rounds)
+        except (LiftError, kernel.KernelLoadError, ExplorationError) as err:
+            rows.append({"object": str(path), "skip": str(err).splitlines()[0]})
+    try:
+        return fit_profile(profile, rows)
+    except ValueError as err:
+        raise CalibrationError(str(err)) from None
+
+
+def measure_micro(settings: Settings, progress: Callable[[str], None] | None = None) -> Profile:
+    """The micro-program part of `calibrate` (every price measured in isolation)."""
     with Rig() as rig:
         _setup_maps(rig)
         all_benches = benches()
@@ -865,6 +884,8 @@ def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[
             "repeat": settings.repeat,
             "rounds": settings.rounds,
             "scale": settings.scale,
+            "fit_repeat": settings.fit_repeat,
+            "fit_rounds": settings.fit_rounds,
             "packet_bytes": len(PACKET),
             "overhead_runs": empty,
             "variants": variants,

@@ -31,7 +31,8 @@ hashed key byte), per tail call (constant/variable, taken/missed), per bpf-to-bp
 bpf_loop callback, and the fixed per-run overhead of BPF_PROG_TEST_RUN (not part of a
 path's cost). A path's cost is the sum over its counters. A merged path has one vector
 per feasible sub-path (each checked with the solver); its cost is given as min / median /
-max over them. Anything the profile has no number for is listed as `uncalibrated` (the
+max over them. A fitted profile adds `path_ns` once per path (analyzer/fit.py).
+Anything the profile has no number for is listed as `uncalibrated` (the
 estimate is then a lower bound).
 """
 
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+import platform
 import statistics
 import time
 from collections import Counter
@@ -457,6 +459,8 @@ class Profile:
     spread: dict = field(default_factory=dict)  # entry -> [min, max] over rounds
     notes: list[str] = field(default_factory=list)
     source: str = ""
+    path_ns: float = 0.0  # per path, fitted on real programs (analyzer/fit.py)
+    fit: dict = field(default_factory=dict)  # how the instruction prices were fitted, and the fit's error
 
     TAIL_KINDS = ("constant", "variable", "constant_miss", "variable_miss")
 
@@ -477,6 +481,8 @@ class Profile:
             "method": self.method,
             "spread": self.spread,
             "notes": self.notes,
+            "path_ns": self.path_ns,
+            "fit": self.fit,
         }
 
     @classmethod
@@ -515,6 +521,8 @@ class Profile:
             doc.get("spread") or {},
             list(doc.get("notes") or []),
             source,
+            number(doc.get("path_ns", 0.0), "path_ns"),
+            doc.get("fit") or {},
         )
         missing = [f"tail_call.{k}" for k in cls.TAIL_KINDS if k not in prof.tail_call]
         missing += [f"call.{k}" for k in ("bpf2bpf", "callback") if k not in prof.call]
@@ -524,6 +532,30 @@ class Profile:
 
     def save(self, path: str | FsPath) -> None:
         FsPath(path).write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+
+def cpu_model() -> str:
+    """The running machine's CPU model, as profiles name it (/proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith(("model name", "Model", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def foreign_profile(profile: Profile) -> str | None:
+    """What differs between the machine the profile was measured on and this one (CPU
+    model, kernel release), or None when they match."""
+    here_cpu, here_kernel = cpu_model(), platform.release()
+    diffs = []
+    if profile.cpu != here_cpu:
+        diffs.append(f"CPU {profile.cpu!r}, this machine {here_cpu!r}")
+    if profile.kernel != here_kernel:
+        diffs.append(f"kernel {profile.kernel}, this machine {here_kernel}")
+    return "; ".join(diffs) or None
 
 
 def load_profile(path: str | FsPath | None = None) -> Profile:
@@ -556,6 +588,7 @@ def price(counts: dict[str, int], taken: Counter, counted: Counted, profile: Pro
     """Price the counters `counts` of one sub-path; `taken` counts the tail calls the path
     takes per Site (from Path.tail_calls)."""
     parts = dict.fromkeys(("insns", "helpers", "lookups", "tail_calls", "calls"), 0.0)
+    parts["insns"] = profile.path_ns
     missing: set[str] = set()
     hashed = 0
     for name, n in counts.items():

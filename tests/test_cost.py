@@ -62,7 +62,7 @@ def oracle_inputs(e, v: Verifier, path, model):
     """The witness as the oracle's inputs: the packet, ctx fields, map contents and the
     helper results the model chose (in call order per helper)."""
     ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
-    packet = v._packet(ev)
+    packet = v.witness_packet(ev)
     maps = {m.name: m for m in e.obj.maps}
 
     def map_value(name: str, key: bytes) -> bytes | None:
@@ -137,10 +137,10 @@ def test_counts_match_the_concrete_oracle(path):
         assert len(plain.paths) == len(e.paths)
         v = Verifier(e, None)
         for p, q, cond in zip(e.paths, plain.paths, v.conditions):
-            if p.verdict == UNKNOWN or p.notes or v._unfillable(p):
+            if p.verdict == UNKNOWN or p.notes or v.unfillable(p):
                 skipped += 1
                 continue
-            model = v._model(cond)
+            model = v.witness(cond)
             if model is None:
                 skipped += 1
                 continue
@@ -189,7 +189,7 @@ def test_oracle_covers_the_corpus():
     v = Verifier(counted.exploration, None)
     done = 0
     for p, cond in zip(counted.exploration.paths, v.conditions):
-        model = v._model(cond)
+        model = v.witness(cond)
         packet, inputs = oracle_inputs(counted.exploration, v, p, model)
         res = interp.run(obj, prog, packet, **inputs)
         assert res.steps == counted.counts_at(p, model)["insns"]
