@@ -511,9 +511,8 @@ def test_foreign_profile_warns_once(capsys, tmp_path, field):
     assert len(lines) == 1 and "another machine" in lines[0] and "something else" in lines[0]
     assert "xdp2tc calibrate" in lines[0]
     assert "MEASURED ON ANOTHER MACHINE" in out
-    code, out, err = run_cli(
-        capsys, "cost", "--profile", str(here_profile(tmp_path)), str(built("clang/icmp_filter.o")), foreign_warning=True
-    )
+    here = str(here_profile(tmp_path))
+    code, out, err = run_cli(capsys, "cost", "--profile", here, str(built("clang/icmp_filter.o")), foreign_warning=True)
     assert code == 0 and err == "" and "ANOTHER MACHINE" not in out
     assert "from micro-programs only" in out
 
