@@ -38,7 +38,9 @@ Choices that shape the numbers (also in the profile's `notes`):
   kernel's indirect path); misses call an empty slot. Longer chains cost far more per call
   on this kind of machine (0.5 ns per call up to 4, about 6 ns per call from 8 to 32 with
   constant indices), so a profile is for chains of a few calls, as XDP programs use.
-* `helper.map_update_elem` overwrites an existing key of a hash map; `map_delete_elem` is
+* `update.<map type>` overwrites an existing entry (BPF_ANY) of a map of that type; LRU
+  inserts of new keys (which may evict) are not timed. `helper.map_update_elem` (the hash
+  map's overwrite) prices updates of other types. `map_delete_elem` is
   timed as update+delete pairs minus the update.
 * Not calibrated (reported as `uncalibrated` when a path uses them): helpers that need
   outside state (fib_lookup, perf/ring buffer output, trace_printk, spin locks,
@@ -489,6 +491,32 @@ def _lookup_bench(map_name: str, type_name: str) -> Bench:
     return Bench(entry, make, 16, 1.0, {"insn.ld_imm64": 1, "insn.alu": 2})
 
 
+#: Map types whose update from a program is calibrated (profile `update`): the lookup maps
+#: but devmaps (a program cannot update them).
+UPDATE_MAPS = tuple(t for t in LOOKUP_MAPS if not t.startswith("devmap"))
+
+
+def _update_bench(type_name: str) -> Bench:
+    """map_update_elem(BPF_ANY) of an existing entry (the lookup bench's key, in a map of
+    its own): an overwrite (an LPM trie allocates a new node even so, as trie_update_elem
+    does)."""
+    key = _lookup_key(type_name, LOOKUP_MAPS[type_name][0])
+
+    def make(rig: Rig, n: int) -> str:
+        unit = [
+            ld_map(1, rig.maps[f"cal_up_{type_name}"]),
+            mov(2, 10),
+            add(2, Imm(-16)),
+            mov(3, 10),
+            add(3, Imm(-32)),
+            mov(4, Imm(0)),
+            helper_call("map_update_elem"),
+        ]
+        return _straight(f"up_{type_name[-9:]}", lambda i: unit, _key_setup(key))(rig, n)
+
+    return Bench(f"update.{type_name}", make, 16, 1.0, {"insn.ld_imm64": 1, "insn.alu": 5})
+
+
 def _lookup_key(type_name: str, key_size: int) -> bytes:
     if type_name == "lpm_trie":
         return struct.pack("<I", 32) + bytes([10, 1, 2, 3])
@@ -553,6 +581,14 @@ def _setup_maps(rig: Rig) -> None:
                 rig.update("cal_lpm3", struct.pack("<I", plen) + bytes(addr), value)
             continue
         if info.percpu:
+            value = (value + bytes(-len(value) % 8)) * kernel.possible_cpus()
+        rig.update(name, _lookup_key(type_name, ks), value)
+    for type_name in UPDATE_MAPS:  # their own maps: updates must not change what lookups find
+        ks, vs = LOOKUP_MAPS[type_name]
+        name = f"cal_up_{type_name}"
+        rig.map(name, type_name, ks, vs, 16, BPF_F_NO_PREALLOC if type_name == "lpm_trie" else 0)
+        value = bytes(vs)
+        if rig.runner.maps[name].percpu:
             value = (value + bytes(-len(value) % 8)) * kernel.possible_cpus()
         rig.update(name, _lookup_key(type_name, ks), value)
     rig.map("cal_hash16", "hash", 16, 8, 16)
@@ -731,6 +767,7 @@ def benches() -> list[Bench]:
         Bench("loop.1", _loop_make(1), 16, 1, {"insn.alu": 4, "insn.ld_imm64": 1}),
         Bench("loop.5", _loop_make(5), 16, 1, {"insn.alu": 8, "insn.ld_imm64": 1}),
     ]
+    out += [_update_bench(t) for t in UPDATE_MAPS]
     out += [_lookup_bench(f"cal_{t}", t) for t in LOOKUP_MAPS] + [
         _lookup_bench("cal_hash16", "hash"),
         _lookup_bench("cal_lpm3", "lpm_trie"),
@@ -880,6 +917,7 @@ def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[
         hash_key_byte=clamp(key_byte),
         tail_call=section("tail_call"),
         call=section("call"),
+        update=section("update"),
         method={
             "repeat": settings.repeat,
             "rounds": settings.rounds,

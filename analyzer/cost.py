@@ -105,9 +105,10 @@ INSN_CLASSES = (
     "call_other",  # kfunc or unresolved call
     "exit",  # return from the program or a subprogram (priced with overhead/call)
 )
-#: Helpers whose price is not under `helper`: lookups are priced by map type, tail calls
-#: by site kind.
-PRICED_ELSEWHERE = ("map_lookup_elem", "tail_call")
+#: Helpers whose price is not under `helper`: lookups and updates are priced by map type
+#: (an update of a type without its own price at `helper.map_update_elem`), tail calls by
+#: site kind.
+PRICED_ELSEWHERE = ("map_lookup_elem", "map_update_elem", "tail_call")
 #: Map types whose lookups hash their key (`hash_key_bytes` counts the bytes).
 HASHED = frozenset(t.name for t in MAP_TYPES if t.keyed == "hash")
 
@@ -120,6 +121,8 @@ def base_fields() -> tuple[str, ...]:
         + ("helper.unknown",)
         + tuple(f"lookup.{t.name}" for t in MAP_TYPES)
         + ("lookup.unknown",)
+        + tuple(f"update.{t.name}" for t in MAP_TYPES)
+        + ("update.unknown",)
         + ("hash_key_bytes", "pkt.read_bytes", "pkt.write_bytes", "callback")
     )
 
@@ -260,7 +263,16 @@ class CountingExplorer(Explorer):
         out = [("insn.call_helper", 1), (f"helper.{h.name}" if h else "helper.unknown", 1)]
         if h is None:
             return out
-        if h.name == "map_lookup_elem":
+        if h.name == "map_update_elem":
+            ptr = s.regs[1]
+            mdef = (
+                self.maps.get(ptr.region.name)
+                if isinstance(ptr, Pointer) and ptr.region.kind == RegionKind.MAP
+                else None
+            )
+            name = f"update.{mdef.type.name}" if mdef is not None and mdef.type is not None else "update.unknown"
+            out.append((name if name in self._units else "update.unknown", 1))
+        elif h.name == "map_lookup_elem":
             ptr = s.regs[1]
             mdef = (
                 self.maps.get(ptr.region.name)
@@ -461,6 +473,7 @@ class Profile:
     source: str = ""
     path_ns: float = 0.0  # per path, fitted on real programs (analyzer/fit.py)
     fit: dict = field(default_factory=dict)  # how the instruction prices were fitted, and the fit's error
+    update: dict[str, float] = field(default_factory=dict)  # map_update_elem by map type
 
     TAIL_KINDS = ("constant", "variable", "constant_miss", "variable_miss")
 
@@ -483,6 +496,7 @@ class Profile:
             "notes": self.notes,
             "path_ns": self.path_ns,
             "fit": self.fit,
+            "update": self.update,
         }
 
     @classmethod
@@ -523,6 +537,7 @@ class Profile:
             source,
             number(doc.get("path_ns", 0.0), "path_ns"),
             doc.get("fit") or {},
+            table("update") if "update" in doc else {},
         )
         missing = [f"tail_call.{k}" for k in cls.TAIL_KINDS if k not in prof.tail_call]
         missing += [f"call.{k}" for k in ("bpf2bpf", "callback") if k not in prof.call]
@@ -619,6 +634,12 @@ def price(counts: dict[str, int], taken: Counter, counted: Counted, profile: Pro
                 parts["lookups"] += n * cost
             if what in HASHED:
                 hashed += n
+        elif kind == "update":
+            cost = profile.update.get(what, profile.helper.get("map_update_elem"))
+            if cost is None:
+                missing.add(name)
+            else:
+                parts["helpers"] += n * cost
         elif name == "callback":
             parts["calls"] += n * profile.call["callback"]
     extra_key = counts.get("hash_key_bytes", 0) - 4 * hashed

@@ -23,6 +23,7 @@ without its program. The summary goes into the profile's `fit`.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import zlib
 from collections.abc import Sequence
@@ -187,22 +188,10 @@ def fit_profile(profile: Profile, rows: list[dict], k: int = 5) -> Profile:
         "micro_prices": summary(micro),
         "fitted_on": sorted({r["object"] for r in rows if "measured_ns" in r}),
     }
-    return Profile(
-        profile.kernel,
-        profile.cpu,
-        profile.machine,
-        profile.created,
-        profile.overhead_ns,
-        insn,
-        profile.helper,
-        profile.lookup,
-        profile.hash_key_byte,
-        profile.tail_call,
-        profile.call,
-        profile.method,
-        profile.spread,
-        [*profile.notes, "insn prices and path_ns fitted on real paths (see fit)"],
-        profile.source,
+    return dataclasses.replace(
+        profile,
+        insn=insn,
+        notes=[*profile.notes, "insn prices and path_ns fitted on real paths (see fit)"],
         path_ns=round(prices[PATH_TERM], 4),
         fit=fit,
     )

@@ -20,7 +20,7 @@ from conftest import require, require_kernel
 from oracles import interp
 
 import corpus
-from analyzer import fit, kernel
+from analyzer import calibrate, fit, kernel
 from analyzer.cost import (
     DEFAULT_PROFILE,
     INSN_CLASSES,
@@ -110,6 +110,8 @@ def oracle_counts(obj, res: interp.Result) -> Counter:
         out[f"lookup.{mdef.type.name}"] += n
         if mdef.type.keyed == "hash":
             out["hash_key_bytes"] += n * (mdef.key_size or 4)
+    for name, n in res.updates.items():
+        out[f"update.{maps[name].type.name}"] += n
     for key, name in (
         ("pkt_read_bytes", "pkt.read_bytes"),
         ("pkt_write_bytes", "pkt.write_bytes"),
@@ -487,6 +489,8 @@ def test_calibrate_writes_a_profile(capsys, tmp_path):
     for table in ("insn", "helper", "lookup", "tail_call", "call"):
         assert set(getattr(prof, table)) == set(getattr(shipped, table)), table
         assert all(math.isfinite(x) and x >= 0 for x in getattr(prof, table).values())
+    assert set(prof.update) == set(calibrate.UPDATE_MAPS)
+    assert all(math.isfinite(x) and x >= 0 for x in prof.update.values())
     assert prof.kernel == __import__("platform").release()
     assert "profile for kernel" in text and "instruction prices fitted on" in text
     assert prof.fit["cross_validation"]["paths"] >= 16 and prof.fit["fitted_on"] == sorted(fit_on)
