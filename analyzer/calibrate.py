@@ -16,6 +16,15 @@ besides the thing measured (argument set-up, the load of a variable index, ...) 
 subtracted at the already calibrated prices, so a helper's price is the call alone and a
 path's argument set-up is paid once, by its own instructions.
 
+Fit on real code. Micro-programs time instructions as throughput in isolation; real
+programs overlap them differently, so summed micro prices mispredict long paths. With
+`fit_objects` (`xdp2tc calibrate` defaults to the corpus's clang builds; `--fit FILE.o`
+names others, `--no-fit` skips), every path of those objects with a witness is timed on
+the kernel (analyzer/pathtiming.py) and the instruction-class prices plus a per-path
+term are fitted by non-negative least squares, judged by grouped cross-validation
+(analyzer/fit.py); the profile's `fit` keeps the held-back error. Helpers, lookups,
+updates, tail calls and calls keep their micro-program prices.
+
 The fixed cost of a test run (the kernel's loop around the program and the program's
 entry and exit) is the median time of the empty program `r0 = XDP_PASS; exit`, and is not
 part of any path's price (`overhead_ns`).

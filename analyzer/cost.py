@@ -27,7 +27,7 @@ site with three constants: the kernel runs it as a variable-index tail call.)
 Pricing. A `Profile` (made by `xdp2tc calibrate`, analyzer/calibrate.py; the default one in
 analyzer/profiles/default.json was measured on the machine it names) gives ns per
 instruction class, per helper, per lookup by map type (4-byte keys, plus ns per extra
-hashed key byte), per tail call (constant/variable, taken/missed), per bpf-to-bpf call and
+hashed key byte), per map update by map type, per tail call (constant/variable, taken/missed), per bpf-to-bpf call and
 bpf_loop callback, and the fixed per-run overhead of BPF_PROG_TEST_RUN (not part of a
 path's cost). A path's cost is the sum over its counters. A merged path has one vector
 per feasible sub-path (each checked with the solver); its cost is given as min / median /

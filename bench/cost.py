@@ -76,6 +76,11 @@ def held_back(rows: list[dict], profile, fraction: float) -> dict:
     out["cross_validation_on_train"] = refit.fit["cross_validation"]
     out["held_back_after_fit"] = fit.summary(errors)
     out["held_back_with_profile_prices"] = fit.summary(before)
+    # the same without the test run's fixed overhead (what the program itself costs)
+    net = [(fit.predict(s, prices, profile) - s.measured_ns) / s.net_ns for s in test if s.net_ns > 0]
+    net_before = [(fit.predict(s, {}, profile) - s.measured_ns) / s.net_ns for s in test if s.net_ns > 0]
+    out["held_back_after_fit_net"] = fit.summary(net)
+    out["held_back_with_profile_prices_net"] = fit.summary(net_before)
     return out
 
 
