@@ -1,15 +1,14 @@
 """Accuracy of the cost model (analyzer/cost.py) against the running kernel.
 
-Part 1, every corpus path with a witness: the object is loaded (analyzer/kernel.py), each
-path's witness packet and map entries are built as `xdp2tc verify` builds them
-(analyzer/verify.py), the packet is run once and must give the predicted verdict and
-output, then it is timed with BPF_PROG_TEST_RUN (`--repeat` runs, maps reset before each
-of `--rounds` rounds, median kept) and must still give the prediction afterwards. The
-prediction is the profile's overhead plus the price of the counters of the sub-path the
-witness takes. Paths are left out of the distribution, with the reason, when the kernel
-cannot run them the same way every repetition: helper results (time, random numbers),
-a packet the program rewrites into one that takes another path, or map state that moves
-the path (checked: the run after the timing must still match the prediction).
+Part 1, every corpus path with a witness, timed on the kernel by analyzer/pathtiming.py
+(witness packet and map entries as `xdp2tc verify` builds them; paths the kernel cannot
+repeat the same way are left out with the reason). The prediction is the profile's overhead
+plus the price of the counters of the sub-path the witness takes. Then the held-back check
+(`--hold-back`, default 0.3 of the source programs, every build of one source together):
+the instruction prices are refitted (analyzer/fit.py) on the other programs' paths and
+judged on the held-back ones -- what a user gets after `calibrate` on programs the fit
+never saw; run it with a micro-program-only profile of this machine
+(`xdp2tc calibrate --no-fit -o micro.json`) so nothing in the prices saw those paths.
 
 Part 2, tail calls in the corpus: corpus/tailcall_dispatch.c as compiled (clang merges its
 three calls into one site with three constant indices: the kernel's indirect path), the
@@ -19,7 +18,8 @@ clang -- timed on one packet per handler path; and corpus/tailcall_variable.c wi
 filled at run time. Measured savings are compared with what `xdp2tc cost` estimates.
 
     .venv/bin/python bench/cost.py [--repeat 100000] [--rounds 5] [--filter SUBSTRING]
-                                   [--profile P] [--json bench/results/cost-<date>.json]
+                                   [--profile P] [--hold-back 0.3] [--no-tailcalls]
+                                   [--json bench/results/cost-<date>.json]
 """
 
 from __future__ import annotations
