@@ -263,22 +263,14 @@ class CountingExplorer(Explorer):
         out = [("insn.call_helper", 1), (f"helper.{h.name}" if h else "helper.unknown", 1)]
         if h is None:
             return out
+        ptr = s.regs[1]
+        mdef = (
+            self.maps.get(ptr.region.name) if isinstance(ptr, Pointer) and ptr.region.kind == RegionKind.MAP else None
+        )
         if h.name == "map_update_elem":
-            ptr = s.regs[1]
-            mdef = (
-                self.maps.get(ptr.region.name)
-                if isinstance(ptr, Pointer) and ptr.region.kind == RegionKind.MAP
-                else None
-            )
             name = f"update.{mdef.type.name}" if mdef is not None and mdef.type is not None else "update.unknown"
             out.append((name if name in self._units else "update.unknown", 1))
         elif h.name == "map_lookup_elem":
-            ptr = s.regs[1]
-            mdef = (
-                self.maps.get(ptr.region.name)
-                if isinstance(ptr, Pointer) and ptr.region.kind == RegionKind.MAP
-                else None
-            )
             if mdef is None or mdef.type is None:
                 out.append(("lookup.unknown", 1))
             else:
