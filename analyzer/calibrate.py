@@ -16,6 +16,15 @@ besides the thing measured (argument set-up, the load of a variable index, ...) 
 subtracted at the already calibrated prices, so a helper's price is the call alone and a
 path's argument set-up is paid once, by its own instructions.
 
+Fit on real code. Micro-programs time instructions as throughput in isolation; real
+programs overlap them differently, so summed micro prices mispredict long paths. With
+`fit_objects` (`xdp2tc calibrate` defaults to the corpus's clang builds; `--fit FILE.o`
+names others, `--no-fit` skips), every path of those objects with a witness is timed on
+the kernel (analyzer/pathtiming.py) and the instruction-class prices plus a per-path
+term are fitted by non-negative least squares, judged by grouped cross-validation
+(analyzer/fit.py); the profile's `fit` keeps the held-back error. Helpers, lookups,
+updates, tail calls and calls keep their micro-program prices.
+
 The fixed cost of a test run (the kernel's loop around the program and the program's
 entry and exit) is the median time of the empty program `r0 = XDP_PASS; exit`, and is not
 part of any path's price (`overhead_ns`).
@@ -38,7 +47,9 @@ Choices that shape the numbers (also in the profile's `notes`):
   kernel's indirect path); misses call an empty slot. Longer chains cost far more per call
   on this kind of machine (0.5 ns per call up to 4, about 6 ns per call from 8 to 32 with
   constant indices), so a profile is for chains of a few calls, as XDP programs use.
-* `helper.map_update_elem` overwrites an existing key of a hash map; `map_delete_elem` is
+* `update.<map type>` overwrites an existing entry (BPF_ANY) of a map of that type; LRU
+  inserts of new keys (which may evict) are not timed. `helper.map_update_elem` (the hash
+  map's overwrite) prices updates of other types. `map_delete_elem` is
   timed as update+delete pairs minus the update.
 * Not calibrated (reported as `uncalibrated` when a path uses them): helpers that need
   outside state (fib_lookup, perf/ring buffer output, trace_printk, spin locks,
@@ -47,9 +58,7 @@ Choices that shape the numbers (also in the profile's `notes`):
 
 from __future__ import annotations
 
-import ctypes
 import datetime
-import errno as errno_mod
 import os
 import platform
 import statistics
@@ -57,14 +66,19 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lifter import btf
 from lifter.encode import encode_all
+from lifter.errors import LiftError
 from lifter.insn import Alu, AluOp, Atomic, Call, Cond, Exit, Goto, Imm, Jump, Load, LoadImm64, Reg, Store, slots
 from lifter.maptypes import map_type_by_name
 from lifter.opcodes import AtomicOp, CallSrc, PseudoSrc
 
 from . import kernel
-from .cost import Profile
+from .cost import Profile, cpu_model
+from .explore import ExplorationError
+from .fit import fit_profile
 from .helpers import HELPER_BY_NAME
+from .pathtiming import time_object
 
 #: The packet every micro-benchmark runs on: Ethernet + IPv4 + TCP, zero padded.
 PACKET = (
@@ -89,6 +103,8 @@ BPF_F_NO_PREALLOC = 1
 XDP_PASS = 2
 TAIL_SLOTS = 64
 EMPTY_SLOT = TAIL_SLOTS - 1
+#: BTF type id of the first FUNC record func_btf writes (after its six fixed types).
+FIRST_FUNC_TYPE = 7
 
 
 class CalibrationError(Exception):
@@ -103,6 +119,8 @@ class Settings:
     repeat: int = 100_000
     rounds: int = 7
     scale: float = 1.0
+    fit_repeat: int = 20_000  # per path timing of the fit's programs
+    fit_rounds: int = 3
 
 
 # --------------------------------------------------------------------------- assembling
@@ -184,14 +202,16 @@ def func_btf(funcs: list[tuple[str, str]]) -> bytes:
         return struct.pack("<III", name_off, (kind << 24) | vlen, size_or_type)
 
     types = bytearray()
-    types += head(name("int"), 1, 0, 4) + struct.pack("<I", (1 << 24) | 32)  # INT, signed
-    types += head(name("xdp_md"), 4, 0, 24)  # STRUCT without members
-    types += head(0, 2, 0, 2) + head(0, 2, 0, 0)  # PTR xdp_md, PTR void
-    types += head(0, 13, 1, 1) + struct.pack("<II", name("ctx"), 3)  # FUNC_PROTO main
-    types += head(0, 13, 2, 1) + struct.pack("<IIII", name("index"), 1, name("data"), 4)
+    types += head(name("int"), btf.KIND_INT, 0, 4) + struct.pack("<I", (btf.INT_SIGNED << 24) | 32)
+    types += head(name("xdp_md"), btf.KIND_STRUCT, 0, 24)  # without members
+    types += head(0, btf.KIND_PTR, 0, 2) + head(0, btf.KIND_PTR, 0, 0)  # xdp_md *, void *
+    types += head(0, btf.KIND_FUNC_PROTO, 1, 1) + struct.pack("<II", name("ctx"), 3)  # main
+    types += head(0, btf.KIND_FUNC_PROTO, 2, 1) + struct.pack("<IIII", name("index"), 1, name("data"), 4)
     for fname, kind in funcs:
-        types += head(name(fname), 12, 1 if kind == "main" else 0, 5 if kind == "main" else 6)
-    hdr = struct.pack("<HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types), len(strings))
+        types += head(name(fname), btf.KIND_FUNC, 1 if kind == "main" else 0, 5 if kind == "main" else 6)
+    hdr = struct.pack(
+        "<HBBIIIII", btf.BTF_MAGIC, btf.BTF_VERSION, 0, btf.HEADER_MIN_LEN, 0, len(types), len(types), len(strings)
+    )
     return hdr + bytes(types) + bytes(strings)
 
 
@@ -227,7 +247,6 @@ class Rig:
 
     def __init__(self):
         kernel.check_kernel()
-        self.lib = kernel._library()
         self.fds: list[int] = []
         self.runner = kernel.LoadedObject("<calibrate>", None, {}, {}, [])
         self.maps: dict[str, int] = {}
@@ -249,15 +268,10 @@ class Rig:
 
     def map(self, name: str, type_name: str, key_size: int, value_size: int, max_entries: int, flags: int = 0) -> int:
         mtype = map_type_by_name(type_name)
-        opts = kernel._MapCreateOpts(sz=ctypes.sizeof(kernel._MapCreateOpts), map_flags=flags)
-        fd = self.lib.bpf_map_create(
-            mtype.id, name.encode()[:15], key_size, value_size, max_entries, ctypes.byref(opts)
-        )
-        if fd < 0:
-            err = ctypes.get_errno() or -fd
-            raise CalibrationError(
-                f"creating a {type_name} map failed: {errno_mod.errorcode.get(err, err)} ({os.strerror(err)})"
-            )
+        try:
+            fd = kernel.create_map(mtype.id, name, key_size, value_size, max_entries, flags)
+        except kernel.KernelLoadError as err:
+            raise CalibrationError(f"a {type_name} map: {err}") from None
         self.fds.append(fd)
         self.runner.maps[name] = kernel.MapInfo(name, fd, mtype.id, key_size, value_size, max_entries)
         self.maps[name] = fd
@@ -269,46 +283,18 @@ class Rig:
         except kernel.KernelRunError as err:
             raise CalibrationError(str(err)) from None
 
-    def btf(self, data: bytes) -> int:
-        """Load a BTF blob (bpf_btf_load); returns its fd."""
-        fn = self.lib.bpf_btf_load
-        fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-        buf = ctypes.create_string_buffer(data, len(data))
-        fd = fn(buf, len(data), None)
-        if fd < 0:
-            err = ctypes.get_errno() or -fd
-            raise CalibrationError(f"BTF for the bpf_loop micro-programs refused: {os.strerror(err)}")
-        self.fds.append(fd)
-        return fd
-
     def prog(self, name: str, insns: list, funcs: list[tuple[int, str, str]] | None = None) -> int:
         """Load `insns` as an XDP program; `funcs` = (pc, name, main|callback) adds BTF
         func_info (needed for bpf_loop callbacks)."""
-        code = encode_all(insns)
-        buf = ctypes.create_string_buffer(code, len(code))
-        log = ctypes.create_string_buffer(1 << 20)
-        opts = kernel._ProgLoadOpts(
-            sz=ctypes.sizeof(kernel._ProgLoadOpts), log_level=1, log_size=len(log), log_buf=ctypes.addressof(log)
-        )
-        if funcs:
-            opts.prog_btf_fd = self.btf(func_btf([(n, k) for _, n, k in funcs]))
-            info = b"".join(struct.pack("<II", pc, 7 + i) for i, (pc, _, _) in enumerate(funcs))
-            info_buf = ctypes.create_string_buffer(info, len(info))
-            opts.func_info, opts.func_info_cnt, opts.func_info_rec_size = ctypes.addressof(info_buf), len(funcs), 8
-        fd = self.lib.bpf_prog_load(
-            kernel.BPF_PROG_TYPE_XDP, name.encode()[:15], b"GPL", buf, len(code) // 8, ctypes.byref(opts)
-        )
-        if fd < 0:
-            err = ctypes.get_errno() or -fd
-            lines = [
-                ln
-                for ln in log.value.decode(errors="replace").splitlines()
-                if ln.strip() and not ln.startswith(("processed ", "verification time"))
-            ]
-            raise CalibrationError(
-                f"micro-program {name} refused by the kernel "
-                f"({errno_mod.errorcode.get(err, err)}): {lines[-1] if lines else ''}"
-            )
+        btf_fd, info = None, None
+        try:
+            if funcs:
+                btf_fd = kernel.load_btf(func_btf([(n, k) for _, n, k in funcs]))
+                self.fds.append(btf_fd)
+                info = [(pc, FIRST_FUNC_TYPE + i) for i, (pc, _, _) in enumerate(funcs)]
+            fd = kernel.load_program(kernel.BPF_PROG_TYPE_XDP, name, encode_all(insns), b"GPL", btf_fd, info)
+        except kernel.KernelLoadError as err:
+            raise CalibrationError(f"micro-program {name} refused by the kernel: {str(err).splitlines()[0]}") from None
         self.fds.append(fd)
         self.runner.programs[name] = fd
         return fd
@@ -514,6 +500,32 @@ def _lookup_bench(map_name: str, type_name: str) -> Bench:
     return Bench(entry, make, 16, 1.0, {"insn.ld_imm64": 1, "insn.alu": 2})
 
 
+#: Map types whose update from a program is calibrated (profile `update`): the lookup maps
+#: but devmaps (a program cannot update them).
+UPDATE_MAPS = tuple(t for t in LOOKUP_MAPS if not t.startswith("devmap"))
+
+
+def _update_bench(type_name: str) -> Bench:
+    """map_update_elem(BPF_ANY) of an existing entry (the lookup bench's key, in a map of
+    its own): an overwrite (an LPM trie allocates a new node even so, as trie_update_elem
+    does)."""
+    key = _lookup_key(type_name, LOOKUP_MAPS[type_name][0])
+
+    def make(rig: Rig, n: int) -> str:
+        unit = [
+            ld_map(1, rig.maps[f"cal_up_{type_name}"]),
+            mov(2, 10),
+            add(2, Imm(-16)),
+            mov(3, 10),
+            add(3, Imm(-32)),
+            mov(4, Imm(0)),
+            helper_call("map_update_elem"),
+        ]
+        return _straight(f"up_{type_name[-9:]}", lambda i: unit, _key_setup(key))(rig, n)
+
+    return Bench(f"update.{type_name}", make, 16, 1.0, {"insn.ld_imm64": 1, "insn.alu": 5})
+
+
 def _lookup_key(type_name: str, key_size: int) -> bytes:
     if type_name == "lpm_trie":
         return struct.pack("<I", 32) + bytes([10, 1, 2, 3])
@@ -578,6 +590,14 @@ def _setup_maps(rig: Rig) -> None:
                 rig.update("cal_lpm3", struct.pack("<I", plen) + bytes(addr), value)
             continue
         if info.percpu:
+            value = (value + bytes(-len(value) % 8)) * kernel.possible_cpus()
+        rig.update(name, _lookup_key(type_name, ks), value)
+    for type_name in UPDATE_MAPS:  # their own maps: updates must not change what lookups find
+        ks, vs = LOOKUP_MAPS[type_name]
+        name = f"cal_up_{type_name}"
+        rig.map(name, type_name, ks, vs, 16, BPF_F_NO_PREALLOC if type_name == "lpm_trie" else 0)
+        value = bytes(vs)
+        if rig.runner.maps[name].percpu:
             value = (value + bytes(-len(value) % 8)) * kernel.possible_cpus()
         rig.update(name, _lookup_key(type_name, ks), value)
     rig.map("cal_hash16", "hash", 16, 8, 16)
@@ -756,6 +776,7 @@ def benches() -> list[Bench]:
         Bench("loop.1", _loop_make(1), 16, 1, {"insn.alu": 4, "insn.ld_imm64": 1}),
         Bench("loop.5", _loop_make(5), 16, 1, {"insn.alu": 8, "insn.ld_imm64": 1}),
     ]
+    out += [_update_bench(t) for t in UPDATE_MAPS]
     out += [_lookup_bench(f"cal_{t}", t) for t in LOOKUP_MAPS] + [
         _lookup_bench("cal_hash16", "hash"),
         _lookup_bench("cal_lpm3", "lpm_trie"),
@@ -813,22 +834,35 @@ def _slope(xs: list[float], ys: list[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith(("model name", "Model", "cpu model")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def calibrate(settings: Settings | None = None, progress: Callable[[str], None] | None = None) -> Profile:
-    """Measure everything (see the module doc) and return the profile. Raises
+def calibrate(
+    settings: Settings | None = None,
+    progress: Callable[[str], None] | None = None,
+    fit_objects: list[str] | None = None,
+) -> Profile:
+    """Measure everything (see the module doc) and return the profile; with `fit_objects`,
+    time their paths and fit the instruction prices on them (analyzer/fit.py). Raises
     kernel.KernelUnavailable without the privileges, CalibrationError when a micro-program
-    is refused."""
+    is refused or the objects give too few timed paths to fit."""
     settings = settings or Settings()
+    profile = measure_micro(settings, progress)
+    if not fit_objects:
+        return profile
+    rows: list[dict] = []
+    for i, path in enumerate(fit_objects, 1):
+        if progress:
+            progress(f"timing paths of {os.path.basename(path)} ({i}/{len(fit_objects)})")
+        try:
+            rows += time_object(path, profile, settings.fit_repeat, settings.fit_rounds)
+        except (LiftError, kernel.KernelLoadError, ExplorationError) as err:
+            rows.append({"object": str(path), "skip": str(err).splitlines()[0]})
+    try:
+        return fit_profile(profile, rows)
+    except ValueError as err:
+        raise CalibrationError(str(err)) from None
+
+
+def measure_micro(settings: Settings, progress: Callable[[str], None] | None = None) -> Profile:
+    """The micro-program part of `calibrate` (every price measured in isolation)."""
     with Rig() as rig:
         _setup_maps(rig)
         all_benches = benches()
@@ -892,10 +926,13 @@ def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[
         hash_key_byte=clamp(key_byte),
         tail_call=section("tail_call"),
         call=section("call"),
+        update=section("update"),
         method={
             "repeat": settings.repeat,
             "rounds": settings.rounds,
             "scale": settings.scale,
+            "fit_repeat": settings.fit_repeat,
+            "fit_rounds": settings.fit_rounds,
             "packet_bytes": len(PACKET),
             "overhead_runs": empty,
             "variants": variants,

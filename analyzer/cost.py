@@ -27,11 +27,12 @@ site with three constants: the kernel runs it as a variable-index tail call.)
 Pricing. A `Profile` (made by `xdp2tc calibrate`, analyzer/calibrate.py; the default one in
 analyzer/profiles/default.json was measured on the machine it names) gives ns per
 instruction class, per helper, per lookup by map type (4-byte keys, plus ns per extra
-hashed key byte), per tail call (constant/variable, taken/missed), per bpf-to-bpf call and
+hashed key byte), per map update by map type, per tail call (constant/variable, taken/missed), per bpf-to-bpf call and
 bpf_loop callback, and the fixed per-run overhead of BPF_PROG_TEST_RUN (not part of a
 path's cost). A path's cost is the sum over its counters. A merged path has one vector
 per feasible sub-path (each checked with the solver); its cost is given as min / median /
-max over them. Anything the profile has no number for is listed as `uncalibrated` (the
+max over them. A fitted profile adds `path_ns` once per path (analyzer/fit.py).
+Anything the profile has no number for is listed as `uncalibrated` (the
 estimate is then a lower bound).
 """
 
@@ -39,7 +40,9 @@ from __future__ import annotations
 
 import json
 import math
+import platform
 import statistics
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
@@ -102,9 +105,10 @@ INSN_CLASSES = (
     "call_other",  # kfunc or unresolved call
     "exit",  # return from the program or a subprogram (priced with overhead/call)
 )
-#: Helpers whose price is not under `helper`: lookups are priced by map type, tail calls
-#: by site kind.
-PRICED_ELSEWHERE = ("map_lookup_elem", "tail_call")
+#: Helpers whose price is not under `helper`: lookups and updates are priced by map type
+#: (an update of a type without its own price at `helper.map_update_elem`), tail calls by
+#: site kind.
+PRICED_ELSEWHERE = ("map_lookup_elem", "map_update_elem", "tail_call")
 #: Map types whose lookups hash their key (`hash_key_bytes` counts the bytes).
 HASHED = frozenset(t.name for t in MAP_TYPES if t.keyed == "hash")
 
@@ -117,6 +121,8 @@ def base_fields() -> tuple[str, ...]:
         + ("helper.unknown",)
         + tuple(f"lookup.{t.name}" for t in MAP_TYPES)
         + ("lookup.unknown",)
+        + tuple(f"update.{t.name}" for t in MAP_TYPES)
+        + ("update.unknown",)
         + ("hash_key_bytes", "pkt.read_bytes", "pkt.write_bytes", "callback")
     )
 
@@ -257,13 +263,14 @@ class CountingExplorer(Explorer):
         out = [("insn.call_helper", 1), (f"helper.{h.name}" if h else "helper.unknown", 1)]
         if h is None:
             return out
-        if h.name == "map_lookup_elem":
-            ptr = s.regs[1]
-            mdef = (
-                self.maps.get(ptr.region.name)
-                if isinstance(ptr, Pointer) and ptr.region.kind == RegionKind.MAP
-                else None
-            )
+        ptr = s.regs[1]
+        mdef = (
+            self.maps.get(ptr.region.name) if isinstance(ptr, Pointer) and ptr.region.kind == RegionKind.MAP else None
+        )
+        if h.name == "map_update_elem":
+            name = f"update.{mdef.type.name}" if mdef is not None and mdef.type is not None else "update.unknown"
+            out.append((name if name in self._units else "update.unknown", 1))
+        elif h.name == "map_lookup_elem":
             if mdef is None or mdef.type is None:
                 out.append(("lookup.unknown", 1))
             else:
@@ -319,28 +326,34 @@ class Counted:
             steps = model.eval(self.exploration.expand(steps), model_completion=True)
         return self.layout.unpack(steps.as_long())
 
-    def vectors(self, path: Path, budget: int = 4000) -> tuple[list[dict[str, int]], bool]:
+    def vectors(self, path: Path, budget: int = 4000, seconds: float = 1.0) -> tuple[list[dict[str, int]], bool]:
         """The counter vectors of the path's feasible sub-paths, and whether the list is
         exact. The if-then-else tree is walked depth first, each merge condition checked
         with the solver together with the path's literals, so infeasible combinations are
-        cut where they start. Past `budget` solver checks the list is not exact: the
-        values of the tree, unchecked, with only the extremes kept past 512."""
+        cut where they start. Past `budget` solver checks or `seconds` the list is not
+        exact: the values of the tree, unchecked, with only the extremes kept past 512.
+        A feasible path has at least one feasible sub-path, so an empty answer (the
+        solver said unknown everywhere) is never taken as exact either."""
         steps = path.steps
         if z3.is_bv_value(steps):
             return [self.layout.unpack(steps.as_long())], True
-        values = _feasible_values(self.exploration.solver, path.literals, steps, budget)
-        exact = values is not None
-        if values is None:
+        values = _feasible_values(self.exploration.solver, path.literals, steps, budget, seconds)
+        exact = bool(values)
+        if not exact:
             values, _ = _sum_values(steps, 512)
         return [self.layout.unpack(v) for v in sorted(values or ())], exact
 
 
-def _feasible_values(solver: z3.Solver, literals, e: z3.ExprRef, budget: int) -> set[int] | None:
+def _feasible_values(
+    solver: z3.Solver, literals, e: z3.ExprRef, budget: int, seconds: float = math.inf
+) -> set[int] | None:
     """Values of the sum of if-then-else trees `e` on the sub-paths `literals` allow
-    (None past `budget` solver checks or for another shape)."""
+    (None past `budget` solver checks, past `seconds`, or for another shape). The solver
+    is left as it was found (every push popped, also when the walk stops early)."""
     mask = (1 << e.size()) - 1
     out: set[int] = set()
     checks = 0
+    deadline = time.monotonic() + seconds
 
     class Stop(Exception):
         pass
@@ -356,13 +369,15 @@ def _feasible_values(solver: z3.Solver, literals, e: z3.ExprRef, budget: int) ->
             elif z3.is_app_of(t, z3.Z3_OP_ITE):
                 for cond, branch in ((t.arg(0), t.arg(1)), (z3.Not(t.arg(0)), t.arg(2))):
                     checks += 1
-                    if checks > budget:
+                    if checks > budget or time.monotonic() > deadline:
                         raise Stop
                     solver.push()
-                    solver.add(cond)
-                    if solver.check(*literals) != z3.unsat:
-                        walk(pending + [branch], acc)
-                    solver.pop()
+                    try:
+                        solver.add(cond)
+                        if solver.check(*literals) != z3.unsat:
+                            walk(pending + [branch], acc)
+                    finally:
+                        solver.pop()
                 return
             else:
                 raise Stop
@@ -448,6 +463,9 @@ class Profile:
     spread: dict = field(default_factory=dict)  # entry -> [min, max] over rounds
     notes: list[str] = field(default_factory=list)
     source: str = ""
+    path_ns: float = 0.0  # per path, fitted on real programs (analyzer/fit.py)
+    fit: dict = field(default_factory=dict)  # how the instruction prices were fitted, and the fit's error
+    update: dict[str, float] = field(default_factory=dict)  # map_update_elem by map type
 
     TAIL_KINDS = ("constant", "variable", "constant_miss", "variable_miss")
 
@@ -468,6 +486,9 @@ class Profile:
             "method": self.method,
             "spread": self.spread,
             "notes": self.notes,
+            "path_ns": self.path_ns,
+            "fit": self.fit,
+            "update": self.update,
         }
 
     @classmethod
@@ -506,6 +527,9 @@ class Profile:
             doc.get("spread") or {},
             list(doc.get("notes") or []),
             source,
+            number(doc.get("path_ns", 0.0), "path_ns"),
+            doc.get("fit") or {},
+            table("update") if "update" in doc else {},
         )
         missing = [f"tail_call.{k}" for k in cls.TAIL_KINDS if k not in prof.tail_call]
         missing += [f"call.{k}" for k in ("bpf2bpf", "callback") if k not in prof.call]
@@ -515,6 +539,30 @@ class Profile:
 
     def save(self, path: str | FsPath) -> None:
         FsPath(path).write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+
+def cpu_model() -> str:
+    """The running machine's CPU model, as profiles name it (/proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith(("model name", "Model", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def foreign_profile(profile: Profile) -> str | None:
+    """What differs between the machine the profile was measured on and this one (CPU
+    model, kernel release), or None when they match."""
+    here_cpu, here_kernel = cpu_model(), platform.release()
+    diffs = []
+    if profile.cpu != here_cpu:
+        diffs.append(f"CPU {profile.cpu!r}, this machine {here_cpu!r}")
+    if profile.kernel != here_kernel:
+        diffs.append(f"kernel {profile.kernel}, this machine {here_kernel}")
+    return "; ".join(diffs) or None
 
 
 def load_profile(path: str | FsPath | None = None) -> Profile:
@@ -547,6 +595,7 @@ def price(counts: dict[str, int], taken: Counter, counted: Counted, profile: Pro
     """Price the counters `counts` of one sub-path; `taken` counts the tail calls the path
     takes per Site (from Path.tail_calls)."""
     parts = dict.fromkeys(("insns", "helpers", "lookups", "tail_calls", "calls"), 0.0)
+    parts["insns"] = profile.path_ns
     missing: set[str] = set()
     hashed = 0
     for name, n in counts.items():
@@ -577,6 +626,12 @@ def price(counts: dict[str, int], taken: Counter, counted: Counted, profile: Pro
                 parts["lookups"] += n * cost
             if what in HASHED:
                 hashed += n
+        elif kind == "update":
+            cost = profile.update.get(what, profile.helper.get("map_update_elem"))
+            if cost is None:
+                missing.add(name)
+            else:
+                parts["helpers"] += n * cost
         elif name == "callback":
             parts["calls"] += n * profile.call["callback"]
     extra_key = counts.get("hash_key_bytes", 0) - 4 * hashed

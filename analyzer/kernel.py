@@ -54,6 +54,7 @@ import errno as errno_mod
 import os
 import platform
 import re
+import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,7 +194,7 @@ def _on_libbpf_print(level: int, fmt: bytes, args: int) -> int:
 _print_cb = _PRINT_FN(_on_libbpf_print)  # module-level: must outlive every libbpf call
 
 
-def _library() -> ctypes.CDLL | None:
+def library() -> ctypes.CDLL | None:
     """libbpf with the signatures this module uses, or None if it is not installed."""
     global _lib
     if _lib is not None:
@@ -285,7 +286,7 @@ def check_kernel() -> None:
     """Raise KernelUnavailable (one line: what is missing) unless XDP programs can be
     loaded and test-run here. Cheap after the first success (the probe is cached)."""
     global _probed
-    lib = _library()
+    lib = library()
     if lib is None:
         raise KernelUnavailable("libbpf (libbpf.so.1, >= 1.0) is not installed: apt-get install libbpf1")
     caps = _capabilities()
@@ -359,7 +360,7 @@ class MapInfo:
 
 def possible_cpus() -> int:
     """libbpf_num_possible_cpus(): how many per-CPU slots a per-CPU map value has."""
-    lib = _library()
+    lib = library()
     n = lib.libbpf_num_possible_cpus() if lib else -1
     if n <= 0:
         raise KernelRunError("cannot read the number of possible CPUs", -n if n < 0 else 0)
@@ -409,10 +410,10 @@ class LoadedObject:
         for ring in self._rings:
             ring.close()
         for link in self._links:
-            _library().bpf_link__destroy(link)
+            library().bpf_link__destroy(link)
         self._rings, self._links = [], []
         if self._handle is not None:
-            _library().bpf_object__close(self._handle)
+            library().bpf_object__close(self._handle)
             self._handle = None
         self.programs, self.maps = {}, {}
 
@@ -559,7 +560,7 @@ class LoadedObject:
     def attach(self, program: str) -> None:
         """bpf_program__attach: attach `program` where its section says (a tracepoint,
         ...); the link lives until `close()`."""
-        lib = _library()
+        lib = library()
         if self._handle is None:
             raise KernelLoadError(f"{self.path}: attach needs an object loaded by libbpf")
         prog = lib.bpf_object__find_program_by_name(self._handle, program.encode())
@@ -640,14 +641,14 @@ def map_update(info: MapInfo, key: bytes, value: bytes, flags: int = 0) -> None:
     """bpf_map_update_elem on any map fd. Per-CPU maps take `value_bytes` (every CPU's slot)."""
     k = _map_buf(key, info.key_size, "key", info)
     v = _map_buf(value, info.value_bytes, "value", info)
-    _map_check(_library().bpf_map_update_elem(info.fd, k, v, flags), "update", info)
+    _map_check(library().bpf_map_update_elem(info.fd, k, v, flags), "update", info)
 
 
 def map_lookup(info: MapInfo, key: bytes) -> bytes | None:
     """bpf_map_lookup_elem on any map fd: the value (every CPU's slot), or None."""
     k = _map_buf(key, info.key_size, "key", info)
     v = ctypes.create_string_buffer(max(info.value_bytes, 1))
-    if _library().bpf_map_lookup_elem(info.fd, k, v) != 0:
+    if library().bpf_map_lookup_elem(info.fd, k, v) != 0:
         err = ctypes.get_errno()
         if err == errno_mod.ENOENT:
             return None
@@ -658,7 +659,7 @@ def map_lookup(info: MapInfo, key: bytes) -> bytes | None:
 def map_delete(info: MapInfo, key: bytes) -> bool:
     """bpf_map_delete_elem on any map fd; False if the key was not there."""
     k = _map_buf(key, info.key_size, "key", info)
-    if _library().bpf_map_delete_elem(info.fd, k) != 0:
+    if library().bpf_map_delete_elem(info.fd, k) != 0:
         err = ctypes.get_errno()
         if err == errno_mod.ENOENT:
             return False
@@ -670,7 +671,7 @@ def map_dump(info: MapInfo, batch: int = 4096) -> dict[bytes, bytes]:
     """Every entry of a map: BPF_MAP_LOOKUP_BATCH where the map type has it (hash and array
     maps: one syscall per `batch` entries), else get_next_key + lookup per key (LPM tries).
     Values are raw (per-CPU maps: every CPU's slot)."""
-    lib = _library()
+    lib = library()
     out: dict[bytes, bytes] = {}
     vbytes = info.value_bytes
     count = max(1, min(batch, info.max_entries or batch))
@@ -712,7 +713,7 @@ def _map_dump_by_key(info: MapInfo) -> dict[bytes, bytes]:
 def map_keys(info: MapInfo) -> list[bytes]:
     """Every key of a map now, via bpf_map_get_next_key (stops after max_entries keys: a hash
     map changing under the walk can restart it)."""
-    lib = _library()
+    lib = library()
     cur = ctypes.create_string_buffer(max(info.key_size, 1))
     nxt = ctypes.create_string_buffer(max(info.key_size, 1))
     keys = []
@@ -787,7 +788,7 @@ class _BpfProgInfo(ctypes.Structure):
 
 def _obj_info(fd: int, info: ctypes.Structure, what: str) -> None:
     size = ctypes.c_uint32(ctypes.sizeof(info))
-    if _library().bpf_obj_get_info_by_fd(fd, ctypes.byref(info), ctypes.byref(size)) != 0:
+    if library().bpf_obj_get_info_by_fd(fd, ctypes.byref(info), ctypes.byref(size)) != 0:
         err = ctypes.get_errno()
         raise KernelRunError(f"BPF_OBJ_GET_INFO_BY_FD on {what} failed: {os.strerror(err)}", err)
 
@@ -824,14 +825,14 @@ def _fd_or_raise(fd: int, what: str) -> int:
 def open_pinned_map(path: str) -> KernelMap:
     """The map pinned at `path` in bpffs (BPF_OBJ_GET), with its kernel info."""
     check_kernel()
-    fd = _fd_or_raise(_library().bpf_obj_get(str(path).encode()), f"{path}: BPF_OBJ_GET")
+    fd = _fd_or_raise(library().bpf_obj_get(str(path).encode()), f"{path}: BPF_OBJ_GET")
     return _kernel_map(fd, str(path))
 
 
 def open_map_by_id(map_id: int) -> KernelMap:
     """The map with kernel id `map_id` (BPF_MAP_GET_FD_BY_ID), with its kernel info."""
     check_kernel()
-    fd = _fd_or_raise(_library().bpf_map_get_fd_by_id(map_id), f"map id {map_id}: BPF_MAP_GET_FD_BY_ID")
+    fd = _fd_or_raise(library().bpf_map_get_fd_by_id(map_id), f"map id {map_id}: BPF_MAP_GET_FD_BY_ID")
     return _kernel_map(fd, f"map id {map_id}")
 
 
@@ -839,7 +840,7 @@ def program_map_ids(prog_id: int) -> tuple[str, list[int]]:
     """A loaded program's name and the ids of the maps it uses (BPF_PROG_GET_FD_BY_ID,
     then BPF_OBJ_GET_INFO_BY_FD twice: once for nr_map_ids, once for the ids)."""
     check_kernel()
-    lib = _library()
+    lib = library()
     fd = _fd_or_raise(lib.bpf_prog_get_fd_by_id(prog_id), f"program id {prog_id}: BPF_PROG_GET_FD_BY_ID")
     try:
         info = _BpfProgInfo()
@@ -869,7 +870,7 @@ def prog_id(fd: int) -> int:
 
 def kernel_btf(btf_id: int) -> bytes:
     """The raw BTF blob the kernel holds under `btf_id` (a map's or program's BTF)."""
-    lib = _library()
+    lib = library()
     btf = lib.btf__load_from_kernel_by_id(btf_id)  # libbpf >= 1.0: NULL and errno on failure
     if not btf:
         err = ctypes.get_errno()
@@ -895,20 +896,20 @@ class RingBuffer:
             return 0
 
         self._cb = _RING_CB(deliver)  # must outlive the ring buffer
-        self._ring = _library().ring_buffer__new(fd, ctypes.cast(self._cb, ctypes.c_void_p), None, None)
+        self._ring = library().ring_buffer__new(fd, ctypes.cast(self._cb, ctypes.c_void_p), None, None)
         if not self._ring:
             err = ctypes.get_errno()
             raise KernelRunError(f"ring_buffer__new failed: {os.strerror(err)}", err)
 
     def poll(self, timeout_ms: int) -> int:
-        n = _library().ring_buffer__poll(self._ring, timeout_ms)
+        n = library().ring_buffer__poll(self._ring, timeout_ms)
         if n < 0 and -n != errno_mod.EINTR:
             raise KernelRunError(f"ring_buffer__poll failed: {os.strerror(-n)}", -n)
         return max(n, 0)
 
     def close(self) -> None:
         if self._ring:
-            _library().ring_buffer__free(self._ring)
+            library().ring_buffer__free(self._ring)
             self._ring = None
 
 
@@ -992,7 +993,7 @@ def load(
     Raises KernelUnavailable, KernelLoadError."""
     global _captured
     check_kernel()
-    lib = _library()
+    lib = library()
     path = str(path)
     if not os.path.isfile(path):
         raise KernelLoadError(f"{path}: no such file")
@@ -1174,6 +1175,65 @@ class _ProgLoadOpts(ctypes.Structure):
     ]
 
 
+def create_map(type_id: int, name: str, key_size: int, value_size: int, max_entries: int, flags: int = 0) -> int:
+    """bpf(BPF_MAP_CREATE): the new map's fd (the caller closes it). KernelLoadError with
+    the errno's name and text when the kernel refuses."""
+    opts = _MapCreateOpts(sz=ctypes.sizeof(_MapCreateOpts), map_flags=flags)
+    fd = library().bpf_map_create(type_id, name.encode()[:15], key_size, value_size, max_entries, ctypes.byref(opts))
+    if fd < 0:
+        err = ctypes.get_errno() or -fd
+        raise KernelLoadError(f"creating map {name} failed: {errno_mod.errorcode.get(err, err)} ({os.strerror(err)})")
+    return fd
+
+
+def load_btf(data: bytes) -> int:
+    """bpf(BPF_BTF_LOAD) of a raw BTF blob: its fd (the caller closes it)."""
+    fn = library().bpf_btf_load
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    buf = ctypes.create_string_buffer(data, len(data))
+    fd = fn(buf, len(data), None)
+    if fd < 0:
+        err = ctypes.get_errno() or -fd
+        raise KernelLoadError(f"BTF refused: {os.strerror(err)}")
+    return fd
+
+
+def load_program(
+    prog_type: int,
+    name: str,
+    code: bytes,
+    license: bytes = b"GPL",
+    btf_fd: int | None = None,
+    func_info: list[tuple[int, int]] | None = None,
+) -> int:
+    """bpf(BPF_PROG_LOAD) of raw instructions: the program's fd (the caller closes it).
+    `func_info` = (instruction offset, BTF FUNC type id) records, with `btf_fd`. A refusal
+    is a KernelLoadError whose first line ends with the verifier log's last line and whose
+    following lines are the log's tail."""
+    buf = ctypes.create_string_buffer(code, len(code))
+    log = ctypes.create_string_buffer(1 << 20)
+    opts = _ProgLoadOpts(sz=ctypes.sizeof(_ProgLoadOpts), log_level=1, log_size=len(log), log_buf=ctypes.addressof(log))
+    if btf_fd is not None:
+        opts.prog_btf_fd = btf_fd
+    if func_info:
+        info = b"".join(struct.pack("<II", off, type_id) for off, type_id in func_info)
+        info_buf = ctypes.create_string_buffer(info, len(info))
+        opts.func_info, opts.func_info_cnt, opts.func_info_rec_size = ctypes.addressof(info_buf), len(func_info), 8
+    fd = library().bpf_prog_load(prog_type, name.encode()[:15], license, buf, len(code) // 8, ctypes.byref(opts))
+    if fd < 0:
+        err = ctypes.get_errno() or -fd
+        text = [
+            ln
+            for ln in log.value.decode(errors="replace").rstrip().splitlines()
+            if ln.strip() and not ln.startswith(("processed ", "verification time"))
+        ]
+        raise KernelLoadError(
+            f"program {name} failed to load ({errno_mod.errorcode.get(err, err)}, {os.strerror(err)}): "
+            f"{text[-1] if text else ''}\n" + "\n".join(text[-40:])
+        )
+    return fd
+
+
 BPF_PSEUDO_MAP_FD = 1
 LD_IMM64 = 0x18
 
@@ -1206,20 +1266,16 @@ def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | 
     missing = sorted(set(programs or ()) - set(names))
     if missing:
         raise KernelLoadError(f"{path}: no program {', '.join(missing)}; programs: {', '.join(names)}")
-    lib = _library()
     fds: list[int] = []
     try:
         maps: dict[str, MapInfo] = {}
         for m in obj.maps:
             if m.type is None or m.max_entries is None:
                 raise unsupported(f"map {m.name} has no usable definition")
-            opts = _MapCreateOpts(sz=ctypes.sizeof(_MapCreateOpts), map_flags=m.flags)
-            fd = lib.bpf_map_create(
-                m.type.id, m.name.encode()[:15], m.key_size, m.value_size, m.max_entries, ctypes.byref(opts)
-            )
-            if fd < 0:
-                err = ctypes.get_errno() or -fd
-                raise KernelLoadError(f"{path}: creating map {m.name} failed: {os.strerror(err)}")
+            try:
+                fd = create_map(m.type.id, m.name, m.key_size, m.value_size, m.max_entries, m.flags)
+            except KernelLoadError as err:
+                raise KernelLoadError(f"{path}: {err}") from None
             fds.append(fd)
             maps[m.name] = MapInfo(m.name, fd, m.type.id, m.key_size, m.value_size, m.max_entries)
         license = (obj.license or "GPL").encode()
@@ -1245,20 +1301,11 @@ def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | 
                     raise unsupported(f"relocated instruction at {entry.section}+{rel.offset} is not ld_imm64")
                 insns[at + 1] = (insns[at + 1] & 0x0F) | (BPF_PSEUDO_MAP_FD << 4)
                 insns[at + 4 : at + 8] = maps[target[0].name].fd.to_bytes(4, "little", signed=True)
-            code = ctypes.create_string_buffer(bytes(insns), len(insns))
-            log = ctypes.create_string_buffer(1 << 20)
-            opts = _ProgLoadOpts(
-                sz=ctypes.sizeof(_ProgLoadOpts), log_level=1, log_size=len(log), log_buf=ctypes.addressof(log)
-            )
             ptype = program_type(prog.section)
-            fd = lib.bpf_prog_load(ptype, prog.name.encode()[:15], license, code, len(insns) // 8, ctypes.byref(opts))
-            if fd < 0:
-                err = ctypes.get_errno() or -fd
-                text = log.value.decode(errors="replace").rstrip().splitlines()
-                raise KernelLoadError(
-                    f"{path}: program {prog.name} failed to load ({os.strerror(err)}): "
-                    f"{text[-1] if text else ''}\n" + "\n".join(text[-40:])
-                )
+            try:
+                fd = load_program(ptype, prog.name, bytes(insns), license)
+            except KernelLoadError as err:
+                raise KernelLoadError(f"{path}: {err}") from None
             fds.append(fd)
             progs[prog.name] = fd
             types[prog.name] = ptype

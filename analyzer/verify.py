@@ -162,11 +162,11 @@ class Verifier:
             if path.verdict == UNKNOWN:
                 self.report.unwitnessable.append((path.id, path.truncated or "outcome unknown to xdp2tc"))
                 continue
-            why = self._unfillable(path)
+            why = self.unfillable(path)
             if why:
                 self.report.unwitnessable.append((path.id, why))
                 continue
-            model = self._model(cond)
+            model = self.witness(cond)
             if model is None:
                 self.report.unwitnessable.append(
                     (
@@ -178,28 +178,30 @@ class Verifier:
                 continue
             self._check_witness(path, model)
 
-    def _unfillable(self, path: Path) -> str | None:
+    def unfillable(self, path: Path) -> str | None:
+        """Why no witness can be set up for `path` (a map the test run cannot fill), or None."""
         for access in path.accesses:
             mdef = self.maps[access.map]
             if mdef.type is not None and mdef.type.name in UNFILLABLE:
                 return f"needs {UNFILLABLE[mdef.type.name]} in {mdef.name}"
         return None
 
-    def _model(self, cond: z3.BoolRef) -> z3.ModelRef | None:
+    def witness(self, cond: z3.BoolRef) -> z3.ModelRef | None:
+        """A model of `cond` under test-run conditions, short packets first (None: none)."""
         return short_model([*self.e.base_constraints(), *self.env, cond])
 
     def _check_witness(self, path: Path, model: z3.ModelRef) -> None:
         ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
-        packet = self._packet(ev)
+        packet = self.witness_packet(ev)
         self.seeds.append(packet)
         try:
-            self._set_maps(path, ev)
+            self.set_maps(path, ev)
         except kernel.KernelRunError as err:
             self.report.unwitnessable.append((path.id, f"map entry rejected by the kernel: {err}"))
             return
         ctx = kernel.XdpCtx(ev(ctx_field("ingress_ifindex")).as_long(), 0)
         result = self.loaded.run(self.e.program.name, packet, ctx=ctx)
-        expected = self._prediction(path, ev)
+        expected = self.prediction(path, ev)
         got = (result.retval, result.packet_out)
         self.report.witnesses += 1
         if got == expected:
@@ -226,13 +228,16 @@ class Verifier:
                 out.add(off - head)
         return frozenset(out)
 
-    def _packet(self, ev) -> bytes:
+    def witness_packet(self, ev) -> bytes:
+        """The packet bytes of a model (`ev` evaluates terms in it)."""
         return packet_of(ev)
 
-    def _prediction(self, path: Path, ev) -> tuple[int, bytes]:
-        return output_of(path, lambda x: ev(x).as_long(), self._packet(ev))
+    def prediction(self, path: Path, ev) -> tuple[int, bytes]:
+        """(verdict, output packet) the analyzer predicts for `path` on the model's input."""
+        return output_of(path, lambda x: ev(x).as_long(), self.witness_packet(ev))
 
-    def _set_maps(self, path: Path, ev) -> None:
+    def set_maps(self, path: Path, ev) -> None:
+        """Fill the loaded maps with the entries `path` reads in the model."""
         # Hash-like maps start empty for every witness; arrays get the entries read.
         for name in {a.map for a in path.accesses}:
             mdef = self.maps[name]

@@ -1,15 +1,14 @@
 """Accuracy of the cost model (analyzer/cost.py) against the running kernel.
 
-Part 1, every corpus path with a witness: the object is loaded (analyzer/kernel.py), each
-path's witness packet and map entries are built as `xdp2tc verify` builds them
-(analyzer/verify.py), the packet is run once and must give the predicted verdict and
-output, then it is timed with BPF_PROG_TEST_RUN (`--repeat` runs, maps reset before each
-of `--rounds` rounds, median kept) and must still give the prediction afterwards. The
-prediction is the profile's overhead plus the price of the counters of the sub-path the
-witness takes. Paths are left out of the distribution, with the reason, when the kernel
-cannot run them the same way every repetition: helper results (time, random numbers),
-a packet the program rewrites into one that takes another path, or map state that moves
-the path (checked: the run after the timing must still match the prediction).
+Part 1, every corpus path with a witness, timed on the kernel by analyzer/pathtiming.py
+(witness packet and map entries as `xdp2tc verify` builds them; paths the kernel cannot
+repeat the same way are left out with the reason). The prediction is the profile's overhead
+plus the price of the counters of the sub-path the witness takes. Then the held-back check
+(`--hold-back`, default 0.3 of the source programs, every build of one source together):
+the instruction prices are refitted (analyzer/fit.py) on the other programs' paths and
+judged on the held-back ones -- what a user gets after `calibrate` on programs the fit
+never saw; run it with a micro-program-only profile of this machine
+(`xdp2tc calibrate --no-fit -o micro.json`) so nothing in the prices saw those paths.
 
 Part 2, tail calls in the corpus: corpus/tailcall_dispatch.c as compiled (clang merges its
 three calls into one site with three constant indices: the kernel's indirect path), the
@@ -19,7 +18,8 @@ clang -- timed on one packet per handler path; and corpus/tailcall_variable.c wi
 filled at run time. Measured savings are compared with what `xdp2tc cost` estimates.
 
     .venv/bin/python bench/cost.py [--repeat 100000] [--rounds 5] [--filter SUBSTRING]
-                                   [--profile P] [--json bench/results/cost-<date>.json]
+                                   [--profile P] [--hold-back 0.3] [--no-tailcalls]
+                                   [--json bench/results/cost-<date>.json]
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,149 +42,46 @@ sys.path.insert(0, str(ROOT))
 import z3  # noqa: E402
 
 import corpus  # noqa: E402
-from analyzer import kernel  # noqa: E402
+from analyzer import fit, kernel, pathtiming  # noqa: E402
 from analyzer.cost import count, load_profile, price, taken_tail_calls  # noqa: E402
-from analyzer.exploration import UNKNOWN  # noqa: E402
-from analyzer.symbolic import PACKET, symbols  # noqa: E402
-from analyzer.verify import Verifier  # noqa: E402
-from lifter.insn import Call  # noqa: E402
 from lifter.program import load_object  # noqa: E402
 
-#: Sections the kernel cannot test-run.
-NO_TEST_RUN = ("xdp/devmap", "xdp/cpumap", "xdp.frags/devmap", "xdp.frags/cpumap")
 BANDS = (0.10, 0.20, 0.30, 0.50)
 
 
 # --------------------------------------------------------------------------- part 1
 
 
-def time_run(loaded, prog: str, packet: bytes, ctx, repeat: int, rounds: int, reset) -> list[int]:
-    out = []
-    for _ in range(rounds):
-        reset()
-        out.append(loaded.run(prog, packet, repeat=repeat, ctx=ctx).duration_ns)
-    return out
-
-
 def bench_object(path: Path, profile, repeat: int, rounds: int) -> list[dict]:
-    rows = []
-    obj = load_object(path)
-    rel = os.path.relpath(path, ROOT)
-    for prog in obj.programs:
-        if not prog.is_xdp:
-            continue
-        base = {"object": rel, "program": prog.name}
-        if prog.section.startswith(NO_TEST_RUN):
-            rows.append(base | {"skip": "devmap/cpumap egress programs cannot be test-run"})
-            continue
-        counted = count(obj, prog)
-        e = counted.exploration
-        try:
-            loaded = kernel.load(path, programs=[prog.name])
-        except kernel.KernelLoadError as err:
-            rows.append(base | {"skip": f"load failed: {str(err).splitlines()[0]}"})
-            continue
-        with loaded:
-            v = Verifier(e, loaded)
-            for p, cond in zip(e.paths, v.conditions):
-                rows.append(base | bench_path(counted, v, loaded, prog.name, p, cond, profile, repeat, rounds))
-    return rows
+    return pathtiming.time_object(path, profile, repeat, rounds, name=os.path.relpath(path, ROOT))
 
 
-def bench_path(counted, v: Verifier, loaded, prog: str, path, cond, profile, repeat: int, rounds: int) -> dict:
-    row: dict = {"path": path.id, "verdict": path.verdict}
-    if path.verdict == UNKNOWN:
-        return row | {"skip": f"outcome unknown to xdp2tc ({path.truncated or 'unsupported'})"}
-    why = v._unfillable(path)
-    if why:
-        return row | {"skip": why}
-    model = v._model(cond)
-    if model is None:
-        return row | {"skip": "no witness under test-run conditions"}
-    counts = counted.counts_at(path, model)
-    pr = price(counts, taken_tail_calls(path), counted, profile)
-    row.update(
-        insns=counts.get("insns", 0),
-        predicted_ns=round(pr.ns + profile.overhead_ns, 3),
-        predicted_net_ns=round(pr.ns, 3),
-        uncalibrated=sorted(pr.uncalibrated),
-        tail_calls=len(path.tail_calls),
-        parts={k: round(x, 3) for k, x in pr.parts.items() if x},
-    )
-    ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
-    packet = v._packet(ev)
-    ctx = kernel.XdpCtx(ev(z3.BitVec("ctx.ingress_ifindex", 32)).as_long(), 0)
-
-    def reset():
-        v._set_maps(path, ev)
-
-    try:
-        reset()
-    except kernel.KernelRunError as err:
-        return row | {"skip": f"map entry rejected: {err}"}
-    expected = v._prediction(path, ev)
-    first = loaded.run(prog, packet, ctx=ctx)
-    if (first.retval, first.packet_out) != expected:
-        return row | {
-            "skip": "helper-dependent path: the kernel took another one"
-            if v.nondeterministic[path.id]
-            else "kernel result differs from the prediction (see xdp2tc verify)"
-        }
-    if v.nondeterministic[path.id]:
-        return row | {"skip": "depends on helper results (time, random): repetitions take other paths"}
-    if self_moving(counted.exploration.obj, path, cond):
-        return row | {"skip": "writes map state its own condition reads: repetitions take other paths"}
-    if path.writes and first.packet_out != packet:
-        again = loaded.run(prog, first.packet_out, ctx=ctx)
-        holds = z3.is_true(model.eval(z3.substitute(cond, (PACKET, _array(first.packet_out))), model_completion=True))
-        if not holds or again.retval != first.retval:
-            return row | {"skip": "rewrites the packet into one that takes another path on repetition"}
-    runs = time_run(loaded, prog, packet, ctx, repeat, rounds, reset)
-    last = loaded.run(prog, packet, ctx=ctx)
-    if last.retval != expected[0]:
-        return row | {"skip": "map state written by the program moves the path under repetition"}
-    measured = statistics.median(runs)
-    row.update(
-        measured_ns=measured,
-        runs=runs,
-        error=round((row["predicted_ns"] - measured) / measured, 4),
-        error_resolution=resolution_error(row["predicted_ns"], measured),
-        net_measured_ns=round(measured - profile.overhead_ns, 3),
-    )
-    return row
-
-
-def resolution_error(predicted: float, measured: float) -> float:
-    """The kernel reports whole ns (the mean per run, truncated): a measurement of k ns means
-    a true mean in [k, k+1). 0 when the prediction is in there, else the distance to the
-    interval relative to its middle."""
-    lo, hi = measured, measured + 1
-    if lo <= predicted < hi:
-        return 0.0
-    return round((predicted - (lo if predicted < lo else hi)) / (measured + 0.5), 4)
-
-
-def self_moving(obj, path, cond) -> bool:
-    """Does the path change map state its own condition reads? Inserting or deleting
-    entries (helpers) moves conditions on `found` and values; storing into a value moves
-    conditions on values."""
-    names = symbols(cond)
-    for eff in path.effects:
-        if eff.kind not in ("map_write", "map_delete"):
-            continue
-        func = obj.function_at(eff.section, eff.pc)
-        insn = next((i for i in func.insns if i.pc == eff.pc), None) if func else None
-        by_helper = isinstance(insn, Call)
-        if f"map.{eff.target}.val" in names or (by_helper and f"map.{eff.target}.found" in names):
-            return True
-    return False
-
-
-def _array(packet: bytes):
-    arr = z3.K(z3.BitVecSort(64), z3.BitVecVal(0, 8))
-    for i, b in enumerate(packet):
-        arr = z3.Store(arr, z3.BitVecVal(i, 64), z3.BitVecVal(b, 8))
-    return arr
+def held_back(rows: list[dict], profile, fraction: float) -> dict:
+    """Refit the instruction prices on the paths of the programs not held back (by a
+    stable hash of the source name, every build together) and judge them on the held-back
+    ones: what a user gets after `calibrate` on programs the fit never saw."""
+    keep = [r for r in rows if "measured_ns" in r]
+    out = {}
+    cut = int(fraction * 1000)
+    back = lambda r: zlib.crc32(fit.group_of(r["object"]).encode()) % 1000 < cut  # noqa: E731
+    train = [r for r in keep if not back(r)]
+    test = fit.samples([r for r in keep if back(r)], profile)
+    refit = fit.fit_profile(profile, train)
+    prices = {c: refit.insn[c] for c in refit.fit["classes"]} | {fit.PATH_TERM: refit.path_ns}
+    errors = [(fit.predict(s, prices, profile) - s.measured_ns) / s.measured_ns for s in test]
+    before = [(fit.predict(s, {}, profile) - s.measured_ns) / s.measured_ns for s in test]
+    out["fraction"] = fraction
+    out["train_paths"] = refit.fit["paths"]
+    out["prices"] = prices
+    out["cross_validation_on_train"] = refit.fit["cross_validation"]
+    out["held_back_after_fit"] = fit.summary(errors)
+    out["held_back_with_profile_prices"] = fit.summary(before)
+    # the same without the test run's fixed overhead (what the program itself costs)
+    net = [(fit.predict(s, prices, profile) - s.measured_ns) / s.net_ns for s in test if s.net_ns > 0]
+    net_before = [(fit.predict(s, {}, profile) - s.measured_ns) / s.net_ns for s in test if s.net_ns > 0]
+    out["held_back_after_fit_net"] = fit.summary(net)
+    out["held_back_with_profile_prices_net"] = fit.summary(net_before)
+    return out
 
 
 def distribution(rows: list[dict], key: str = "error") -> dict:
@@ -263,7 +161,7 @@ def timed(path: Path, prog: str, packets: dict, repeat: int, rounds: int, fill=N
 def predicted(path: Path, prog_name: str, packets: dict, profile, mappings=()) -> dict:
     """Per packet: the price of the path the packet takes (its counters evaluated on the
     concrete packet), with the savings the model estimates."""
-    from analyzer.symbolic import PACKET_FRAGS, PACKET_LEN, ctx_field
+    from analyzer.symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field
 
     obj = load_object(path)
     counted = count(obj, obj.program(prog_name))
@@ -393,6 +291,9 @@ def main() -> int:
     ap.add_argument("--profile", help="profile (default: the shipped one)")
     ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / f"cost-{time.strftime('%Y-%m-%d')}.json")
     ap.add_argument("--no-tailcalls", action="store_true")
+    ap.add_argument(
+        "--hold-back", type=float, default=0.3, help="share of source programs held back from the refit (default 0.3)"
+    )
     args = ap.parse_args()
     try:
         kernel.check_kernel()
@@ -452,6 +353,8 @@ def main() -> int:
     summary["target_resolution_aware_within_20pct_for_90pct"] = (
         res.get("within_20pct", 0) >= 0.9 if res["paths"] else None
     )
+    if args.hold_back > 0:
+        summary["refit"] = held_back(rows, profile, args.hold_back)
     worst = sorted(timed_rows, key=lambda r: -abs(r["error"]))[:20]
     result = {"summary": summary, "worst": worst, "paths": rows}
     if not args.no_tailcalls and not args.filter:

@@ -4,8 +4,11 @@ JSON schema `xdp2tc.cost/1` (`cost --json`; fields are stable within a schema ve
 new fields may be added):
 
     schema
-    profile     {source, kernel, cpu, created, overhead_ns}   (overhead: per test run, not in any path)
-    programs    [{file, program, section, root (false: reached only through --prog-array),
+    profile     {source, kernel, cpu, created, overhead_ns, path_ns,
+                 fit {paths, folds, within_20pct, median_abs_error} | null   (null: micro-program prices),
+                 foreign: what differs from this machine | null}   (overhead: per test run, not in any path)
+    programs    [{file, program, section, root (false: a tail-call target, a devmap/cpumap program
+                  or reached only through --prog-array; offload/programs.py's entry programs are roots),
                   summary {paths, ns {min, max}, worst_path, worst_ns, worst_tail_share,
                            saving_merge_ns, saving_const_ns},
                   sites [{program, pc, kind: constant|variable, why}],
@@ -16,7 +19,8 @@ new fields may be added):
                           tail_calls [{caller, pc, map, index, target, kind, ns}], tail_misses,
                           chain_depth, tail_share, saving_merge_ns, saving_const_ns,
                           uncalibrated [counter names], continues {targets, ns {min, max} | null,
-                          chain_depth} | null}]}]
+                          chain_depth} | null,
+                          ratio_to_cheapest (max ns / the program's cheapest path's min ns)}]}]
     graph       {nodes [{id, file, program, root}], edges [{from, to, map, index, kind,
                  source: static|prog-array, ns, paths, sites}]}
     errors      [one line each: tail-call cycles, chains deeper than 33]
@@ -34,14 +38,26 @@ import shutil
 import subprocess
 import sys
 
+import corpus
 from analyzer import kernel
 from analyzer.calibrate import CalibrationError, Settings, calibrate
-from analyzer.cost import SCHEMA, PathCost, ProfileError, Site, count, grouped, load_profile, path_costs
+from analyzer.cost import (
+    SCHEMA,
+    PathCost,
+    ProfileError,
+    Site,
+    count,
+    foreign_profile,
+    grouped,
+    load_profile,
+    path_costs,
+)
 from analyzer.exploration import ExplorationError, Options
 from analyzer.tailgraph import Mapping, Node, ProgramCost, TailGraph, parse_mapping
 from lifter.errors import LiftError
 from lifter.program import BpfObject, Program, load_object
 from offload.options import at_least
+from offload.programs import device_programs, entry_programs
 
 #: Exit code when the tail-call graph is unbounded (cycle) or deeper than the kernel allows.
 EXIT_GRAPH = 1
@@ -68,6 +84,17 @@ def add_parsers(sub, exploration_flags) -> None:
     p.add_argument("--repeat", type=at_least(1), default=d.repeat, help=f"runs per timing (default {d.repeat})")
     p.add_argument("--rounds", type=at_least(1), default=d.rounds, help=f"rounds, median kept (default {d.rounds})")
     p.add_argument("--scale", type=float, default=d.scale, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--fit",
+        action="append",
+        default=[],
+        metavar="FILE.o",
+        help="fit the instruction prices on the paths of these XDP objects (repeatable; "
+        "default: the corpus's clang builds when they are built)",
+    )
+    p.add_argument("--no-fit", action="store_true", help="micro-program prices only (no fit on real paths)")
+    p.add_argument("--fit-repeat", type=at_least(1), default=d.fit_repeat, help=argparse.SUPPRESS)
+    p.add_argument("--fit-rounds", type=at_least(1), default=d.fit_rounds, help=argparse.SUPPRESS)
 
 
 # --------------------------------------------------------------------------- calibrate
@@ -82,8 +109,21 @@ def run_calibrate(args: argparse.Namespace) -> int:
         def progress(msg: str) -> None:
             print(f"\rcalibrating: {msg}", end="", file=sys.stderr, flush=True)
 
+    if args.no_fit and args.fit:
+        raise LiftError("--fit and --no-fit contradict each other")
+    for f in args.fit:
+        if not os.path.isfile(f):
+            raise LiftError("no such file", file=f)
+    fit_objects = [] if args.no_fit else (args.fit or default_fit_objects())
+    if not fit_objects and not args.no_fit:
+        print(
+            "xdp2tc: calibrate: no objects to fit instruction prices on (build the corpus or pass --fit FILE.o); "
+            "micro-program prices only",
+            file=sys.stderr,
+        )
+    settings = Settings(args.repeat, args.rounds, args.scale, args.fit_repeat, args.fit_rounds)
     try:
-        profile = calibrate(Settings(args.repeat, args.rounds, args.scale), progress)
+        profile = calibrate(settings, progress, fit_objects)
     except kernel.KernelUnavailable as err:
         print(f"xdp2tc: calibrate: {err}", file=sys.stderr)
         return kernel.EXIT_UNAVAILABLE
@@ -99,14 +139,28 @@ def run_calibrate(args: argparse.Namespace) -> int:
                 fh.write(text)
         except OSError as err:
             raise LiftError(f"cannot write the profile: {err.strerror}", file=args.out) from None
+        cv = profile.fit.get("cross_validation") if profile.fit else None
         print(
             f"{args.out}: profile for kernel {profile.kernel} on {profile.cpu}: overhead "
             f"{profile.overhead_ns:g} ns per test run; tail call {profile.tail_call['constant']:.1f} ns "
             f"(constant index) / {profile.tail_call['variable']:.1f} ns (variable index)"
+            + (
+                f"; instruction prices fitted on {cv['paths']} paths, {100 * cv['within_20pct']:.0f}% "
+                f"within ±20% on held-back programs"
+                if cv
+                else ""
+            )
         )
     else:
         sys.stdout.write(text)
     return 0
+
+
+def default_fit_objects() -> list[str]:
+    """The corpus's clang builds (hand-written XDP programs covering the instruction
+    classes, helpers and map types), when built."""
+    build = corpus.BUILD_DIR / "clang"
+    return [str(p) for p in sorted(build.glob("*.o"))] if build.is_dir() else []
 
 
 # --------------------------------------------------------------------------- cost
@@ -123,14 +177,21 @@ def run_cost(args: argparse.Namespace) -> int:
         raise LiftError(str(err)) from None
     if args.svg and not args.graph:
         raise LiftError("--svg needs --graph")
+    foreign = foreign_profile(profile)
+    if foreign:
+        print(
+            f"xdp2tc: cost: warning: the profile is from another machine ({foreign}); "
+            "run `xdp2tc calibrate -o PROFILE.json` here and pass --profile PROFILE.json",
+            file=sys.stderr,
+        )
     options = Options(
         max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns, max_paths=args.max_paths
     )
     objects = [load_object(f) for f in args.files]
     programs: list[ProgramCost] = []
     for obj in objects:
-        for prog in _programs(obj, args.program, objects):
-            programs.append(_analyse(obj, prog, options, profile, root=True))
+        for prog, root in _programs(obj, args.program, objects):
+            programs.append(_analyse(obj, prog, options, profile, root=root))
     extra: dict[str, BpfObject] = {}
     for m in mappings:
         _check_mapping(m, objects)
@@ -158,18 +219,21 @@ def run_cost(args: argparse.Namespace) -> int:
     return EXIT_GRAPH if graph.errors else 0
 
 
-def _programs(obj: BpfObject, name: str | None, objects: list[BpfObject]) -> list[Program]:
-    if name:
-        if any(p.name == name or f"{p.section}/{p.name}" == name for p in obj.programs):
-            return [obj.program(name)]
+def _programs(obj: BpfObject, name: str | None, objects: list[BpfObject]) -> list[tuple[Program, bool]]:
+    """(program, root) pairs to price in `obj`: the entry programs (offload/programs.py) as
+    roots, and without `--program` the object's other XDP programs (tail-call targets,
+    devmap/cpumap programs) as non-roots, so tail-call chains compose. With several
+    objects, `--program` names a program of at least one of them."""
+    if name and not any(p.name == name or f"{p.section}/{p.name}" == name for p in obj.programs):
         if not any(any(p.name == name or f"{p.section}/{p.name}" == name for p in o.programs) for o in objects):
             obj.program(name)  # raises the usual one-line error with the choices
         return []
-    progs = [p for p in obj.programs if p.is_xdp]
-    if not progs:
-        sections = ", ".join(sorted({p.section for p in obj.programs})) or "none"
-        raise LiftError(f"no XDP program (sections: {sections})", file=obj.path)
-    return progs
+    if name:
+        return [(p, True) for p in device_programs(obj, name, per_program_output=True)]
+    entries = entry_programs(obj)
+    if not entries:
+        device_programs(obj, None, per_program_output=True)  # the one-line error: none / no entry program
+    return [(p, p in entries) for p in obj.programs if p.is_xdp]
 
 
 def _check_mapping(m: Mapping, objects: list[BpfObject]) -> None:
@@ -284,6 +348,9 @@ def path_json(p: ProgramCost, pc: PathCost, graph: TailGraph) -> dict:
 def program_json(p: ProgramCost, graph: TailGraph) -> dict:
     paths = [path_json(p, pc, graph) for pc in p.paths]
     priced = [(pc, pc.ns()) for pc in p.paths if pc.ns() is not None]
+    cheapest = min((x[1][0] for x in priced), default=None)
+    for row in paths:  # how many times the program's cheapest path each costs (profile-independent-ish)
+        row["ratio_to_cheapest"] = _r(row["ns"]["max"] / cheapest) if row["ns"] and cheapest else None
     worst = max(priced, key=lambda x: x[1][2]) if priced else None
     wp = worst[0].prices[worst[0].worst] if worst else None
     sites = sorted(
@@ -323,11 +390,22 @@ def cost_json(programs: list[ProgramCost], graph: TailGraph, profile) -> dict:
             "cpu": profile.cpu,
             "created": profile.created,
             "overhead_ns": profile.overhead_ns,
+            "path_ns": profile.path_ns,
+            "fit": _fit_summary(profile),
+            "foreign": foreign_profile(profile),
         },
         "programs": [program_json(p, graph) for p in programs],
         "graph": graph.to_json(),
         "errors": graph.errors,
     }
+
+
+def _fit_summary(profile) -> dict | None:
+    """The fit's cross-validated error (None: instruction prices from micro-programs only)."""
+    cv = profile.fit.get("cross_validation") if profile.fit else None
+    if not cv:
+        return None
+    return {k: cv.get(k) for k in ("paths", "folds", "within_20pct", "median_abs_error")}
 
 
 def _span(ns: dict | None) -> str:
@@ -343,15 +421,24 @@ def _span(ns: dict | None) -> str:
 def cost_text(programs: list[ProgramCost], graph: TailGraph, profile) -> str:
     doc = cost_json(programs, graph, profile)
     prof = doc["profile"]
+    fit = prof["fit"]
     out = [
         f"profile: kernel {prof['kernel']}, {prof['cpu']} ({prof['source']}); prices exclude the "
-        f"{prof['overhead_ns']:g} ns a test run adds per packet"
+        f"{prof['overhead_ns']:g} ns a test run adds per packet",
+        "  instruction prices "
+        + (
+            f"fitted on {fit['paths']} real paths: {100 * fit['within_20pct']:.0f}% within ±20% on held-back "
+            f"programs ({fit['folds']}-fold cross-validation)"
+            if fit
+            else "from micro-programs only (not fitted on real paths)"
+        )
+        + ("; MEASURED ON ANOTHER MACHINE (" + prof["foreign"] + ")" if prof["foreign"] else ""),
     ]
     for prog in doc["programs"]:
         s = prog["summary"]
-        how = "" if prog["root"] else " (reached through --prog-array)"
+        how = "" if prog["root"] else " (not an entry program: reached by a tail call or a devmap/cpumap)"
         out.append(f"\n{prog['file']}: program {prog['program']} ({prog['section']}){how}: {s['paths']} paths")
-        out.append(f"  {'path':<5} {'verdict':<9} {'insns':>7} {'ns min/med/max':>16}  calls")
+        out.append(f"  {'path':<5} {'verdict':<9} {'insns':>7} {'ns min/med/max':>16} {'xmin':>5}  calls")
         for p in prog["paths"]:
             n = (
                 str(p["insns"]["min"])
@@ -383,9 +470,10 @@ def cost_text(programs: list[ProgramCost], graph: TailGraph, profile) -> str:
                 )
             if p["uncalibrated"]:
                 what.append("no price for " + ", ".join(p["uncalibrated"]) + " (lower bound)")
-            flag = "" if p["exact"] else " ~"
+            flag = "~" if not p["exact"] else " "
+            ratio = "" if p["ratio_to_cheapest"] is None else f"{p['ratio_to_cheapest']:.1f}"
             out.append(
-                f"  #{p['id']:<4} {p['verdict']:<9} {n:>7} {_span(p['ns']):>16}{flag}  "
+                f"  #{p['id']:<4} {p['verdict']:<9} {n:>7} {_span(p['ns']):>16}{flag}{ratio:>5}  "
                 + "; ".join(w for w in what if w)
             )
         if s["worst_path"] is not None:

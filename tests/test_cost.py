@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import platform
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from conftest import require, require_kernel
 from oracles import interp
 
 import corpus
-from analyzer import kernel
+from analyzer import calibrate, fit, kernel
 from analyzer.cost import (
     DEFAULT_PROFILE,
     INSN_CLASSES,
@@ -27,6 +28,7 @@ from analyzer.cost import (
     ProfileError,
     Site,
     count,
+    cpu_model,
     load_profile,
     path_costs,
     price,
@@ -63,7 +65,7 @@ def oracle_inputs(e, v: Verifier, path, model):
     """The witness as the oracle's inputs: the packet, ctx fields, map contents and the
     helper results the model chose (in call order per helper)."""
     ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
-    packet = v._packet(ev)
+    packet = v.witness_packet(ev)
     maps = {m.name: m for m in e.obj.maps}
 
     def map_value(name: str, key: bytes) -> bytes | None:
@@ -109,6 +111,8 @@ def oracle_counts(obj, res: interp.Result) -> Counter:
         out[f"lookup.{mdef.type.name}"] += n
         if mdef.type.keyed == "hash":
             out["hash_key_bytes"] += n * (mdef.key_size or 4)
+    for name, n in res.updates.items():
+        out[f"update.{maps[name].type.name}"] += n
     for key, name in (
         ("pkt_read_bytes", "pkt.read_bytes"),
         ("pkt_write_bytes", "pkt.write_bytes"),
@@ -138,10 +142,10 @@ def test_counts_match_the_concrete_oracle(path):
         assert len(plain.paths) == len(e.paths)
         v = Verifier(e, None)
         for p, q, cond in zip(e.paths, plain.paths, v.conditions):
-            if p.verdict == UNKNOWN or p.notes or v._unfillable(p):
+            if p.verdict == UNKNOWN or p.notes or v.unfillable(p):
                 skipped += 1
                 continue
-            model = v._model(cond)
+            model = v.witness(cond)
             if model is None:
                 skipped += 1
                 continue
@@ -190,7 +194,7 @@ def test_oracle_covers_the_corpus():
     v = Verifier(counted.exploration, None)
     done = 0
     for p, cond in zip(counted.exploration.paths, v.conditions):
-        model = v._model(cond)
+        model = v.witness(cond)
         packet, inputs = oracle_inputs(counted.exploration, v, p, model)
         res = interp.run(obj, prog, packet, **inputs)
         assert res.steps == counted.counts_at(p, model)["insns"]
@@ -226,6 +230,23 @@ def test_merged_paths_list_only_feasible_subpaths():
         assert exact and vectors
         lo, hi = insn_range(q.steps)
         assert lo <= min(v["insns"] for v in vectors) <= max(v["insns"] for v in vectors) <= hi
+
+
+def test_a_cut_walk_leaves_the_solver_clean():
+    """Issue 14: a walk stopped by its budget left its pushed scopes on the shared solver,
+    so every later path of the program got no feasible sub-path ("0 insns ?", exact)."""
+    obj = load_object(built("clang/or_stress_k2.o"))
+    counted = count(obj, obj.program("xdp_or_stress"))
+    merged = [p for p in counted.exploration.paths if not z3.is_bv_value(p.steps)]
+    require(merged, "or_stress_k2 has no merged path to cut")
+    expected = [counted.vectors(p) for p in merged]
+    solver = counted.exploration.solver
+    for p in merged:
+        vectors, exact = counted.vectors(p, budget=1)
+        assert vectors and not exact
+        assert solver.num_scopes() == 0
+    assert [counted.vectors(p) for p in merged] == expected
+    assert all(exact and vectors for vectors, exact in expected)
 
 
 # --------------------------------------------------------------------------- profiles
@@ -298,14 +319,31 @@ def test_savings_of_the_dispatcher():
 # --------------------------------------------------------------------------- the command
 
 
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    code = main(list(argv))
+FOREIGN = "warning: the profile is from another machine"
+
+
+def run_cli(capsys, *argv, foreign_warning: bool = False) -> tuple[int, str, str]:
+    """Run the CLI; the shipped profile is from another machine, so its one-line warning
+    is dropped from stderr unless `foreign_warning` (test_foreign_profile_warns_once)."""
+    code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
+    if not foreign_warning:
+        err = "".join(line for line in err.splitlines(keepends=True) if FOREIGN not in line)
     return code, out, err
 
 
-def test_cost_text(capsys):
-    code, out, err = run_cli(capsys, "cost", str(built("clang/tailcall_dispatch.o")))
+def here_profile(tmp_path, **change) -> Path:
+    """The shipped profile as if measured on this machine (CPU and kernel), with `change`."""
+    doc = load_profile().to_json() | {"cpu": cpu_model(), "kernel": platform.release()} | change
+    path = tmp_path / "here.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_cost_text(capsys, tmp_path):
+    code, out, err = run_cli(
+        capsys, "cost", "--profile", str(here_profile(tmp_path)), str(built("clang/tailcall_dispatch.o"))
+    )
     assert code == 0 and not err
     assert "worst: path #" in out and "% of it in tail calls" in out
     assert "merging the tail-called programs saves up to" in out
@@ -428,8 +466,23 @@ def test_calibrate_writes_a_profile(capsys, tmp_path):
     except kernel.KernelUnavailable as err:
         require(False, str(err))
     out = tmp_path / "p.json"
+    fit_on = [str(built(f"clang/{n}.o")) for n in ("tailcall_dispatch", "bounded_loop", "thesis_static_rules")]
     code, text, err = run_cli(
-        capsys, "calibrate", "--out", str(out), "--repeat", "200", "--rounds", "1", "--scale", "0.1"
+        capsys,
+        "calibrate",
+        "--out",
+        str(out),
+        "--repeat",
+        "200",
+        "--rounds",
+        "1",
+        "--scale",
+        "0.1",
+        "--fit-repeat",
+        "50",
+        "--fit-rounds",
+        "1",
+        *[a for f in fit_on for a in ("--fit", f)],
     )
     assert code == 0, err
     prof = load_profile(out)
@@ -437,8 +490,11 @@ def test_calibrate_writes_a_profile(capsys, tmp_path):
     for table in ("insn", "helper", "lookup", "tail_call", "call"):
         assert set(getattr(prof, table)) == set(getattr(shipped, table)), table
         assert all(math.isfinite(x) and x >= 0 for x in getattr(prof, table).values())
+    assert set(prof.update) == set(calibrate.UPDATE_MAPS)
+    assert all(math.isfinite(x) and x >= 0 for x in prof.update.values())
     assert prof.kernel == __import__("platform").release()
-    assert "profile for kernel" in text
+    assert "profile for kernel" in text and "instruction prices fitted on" in text
+    assert prof.fit["cross_validation"]["paths"] >= 16 and prof.fit["fitted_on"] == sorted(fit_on)
     # the profile prices paths
     obj = load_object(built("clang/tailcall_dispatch.o"))
     counted = count(obj, obj.program("xdp_dispatch"))
@@ -447,6 +503,102 @@ def test_calibrate_writes_a_profile(capsys, tmp_path):
             assert price(vec, taken_tail_calls(p), counted, prof).ns >= 0
 
 
+@pytest.mark.parametrize("field", ["cpu", "kernel"])
+def test_foreign_profile_warns_once(capsys, tmp_path, field):
+    """Prices from another machine: one line on stderr naming what differs and suggesting
+    calibrate; the report says so too. None with this machine's CPU and kernel."""
+    other = here_profile(tmp_path, **{field: "something else"})
+    code, out, err = run_cli(
+        capsys, "cost", "--profile", str(other), str(built("clang/tailcall_dispatch.o")), foreign_warning=True
+    )
+    assert code == 0
+    lines = err.splitlines()
+    assert len(lines) == 1 and "another machine" in lines[0] and "something else" in lines[0]
+    assert "xdp2tc calibrate" in lines[0]
+    assert "MEASURED ON ANOTHER MACHINE" in out
+    here = str(here_profile(tmp_path))
+    code, out, err = run_cli(capsys, "cost", "--profile", here, str(built("clang/icmp_filter.o")), foreign_warning=True)
+    assert code == 0 and err == "" and "ANOTHER MACHINE" not in out
+    assert "from micro-programs only" in out
+
+
+def test_cost_json_machine_independent_figures(capsys, tmp_path):
+    code, out, _ = run_cli(
+        capsys, "cost", "--json", "--profile", str(here_profile(tmp_path)), str(built("clang/thesis_static_rules.o"))
+    )
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["profile"]["foreign"] is None and doc["profile"]["fit"] is None
+    for prog in doc["programs"]:
+        ratios = [p["ratio_to_cheapest"] for p in prog["paths"]]
+        assert min(ratios) == pytest.approx(1.0, abs=0.01) and all(r >= 0.99 for r in ratios)
+        for p in prog["paths"]:
+            assert sum(p["counts"]["insn"].values()) == p["insns"]["max"] or not p["exact"] or p["subpaths"] > 1
+
+
+def test_nnls_recovers_known_prices():
+    """Synthetic paths priced with known per-class prices (one zero) plus noise-free
+    path term: NNLS gives them back; a price that would go negative stays at 0."""
+    import random
+
+    rng = random.Random(7)
+    truth = [0.05, 0.3, 0.0, 1.2]
+    rows = [[rng.randint(0, 40) for _ in truth] for _ in range(60)]
+    target = [sum(a * b for a, b in zip(r, truth)) for r in rows]
+    assert fit.nnls(rows, target) == pytest.approx(truth, abs=1e-6)
+    # a least-squares price below zero is clamped: y = 2*x0 - 1*x1 fits x1 = 0 under NNLS
+    rows2 = [[i, i % 3] for i in range(1, 30)]
+    got = fit.nnls(rows2, [2 * a - b for a, b in rows2])
+    assert got[1] == 0 and got[0] > 0
+
+
+def _synthetic_rows(prices: dict[str, float], path_ns: float, overhead: float, n: int, seed: int) -> list[dict]:
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        counts = {f"insn.{c}": rng.randint(1, 60) for c in prices}
+        fixed = rng.choice([0.0, 4.5, 9.0])
+        measured = overhead + path_ns + fixed + sum(prices[c] * counts[f"insn.{c}"] for c in prices)
+        rows.append(
+            {"object": f"build/clang/prog{i % 12}.o", "counts": counts, "fixed_ns": fixed, "measured_ns": measured}
+        )
+    return rows
+
+
+def test_fit_profile_recovers_prices_and_reports_its_error():
+    prof = load_profile()
+    truth = {"alu": 0.02, "jump": 0.11, "load_pkt": 0.07, "store_stack": 0.3}
+    rows = _synthetic_rows(truth, 6.0, prof.overhead_ns, 80, 1)
+    fitted = fit.fit_profile(prof, rows)
+    for c, v in truth.items():
+        assert fitted.insn[c] == pytest.approx(v, abs=1e-3)
+    assert fitted.path_ns == pytest.approx(6.0, abs=1e-2)
+    assert fitted.insn["div"] == prof.insn["div"]  # never executed: keeps its micro price
+    cv = fitted.fit["cross_validation"]
+    assert cv["paths"] == 80 and cv["within_20pct"] == 1.0 and cv["median_abs_error"] < 1e-3
+    assert fitted.fit["classes"] == sorted(truth)
+    again = Profile.from_json(json.loads(json.dumps(fitted.to_json())))
+    assert again.path_ns == fitted.path_ns and again.fit == fitted.fit
+    # the per-path term is part of every path's price
+    obj = load_object(built("clang/icmp_filter.o"))
+    counted = count(obj, obj.program(None))
+    p = counted.exploration.paths[0]
+    vec = counted.vectors(p)[0][0]
+    assert price(vec, taken_tail_calls(p), counted, fitted).parts["insns"] == pytest.approx(
+        fitted.path_ns + sum(n * fitted.insn[k[5:]] for k, n in vec.items() if k.startswith("insn."))
+    )
+
+
+def test_fit_needs_enough_paths():
+    prof = load_profile()
+    with pytest.raises(ValueError, match="too few"):
+        fit.fit_profile(prof, _synthetic_rows({"alu": 0.1}, 1.0, prof.overhead_ns, 5, 2))
+
+
 def test_calibrate_bad_options(capsys):
     code, _, err = run_cli(capsys, "calibrate", "--repeat", "0")
     assert code == 2 and "at least 1" in err
+    code, _, err = run_cli(capsys, "calibrate", "--no-fit", "--fit", "x.o")
+    assert code == 2 and "contradict" in err

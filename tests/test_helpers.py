@@ -232,7 +232,7 @@ def test_arbitrary_helper_bytes_are_any_value(tmp_path):
     with kernel.load(path) as loaded:
         v = Verifier(e, loaded, seed=3)
         tx = next(p for p in e.paths if p.verdict == "TX")
-        model = v._model(v.conditions[tx.id])
+        model = v.witness(v.conditions[tx.id])
         assert v.free_bytes(tx, lambda x: model.eval(x, model_completion=True).as_long()) == {0, 1, 2, 3, 4}
         v.run_witnesses()
         v.run_random(300, v.seeds)

@@ -136,7 +136,7 @@ def test_unprivileged_message(monkeypatch):
 
 
 def test_missing_libbpf_message(monkeypatch):
-    monkeypatch.setattr(kernel, "_library", lambda: None)
+    monkeypatch.setattr(kernel, "library", lambda: None)
     with pytest.raises(kernel.KernelUnavailable, match="libbpf"):
         kernel.check_kernel()
 

@@ -84,6 +84,7 @@ class Result:
     counts: Counter = field(default_factory=Counter)
     helpers: Counter = field(default_factory=Counter)  # by helper id
     lookups: Counter = field(default_factory=Counter)  # by map name
+    updates: Counter = field(default_factory=Counter)  # map_update_elem calls by map name
     tail_calls: list = field(default_factory=list)  # (caller, map, index, target)
     sites: set = field(default_factory=set)  # (section, pc) of conditional jumps executed
 
@@ -488,6 +489,7 @@ class Machine:
             r[0] = Ptr(("map", name, key), 0) if self._exists(name, key) else 0
         elif h == 2:  # map_update_elem
             name = self._map(r[1])
+            self.result.updates[name] += 1
             mdef = self.maps[name]
             key = self.read_bytes(r[2], mdef.key_size or 4)
             self.memory[("map", name, key)] = bytearray(self.read_bytes(r[3], mdef.value_size))

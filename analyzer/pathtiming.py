@@ -1,0 +1,165 @@
+"""Whole-program path timings on the running kernel: what `calibrate` fits the instruction
+prices against and what bench/cost.py judges the cost model with.
+
+Every path of an object with a witness: the object is loaded (analyzer/kernel.py), the
+path's witness packet and map entries are built as `xdp2tc verify` builds them
+(analyzer/verify.py), the packet is run once and must give the predicted verdict and
+output, then it is timed with BPF_PROG_TEST_RUN (`repeat` runs, maps reset before each of
+`rounds` rounds, median kept) and must still give the prediction afterwards. Paths are
+left out, with the reason, when the kernel cannot run them the same way every repetition:
+helper results (time, random numbers), a packet the program rewrites into one that takes
+another path, or map state that moves the path.
+
+A timed row carries the counters of the sub-path the witness takes (`counts`), the price
+under the given profile split into `insns_ns` (instruction classes) and `fixed_ns`
+(helpers, lookups, tail calls, calls: what micro-programs measure), and `measured_ns`.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+
+import z3
+
+from lifter.insn import Call
+from lifter.program import load_object
+
+from . import kernel
+from .cost import Profile, count, price, taken_tail_calls
+from .explore import UNKNOWN
+from .symbolic import PACKET, symbols
+from .verify import Verifier
+
+#: Sections the kernel cannot test-run (devmap/cpumap egress programs).
+NO_TEST_RUN = ("xdp/devmap", "xdp/cpumap", "xdp.frags/devmap", "xdp.frags/cpumap")
+
+
+def time_object(path, profile: Profile, repeat: int, rounds: int, name: str | None = None) -> list[dict]:
+    """One row per path of every XDP program of the object at `path` (see the module doc);
+    `name` is the object's name in the rows (default: the path as given)."""
+    rows = []
+    obj = load_object(path)
+    rel = name or str(path)
+    for prog in obj.programs:
+        if not prog.is_xdp:
+            continue
+        base = {"object": rel, "program": prog.name}
+        if prog.section.startswith(NO_TEST_RUN):
+            rows.append(base | {"skip": "devmap/cpumap egress programs cannot be test-run"})
+            continue
+        counted = count(obj, prog)
+        e = counted.exploration
+        try:
+            loaded = kernel.load(os.fspath(path), programs=[prog.name])
+        except kernel.KernelLoadError as err:
+            rows.append(base | {"skip": f"load failed: {str(err).splitlines()[0]}"})
+            continue
+        with loaded:
+            v = Verifier(e, loaded)
+            for p, cond in zip(e.paths, v.conditions):
+                rows.append(base | time_path(counted, v, loaded, prog.name, p, cond, profile, repeat, rounds))
+    return rows
+
+
+def time_path(counted, v: Verifier, loaded, prog: str, path, cond, profile: Profile, repeat: int, rounds: int) -> dict:
+    """The row of one path (see the module doc): `skip` says why it was not timed."""
+    row: dict = {"path": path.id, "verdict": path.verdict}
+    if path.verdict == UNKNOWN:
+        return row | {"skip": f"outcome unknown to xdp2tc ({path.truncated or 'unsupported'})"}
+    why = v.unfillable(path)
+    if why:
+        return row | {"skip": why}
+    model = v.witness(cond)
+    if model is None:
+        return row | {"skip": "no witness under test-run conditions"}
+    counts = counted.counts_at(path, model)
+    pr = price(counts, taken_tail_calls(path), counted, profile)
+    row.update(
+        insns=counts.get("insns", 0),
+        counts=counts,
+        predicted_ns=round(pr.ns + profile.overhead_ns, 3),
+        predicted_net_ns=round(pr.ns, 3),
+        insns_ns=round(pr.parts["insns"], 4),
+        fixed_ns=round(pr.ns - pr.parts["insns"], 4),
+        uncalibrated=sorted(pr.uncalibrated),
+        tail_calls=len(path.tail_calls),
+        parts={k: round(x, 3) for k, x in pr.parts.items() if x},
+    )
+    ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
+    packet = v.witness_packet(ev)
+    ctx = kernel.XdpCtx(ev(z3.BitVec("ctx.ingress_ifindex", 32)).as_long(), 0)
+
+    def reset():
+        v.set_maps(path, ev)
+
+    try:
+        reset()
+    except kernel.KernelRunError as err:
+        return row | {"skip": f"map entry rejected: {err}"}
+    expected = v.prediction(path, ev)
+    first = loaded.run(prog, packet, ctx=ctx)
+    if (first.retval, first.packet_out) != expected:
+        return row | {
+            "skip": "helper-dependent path: the kernel took another one"
+            if v.nondeterministic[path.id]
+            else "kernel result differs from the prediction (see xdp2tc verify)"
+        }
+    if v.nondeterministic[path.id]:
+        return row | {"skip": "depends on helper results (time, random): repetitions take other paths"}
+    if self_moving(counted.exploration.obj, path, cond):
+        return row | {"skip": "writes map state its own condition reads: repetitions take other paths"}
+    if path.writes and first.packet_out != packet:
+        again = loaded.run(prog, first.packet_out, ctx=ctx)
+        holds = z3.is_true(model.eval(z3.substitute(cond, (PACKET, _array(first.packet_out))), model_completion=True))
+        if not holds or again.retval != first.retval:
+            return row | {"skip": "rewrites the packet into one that takes another path on repetition"}
+    runs = []
+    for _ in range(rounds):
+        reset()
+        runs.append(loaded.run(prog, packet, repeat=repeat, ctx=ctx).duration_ns)
+    last = loaded.run(prog, packet, ctx=ctx)
+    if last.retval != expected[0]:
+        return row | {"skip": "map state written by the program moves the path under repetition"}
+    measured = statistics.median(runs)
+    row.update(
+        measured_ns=measured,
+        runs=runs,
+        error=round((row["predicted_ns"] - measured) / measured, 4),
+        error_resolution=resolution_error(row["predicted_ns"], measured),
+        net_measured_ns=round(measured - profile.overhead_ns, 3),
+    )
+    return row
+
+
+def resolution_error(predicted: float, measured: float) -> float:
+    """The kernel reports whole ns (the mean per run, truncated): a measurement of k ns means
+    a true mean in [k, k+1). 0 when the prediction is in there, else the distance to the
+    interval relative to its middle."""
+    lo, hi = measured, measured + 1
+    if lo <= predicted < hi:
+        return 0.0
+    return round((predicted - (lo if predicted < lo else hi)) / (measured + 0.5), 4)
+
+
+def self_moving(obj, path, cond) -> bool:
+    """Does the path change map state its own condition reads? Inserting or deleting
+    entries (helpers) moves conditions on `found` and values; storing into a value moves
+    conditions on values."""
+    names = symbols(cond)
+    for eff in path.effects:
+        if eff.kind not in ("map_write", "map_delete"):
+            continue
+        func = obj.function_at(eff.section, eff.pc)
+        insn = next((i for i in func.insns if i.pc == eff.pc), None) if func else None
+        by_helper = isinstance(insn, Call)
+        if f"map.{eff.target}.val" in names or (by_helper and f"map.{eff.target}.found" in names):
+            return True
+    return False
+
+
+def _array(packet: bytes):
+    arr = z3.K(z3.BitVecSort(64), z3.BitVecVal(0, 8))
+    for i, b in enumerate(packet):
+        arr = z3.Store(arr, z3.BitVecVal(i, 64), z3.BitVecVal(b, 8))
+    return arr
