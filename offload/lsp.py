@@ -133,7 +133,10 @@ class Server(LanguageServer):
                     msg = f"xdp2tc: build failed: {first[0]}"
                     return publish(binding, None, diagnostics or [_line_zero(msg, "error")])
             if binding.config.maps_from:
-                msg = "xdp2tc: maps_from is not used: the CLI has no --maps-from yet; maps are analysed as empty"
+                msg = (
+                    "xdp2tc: maps_from is not used in the editor yet: map-dependent decisions are "
+                    "reported for every map content; `xdp2tc rules --maps-from` fills them"
+                )
                 diagnostics.append(_line_zero(msg, "note"))
             cached = self.cache.get(obj, binding.config)
             if cached is not None:
