@@ -44,6 +44,22 @@ def require_kernel() -> None:
     require_tool("bpftool")
 
 
+def corpus_object(stem: str, toolchain: str = "clang") -> str:
+    """A built corpus object's path (missing: a skip, or a failure under CI)."""
+    path = corpus.BUILD_DIR / toolchain / f"{stem}.o"
+    require(path.exists(), f"{path} is not built (run `make corpus`)")
+    return str(path)
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """`xdp2tc ARGV` in this process: exit code, stdout, stderr."""
+    from offload.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def corpus_objects() -> list[Path]:
     objs = corpus.built_objects()
     require(bool(objs), "corpus is not built (run `make corpus`)")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import ROOT, require, require_kernel
+from conftest import ROOT, corpus_object, require, require_kernel, run_cli
 
 import corpus
 from offload.cli import main
@@ -23,18 +23,6 @@ from offload.targets import TARGETS
 from rules.reasons import REASONS
 
 SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
-
-
-def _obj(stem: str, toolchain: str = "clang") -> str:
-    path = corpus.BUILD_DIR / toolchain / f"{stem}.o"
-    require(path.exists(), f"{path} is not built (run `make corpus`)")
-    return str(path)
-
-
-def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _line_of(stem: str, pattern: str) -> int:
@@ -48,7 +36,7 @@ def _line_of(stem: str, pattern: str) -> int:
 @pytest.fixture(scope="module")
 def blacklist_json(tmp_path_factory):
     out = tmp_path_factory.mktemp("check") / "blacklist.json"
-    code = main(["check", _obj("thesis_ddos_blacklist"), "--format", "json", "-o", str(out)])
+    code = main(["check", corpus_object("thesis_ddos_blacklist"), "--format", "json", "-o", str(out)])
     return code, out
 
 
@@ -78,11 +66,11 @@ def test_blacklist_drops_are_map_dependent_on_blacklist(blacklist_json):
 
 def test_sarif_validates_against_the_official_schema(capsys, tmp_path):
     out = tmp_path / "out.sarif"
-    code, _, err = _run(
+    code, _, err = run_cli(
         capsys,
         "check",
-        _obj("thesis_ddos_blacklist"),
-        _obj("thesis_static_rules"),
+        corpus_object("thesis_ddos_blacklist"),
+        corpus_object("thesis_static_rules"),
         "--target",
         "generic,bnxt",
         "--format",
@@ -115,26 +103,30 @@ def test_sarif_validates_against_the_official_schema(capsys, tmp_path):
 
 def test_baseline_passes_unchanged_and_fails_on_new(capsys, blacklist_json, tmp_path):
     _, previous = blacklist_json
-    code, out, _ = _run(capsys, "check", _obj("thesis_ddos_blacklist"), "--baseline", str(previous))
+    code, out, _ = run_cli(capsys, "check", corpus_object("thesis_ddos_blacklist"), "--baseline", str(previous))
     assert code == 0, out
     assert "2 findings (0 new)" in out
     # the same source built by another toolchain: the same fingerprints (no pc, no path id)
-    code, out, _ = _run(capsys, "check", _obj("thesis_ddos_blacklist", "clang-v4"), "--baseline", str(previous))
+    code, out, _ = run_cli(
+        capsys, "check", corpus_object("thesis_ddos_blacklist", "clang-v4"), "--baseline", str(previous)
+    )
     assert code == 0, out
     # a baseline missing one finding: that finding is new and fails the gate
     doc = json.loads(previous.read_text())
     dropped = doc["findings"].pop()
     older = tmp_path / "older.json"
     older.write_text(json.dumps(doc))
-    code, out, _ = _run(capsys, "check", _obj("thesis_ddos_blacklist"), "--baseline", str(older), "--format", "json")
+    code, out, _ = run_cli(
+        capsys, "check", corpus_object("thesis_ddos_blacklist"), "--baseline", str(older), "--format", "json"
+    )
     assert code == 1
     new = [f for f in json.loads(out)["findings"] if f["new"]]
     assert [f["fingerprint"] for f in new] == [dropped["fingerprint"]]
     # a SARIF report works as a baseline too
     sarif = tmp_path / "prev.sarif"
-    assert main(["check", _obj("thesis_ddos_blacklist"), "--format", "sarif", "-o", str(sarif)]) == 1
+    assert main(["check", corpus_object("thesis_ddos_blacklist"), "--format", "sarif", "-o", str(sarif)]) == 1
     capsys.readouterr()
-    assert _run(capsys, "check", _obj("thesis_ddos_blacklist"), "--baseline", str(sarif))[0] == 0
+    assert run_cli(capsys, "check", corpus_object("thesis_ddos_blacklist"), "--baseline", str(sarif))[0] == 0
 
 
 def test_new_drop_in_changed_source_fails_the_baseline(capsys, tmp_path, blacklist_json):
@@ -171,7 +163,7 @@ def test_new_drop_in_changed_source_fails_the_baseline(capsys, tmp_path, blackli
         check=True,
         capture_output=True,
     )
-    code, out, _ = _run(capsys, "check", str(obj), "--baseline", str(previous), "--format", "json")
+    code, out, _ = run_cli(capsys, "check", str(obj), "--baseline", str(previous), "--format", "json")
     doc = json.loads(out)
     new = [f for f in doc["findings"] if f["new"]]
     assert code == 1 and new
@@ -196,20 +188,22 @@ def test_targets_table_rows_cite_their_source():
 
 
 def test_nfp_bpf_refuses_tail_calls_and_redirect_maps(capsys):
-    code, out, _ = _run(capsys, "check", _obj("tailcall_dispatch"), "--target", "nfp-bpf", "--format", "json")
+    code, out, _ = run_cli(
+        capsys, "check", corpus_object("tailcall_dispatch"), "--target", "nfp-bpf", "--format", "json"
+    )
     findings = json.loads(out)["findings"]
     assert any(f["detail"] == "tail calls (bpf_tail_call)" and f["location"] for f in findings)
     assert any("of type prog_array" in f["detail"] for f in findings)
-    code, out, _ = _run(capsys, "check", _obj("redirect_devmap"), "--target", "nfp-bpf", "--format", "json")
+    code, out, _ = run_cli(capsys, "check", corpus_object("redirect_devmap"), "--target", "nfp-bpf", "--format", "json")
     details = [f["detail"] for f in json.loads(out)["findings"]]
     assert "redirect (bpf_redirect_map)" in details and any("devmap" in d for d in details)
 
 
 def test_fail_on_categories(capsys):
-    obj = _obj("thesis_ddos_blacklist")
-    assert _run(capsys, "check", obj, "--fail-on", "software-drop")[0] == 1
-    assert _run(capsys, "check", obj, "--fail-on", "unknown")[0] == 0
-    assert _run(capsys, "check", obj, "--fail-on", "target-unsupported")[0] == 0
+    obj = corpus_object("thesis_ddos_blacklist")
+    assert run_cli(capsys, "check", obj, "--fail-on", "software-drop")[0] == 1
+    assert run_cli(capsys, "check", obj, "--fail-on", "unknown")[0] == 0
+    assert run_cli(capsys, "check", obj, "--fail-on", "target-unsupported")[0] == 0
 
 
 @pytest.mark.parametrize(
@@ -224,7 +218,7 @@ def test_fail_on_categories(capsys):
     ],
 )
 def test_bad_options_exit_2_with_one_line(capsys, argv):
-    code, out, err = _run(capsys, "check", _obj("thesis_ddos_blacklist"), *argv)
+    code, out, err = run_cli(capsys, "check", corpus_object("thesis_ddos_blacklist"), *argv)
     assert code == 2
     assert out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("xdp2tc: "), err
@@ -233,12 +227,12 @@ def test_bad_options_exit_2_with_one_line(capsys, argv):
 def test_bad_baseline_and_missing_object_exit_2(capsys, tmp_path):
     junk = tmp_path / "junk.json"
     junk.write_text("{not json")
-    code, _, err = _run(capsys, "check", _obj("thesis_ddos_blacklist"), "--baseline", str(junk))
+    code, _, err = run_cli(capsys, "check", corpus_object("thesis_ddos_blacklist"), "--baseline", str(junk))
     assert code == 2 and len(err.strip().splitlines()) == 1
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"schema": "xdp2tc.rules/1"}))
-    assert _run(capsys, "check", _obj("thesis_ddos_blacklist"), "--baseline", str(other))[0] == 2
-    code, _, err = _run(capsys, "check", str(tmp_path / "missing.o"))
+    assert run_cli(capsys, "check", corpus_object("thesis_ddos_blacklist"), "--baseline", str(other))[0] == 2
+    code, _, err = run_cli(capsys, "check", str(tmp_path / "missing.o"))
     assert code == 2 and len(err.strip().splitlines()) == 1
 
 
@@ -287,7 +281,9 @@ def test_pcap_traffic_share(capsys, tmp_path):
         w = dpkt.pcap.Writer(f)
         for i, fr in enumerate(frames):
             w.writepkt(fr, ts=i)
-    code, out, err = _run(capsys, "check", _obj("thesis_static_rules"), "--pcap", str(pcap), "--format", "json")
+    code, out, err = run_cli(
+        capsys, "check", corpus_object("thesis_static_rules"), "--pcap", str(pcap), "--format", "json"
+    )
     traffic = json.loads(out)["programs"][0]["traffic"]
     assert traffic["total"] == {"packets": 10, "bytes": 600}
     assert traffic["nic"]["packets"] == 5 and traffic["nic"]["packet_share"] == 0.5
@@ -298,7 +294,7 @@ def test_pcap_traffic_share(capsys, tmp_path):
     # the TCP drop from .21 to port 80 stays on the host, on a DROP path in software
     drops = [p for p in host.values() if p["code"] not in (None, "pass-to-host")]
     assert [p["packets"] for p in drops] == [1]
-    code, _, err = _run(capsys, "check", _obj("thesis_static_rules"), "--pcap", str(tmp_path / "none.pcap"))
+    code, _, err = run_cli(capsys, "check", corpus_object("thesis_static_rules"), "--pcap", str(tmp_path / "none.pcap"))
     assert code == 2 and len(err.strip().splitlines()) == 1
 
 
@@ -306,13 +302,13 @@ def test_fixed_offset_port_drop_suggests_no_ip_options(capsys):
     """two_progs_one_section.c drops TCP port 23 and UDP port 161, reading the port at
     14 + 20 + 2 whatever the IHL: with IPv4 options flower's port is elsewhere, so the drop
     is only provable without options; with --assume no-ip-options it is offloaded."""
-    obj = _obj("two_progs_one_section")
-    code, out, _ = _run(capsys, "check", obj, "--format", "json")
+    obj = corpus_object("two_progs_one_section")
+    code, out, _ = run_cli(capsys, "check", obj, "--format", "json")
     drops = [f for f in json.loads(out)["findings"] if f["verdict"] == "DROP"]
     assert code == 1 and len(drops) == 2
     assert all(f["code"] == "atypical-packets" and "--assume no-ip-options" in f["detail"] for f in drops)
     assert {f["fields"].split(" [")[0].rsplit(" ∧ ", 1)[-1] for f in drops} == {"tcp.dport == 23", "udp.dport == 161"}
-    code, out, _ = _run(capsys, "check", obj, "--assume", "no-ip-options")
+    code, out, _ = run_cli(capsys, "check", obj, "--assume", "no-ip-options")
     assert code == 0 and "0 findings" in out
 
 
@@ -320,10 +316,12 @@ def test_kernel_verify_reports_the_verifier_beside_ours(capsys):
     """The kernel is the oracle: a corpus program it loads, and one it refuses (GCC 12's
     bpf_loop callback without func_info, corpus.expected_load_failures)."""
     require_kernel()
-    code, out, _ = _run(capsys, "check", _obj("thesis_ddos_blacklist"), "--kernel-verify", "--format", "json")
+    code, out, _ = run_cli(
+        capsys, "check", corpus_object("thesis_ddos_blacklist"), "--kernel-verify", "--format", "json"
+    )
     assert json.loads(out)["programs"][0]["kernel"]["loads"] is True
     stem = "bpf_loop_cb"
     assert "gcc" in corpus.expected_load_failures(stem)
-    code, out, _ = _run(capsys, "check", _obj(stem, "gcc"), "--kernel-verify", "--format", "json")
+    code, out, _ = run_cli(capsys, "check", corpus_object(stem, "gcc"), "--kernel-verify", "--format", "json")
     verdict = json.loads(out)["programs"][0]["kernel"]
     assert verdict["loads"] is False and "load failed" in verdict["message"]

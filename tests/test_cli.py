@@ -9,26 +9,14 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import ROOT, require, require_kernel, require_tool
+from conftest import ROOT, corpus_object, require, require_kernel, require_tool, run_cli
 
 import corpus
 from offload.cli import main
 
 
-def _obj(stem: str, toolchain: str = "clang"):
-    path = corpus.BUILD_DIR / toolchain / f"{stem}.o"
-    require(path.exists(), f"{path} is not built (run `make corpus`)")
-    return str(path)
-
-
-def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_info_lists_programs_maps_and_sources(capsys):
-    code, out, _ = _run(capsys, "info", _obj("thesis_ddos_blacklist"))
+    code, out, _ = run_cli(capsys, "info", corpus_object("thesis_ddos_blacklist"))
     assert code == 0
     source = corpus.source_of("thesis_ddos_blacklist").read_text()
     prog = re.search(r'SEC\("xdp"\)\s*int (\w+)', source).group(1)
@@ -38,7 +26,7 @@ def test_info_lists_programs_maps_and_sources(capsys):
 
 
 def test_info_json_is_versioned(capsys):
-    code, out, _ = _run(capsys, "info", "--json", _obj("tailcall_dispatch"))
+    code, out, _ = run_cli(capsys, "info", "--json", corpus_object("tailcall_dispatch"))
     doc = json.loads(out)
     assert code == 0 and doc["schema"] == "xdp2tc.info/1"
     assert {p["name"] for p in doc["programs"]} == {
@@ -55,13 +43,13 @@ def test_disasm_program_includes_its_subprograms(capsys):
     source = corpus.source_of("subprog_call").read_text()
     prog = re.search(r'SEC\("xdp"\)\s*int (\w+)', source).group(1)
     sub = re.search(r"__noinline int (\w+)\(", source).group(1)
-    code, out, _ = _run(capsys, "disasm", "--program", prog, _obj("subprog_call"))
+    code, out, _ = run_cli(capsys, "disasm", "--program", prog, corpus_object("subprog_call"))
     assert code == 0, out
     assert f"<{prog}>:" in out and f"<{sub}>:" in out and "Disassembly of section .text:" in out
 
 
 def test_disasm_lines_show_source(capsys):
-    code, out, _ = _run(capsys, "disasm", "--lines", _obj("thesis_static_rules"))
+    code, out, _ = run_cli(capsys, "disasm", "--lines", corpus_object("thesis_static_rules"))
     source = corpus.source_of("thesis_static_rules").read_text().splitlines()
     shown = re.findall(r"^; .*thesis_static_rules\.c:(\d+):\d+  (.*)$", out, re.M)
     assert code == 0 and shown
@@ -71,39 +59,39 @@ def test_disasm_lines_show_source(capsys):
 
 def test_cfg_json_finds_the_loop(capsys):
     """corpus/bounded_loop.c keeps one real loop (unrolling disabled); §6.5.1 has none."""
-    code, out, _ = _run(capsys, "cfg", "--format", "json", _obj("bounded_loop"))
+    code, out, _ = run_cli(capsys, "cfg", "--format", "json", corpus_object("bounded_loop"))
     doc = json.loads(out)
     assert code == 0 and doc["schema"] == "xdp2tc.cfg/1"
     entry = doc["functions"][0]
     assert len(entry["loops"]) == 1 and len(entry["back_edges"]) == 1
     header, latch = entry["loops"][0]["header"], entry["loops"][0]["latch"]
     assert [latch, header] == entry["back_edges"][0] and header in entry["loops"][0]["body"]
-    _, out, _ = _run(capsys, "cfg", "--format", "json", _obj("thesis_static_rules"))
+    _, out, _ = run_cli(capsys, "cfg", "--format", "json", corpus_object("thesis_static_rules"))
     assert json.loads(out)["functions"][0]["loops"] == []
 
 
 @pytest.mark.parametrize("stem", ["thesis_static_rules", "subprog_call", "bpf_loop_cb", "bounded_loop"])
 def test_cfg_dot_is_valid_graphviz(capsys, stem, tmp_path):
     dot = require_tool("dot")
-    code, out, _ = _run(capsys, "cfg", _obj(stem))
+    code, out, _ = run_cli(capsys, "cfg", corpus_object(stem))
     assert code == 0
     svg = subprocess.run([dot, "-Tsvg"], input=out, capture_output=True, text=True)
     assert svg.returncode == 0, svg.stderr
-    code, out, _ = _run(capsys, "cfg", "--format", "svg", _obj(stem))
+    code, out, _ = run_cli(capsys, "cfg", "--format", "svg", corpus_object(stem))
     assert code == 0 and out.lstrip().startswith("<?xml")
 
 
 def test_choosing_among_several_programs(capsys):
-    code, _, err = _run(capsys, "cfg", _obj("tailcall_dispatch"))
+    code, _, err = run_cli(capsys, "cfg", corpus_object("tailcall_dispatch"))
     assert code == 2 and "choose one with --program" in err and "xdp_dispatch" in err
-    code, _, err = _run(capsys, "cfg", "--program", "nope", _obj("tailcall_dispatch"))
+    code, _, err = run_cli(capsys, "cfg", "--program", "nope", corpus_object("tailcall_dispatch"))
     assert code == 2 and "no program named 'nope'" in err
 
 
 def test_console_script_runs():
     exe = shutil.which("xdp2tc", path=str(ROOT / ".venv" / "bin"))
     require(exe is not None, "the package is not installed in .venv (make setup)")
-    result = subprocess.run([exe, "info", _obj("thesis_static_rules")], capture_output=True, text=True)
+    result = subprocess.run([exe, "info", corpus_object("thesis_static_rules")], capture_output=True, text=True)
     assert result.returncode == 0 and "xdp_static_rules" in result.stdout
 
 
@@ -174,7 +162,7 @@ def test_bad_option_is_one_line_before_any_work(argv, names, capsys, monkeypatch
 
     monkeypatch.setattr(cli, "load_object", forbidden)
     monkeypatch.setattr(cli, "explore", forbidden)
-    code = main([argv[0], _obj("two_progs_one_section"), *argv[1:]])
+    code = main([argv[0], corpus_object("two_progs_one_section"), *argv[1:]])
     out, err = capsys.readouterr()
     assert code == 2 and out == "", (code, out)
     assert err.count("\n") == 1 and err.startswith("xdp2tc: ") and names in err, err

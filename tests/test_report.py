@@ -17,28 +17,15 @@ import subprocess
 import uuid
 
 import pytest
-from conftest import require
+from conftest import corpus_object, require, run_cli
 
-import corpus
 from offload.cli import main
 from rules.tc import check_syntax
 from tests.oracles import tcflower
 
 
-def _obj(stem: str) -> str:
-    path = corpus.BUILD_DIR / "clang" / f"{stem}.o"
-    require(path.exists(), f"{path} is not built (run `make corpus`)")
-    return str(path)
-
-
-def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def _rules_json(capsys, stem: str, *extra: str) -> dict:
-    code, out, err = _run(capsys, "rules", _obj(stem), "--dev", "eth0", "--format", "json", *extra)
+    code, out, err = run_cli(capsys, "rules", corpus_object(stem), "--dev", "eth0", "--format", "json", *extra)
     assert code == 0, err
     return json.loads(out)
 
@@ -58,7 +45,7 @@ def test_qdisc_line_runs_twice_and_teardown_is_accepted_by_tc(capsys):
     times (clsact is created, then left); every teardown line passes tc's parser and names
     exactly the (chain, prio) pairs of the printed filters (read by the tc oracle)."""
     tc, ip = _require_netns()
-    code, script, _ = _run(capsys, "rules", _obj("thesis_static_rules"), "--dev", "xt0")
+    code, script, _ = run_cli(capsys, "rules", corpus_object("thesis_static_rules"), "--dev", "xt0")
     assert code == 0
     qdiscs = [ln for ln in script.splitlines() if ln.startswith("qdisc ")]
     assert qdiscs == ["qdisc replace dev xt0 clsact"]
@@ -73,7 +60,7 @@ def test_qdisc_line_runs_twice_and_teardown_is_accepted_by_tc(capsys):
         assert "qdisc clsact" in shown
     finally:
         subprocess.run([ip, "netns", "delete", ns], capture_output=True)
-    code, teardown, _ = _run(capsys, "rules", _obj("thesis_static_rules"), "--dev", "xt0", "--teardown")
+    code, teardown, _ = run_cli(capsys, "rules", corpus_object("thesis_static_rules"), "--dev", "xt0", "--teardown")
     assert code == 0
     lines = [ln for ln in teardown.splitlines() if ln and not ln.startswith("#")]
     assert lines and all(ln.startswith("filter del dev xt0 ingress prio ") for ln in lines)
@@ -86,7 +73,9 @@ def test_qdisc_line_runs_twice_and_teardown_is_accepted_by_tc(capsys):
 
 
 def test_teardown_refuses_json(capsys):
-    code, out, err = _run(capsys, "rules", _obj("thesis_static_rules"), "--dev", "eth0", "--teardown", "-f", "json")
+    code, out, err = run_cli(
+        capsys, "rules", corpus_object("thesis_static_rules"), "--dev", "eth0", "--teardown", "-f", "json"
+    )
     assert code == 2 and out == "" and err.count("\n") == 1
 
 
@@ -129,7 +118,7 @@ def ipv6_run(tmp_path_factory):
     """rules on ipv6_filter (its two DROP paths read the L4 header right after a fixed
     40-byte IPv6 header, flower walks extension headers): JSON and a --pcap-out file."""
     pcap = tmp_path_factory.mktemp("report") / "ipv6.pcap"
-    argv = ["rules", _obj("ipv6_filter"), "--dev", "eth0", "--format", "json", "--pcap-out", str(pcap)]
+    argv = ["rules", corpus_object("ipv6_filter"), "--dev", "eth0", "--format", "json", "--pcap-out", str(pcap)]
     import contextlib
     import io
 
@@ -188,7 +177,7 @@ def test_counterexample_verdict_is_the_kernels(ipv6_run):
 
     doc, _ = ipv6_run
     kernel_ready()
-    with kernel.load(_obj("ipv6_filter")) as loaded:
+    with kernel.load(corpus_object("ipv6_filter")) as loaded:
         for f in doc["fates"]:
             ex = f["counterexample"]
             if ex and ex["kind"] == "differs":
@@ -203,7 +192,7 @@ def test_ip_options_program_suggests_no_ip_options(capsys):
     doc = _rules_json(capsys, "ipv4_options")
     (f,) = [f for f in doc["fates"] if f["verdict"] == "DROP" and f["counterexample"]["kind"] == "differs"]
     assert "IP options" in f["counterexample"]["classes"] and f["suggestion"] == "no-ip-options"
-    code, out, _ = _run(capsys, "check", _obj("ipv4_options"))
+    code, out, _ = run_cli(capsys, "check", corpus_object("ipv4_options"))
     assert code == 1 and "offloadable with --assume no-ip-options" in out
 
 
