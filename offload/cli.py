@@ -505,7 +505,6 @@ def parser() -> argparse.ArgumentParser:
         help=f"a tc -batch script (default) or JSON (schema {rules_output.SCHEMA})",
     )
     p.add_argument("--sw", action="store_true", help="skip_hw instead of skip_sw (test in software)")
-    flowervm.add_sync_option(p)  # --vm (issue 13)
     p.add_argument(
         "--teardown",
         action="store_true",
