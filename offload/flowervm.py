@@ -501,6 +501,18 @@ def check_qemu() -> str:
     return path
 
 
+def qemu_argv(qemu: str, img: Image, initrd: Path, memory: str, serial: tuple[str, ...]) -> list[str]:
+    """One vCPU under TCG, no devices but the serial ports in `serial` (the first is the
+    kernel's console, ttyS0)."""
+    return [
+        qemu,
+        *("-machine", "q35,accel=tcg", "-cpu", "max", "-m", memory, "-smp", "1"),
+        *("-nographic", "-no-reboot", "-nodefaults", *serial),
+        *("-kernel", str(img.kernel), "-initrd", str(initrd)),
+        *("-append", "console=ttyS0 quiet panic=-1 mitigations=off"),
+    ]
+
+
 def run_jobs(
     jobs: list[Job], img: Image | None = None, timeout: float = BOOT_TIMEOUT, memory: str = "512M"
 ) -> BatchResult:
@@ -512,28 +524,7 @@ def run_jobs(
         with open(initrd, "wb") as f:
             f.write(img.initramfs.read_bytes())
             f.write(gzip.compress(job_archive(jobs), 1))
-        argv = [
-            qemu,
-            "-machine",
-            "q35,accel=tcg",
-            "-cpu",
-            "max",
-            "-m",
-            memory,
-            "-smp",
-            "1",
-            "-nographic",
-            "-no-reboot",
-            "-nodefaults",
-            "-serial",
-            "stdio",
-            "-kernel",
-            str(img.kernel),
-            "-initrd",
-            str(initrd),
-            "-append",
-            "console=ttyS0 quiet panic=-1 mitigations=off",
-        ]
+        argv = qemu_argv(qemu, img, initrd, memory, ("-serial", "stdio"))
         start = time.monotonic()
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
@@ -719,16 +710,12 @@ class Session:
             f.write(img.initramfs.read_bytes())
             f.write(gzip.compress(cpio({"job": None, "job/run.sh": SESSION_LOOP.encode()}), 1))
         self._console = tmp / "console"
-        argv = [
-            qemu,
-            *("-machine", "q35,accel=tcg", "-cpu", "max", "-m", memory, "-smp", "1"),
-            *("-nographic", "-no-reboot", "-nodefaults", "-monitor", "none"),
-            *("-serial", f"file:{self._console}", "-serial", "stdio"),
-            *("-kernel", str(img.kernel), "-initrd", str(initrd)),
-            *("-append", "console=ttyS0 quiet panic=-1 mitigations=off"),
-        ]
+        argv = qemu_argv(
+            qemu, img, initrd, memory, ("-monitor", "none", "-serial", f"file:{self._console}", "-serial", "stdio")
+        )
         start = time.monotonic()
-        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with open(tmp / "qemu.err", "wb") as err:  # never read while it runs: a pipe could fill
+            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self._n = 0
@@ -762,7 +749,9 @@ class Session:
             except queue.Empty:
                 raise VmError(f"the flower VM did not answer in {timeout:.0f} s") from None
             if raw is None:
-                tail = " | ".join(self.console().strip().splitlines()[-3:])
+                self._lines.put(None)  # every later request fails the same way
+                text = self.console().strip() or (Path(self._tmp.name) / "qemu.err").read_text(errors="replace")
+                tail = " | ".join(text.strip().splitlines()[-3:])
                 raise VmError(f"the flower VM stopped: {tail[-300:] or 'no console output'}")
             line = raw.decode(errors="replace").strip()
             got.append(line)
