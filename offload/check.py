@@ -47,13 +47,14 @@ from lifter.errors import LiftError
 from lifter.insn import Call, LoadImm64, MapRef
 from lifter.opcodes import CallSrc
 from lifter.program import BpfObject, Program, load_object
+from rules import output as rules_output
 from rules import ruleset
 from rules.counterexample import examples, pcap
 from rules.flower import FLOWER_KEYS, Range, prefix_len
 from rules.reasons import REASONS, Reason, account, summary, summary_lines
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
-from . import traffic
+from . import flowercheck, flowervm, traffic
 from .programs import device_programs
 from .targets import DEFAULT_TARGETS, TARGETS, Target
 
@@ -110,6 +111,8 @@ class Report:
     programs: list[dict] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     frames: list[bytes] = field(default_factory=list)  # counterexample frames, for --pcap-out
+    #: (exploration, rule set) per program, for --check-flower
+    explored: list[tuple[Exploration, ruleset.RuleSet]] = field(default_factory=list)
 
 
 # --- per target --------------------------------------------------------------------------------
@@ -231,7 +234,7 @@ def check_object(
             e = explore(obj, prog, options)
         except ExplorationError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
-        check_exploration(e, report, assume, max_rules, frames, kernel_verify)
+        report.explored.append((e, check_exploration(e, report, assume, max_rules, frames, kernel_verify)))
 
 
 def check_exploration(
@@ -321,6 +324,91 @@ def check_exploration(
     return rs
 
 
+# --- the runtime check in the real cls_flower (--check-flower) ----------------------------------
+
+#: `check --check-flower`'s findings' target: the software classifier of the VM's kernel.
+FLOWER_VM_TARGET = "cls_flower-vm"
+
+
+def check_in_flower(report: Report) -> None:
+    """Replay every explored program's printed filters in the flower VM (one boot for all,
+    offload/flowercheck.py) and add a flower-unsound finding per program whose filters took a
+    packet the program disagrees with (or that tc refused); the packets go to report.frames."""
+    try:
+        kernel.check_kernel()
+        img = flowervm.image()
+        flowervm.check_qemu()
+    except (kernel.KernelUnavailable, flowervm.VmUnavailable) as err:
+        raise LiftError(f"--check-flower: {err}") from None
+    checks: list[tuple[dict, flowercheck.Check]] = []
+    for (e, rs), entry in zip(report.explored, report.programs):
+        path, name = str(e.obj.path), e.program.name
+        printed = rules_output.tc_script(e, rs, "eth0", "skip_sw")
+        scripts = [s for s in flowercheck.parse_printed(printed) if flowercheck.has_non_pass(s)]
+        if not scripts:
+            entry["flower"] = {"checked": False, "line": "no non-pass filter, nothing to replay"}
+            continue
+        try:
+            seeds = flowercheck.witnesses(path, name, e.options, e)
+            checks.append((entry, flowercheck.prepare(path, scripts[0], seeds)))
+        except kernel.KernelLoadError as err:
+            raise LiftError(str(err).splitlines()[0], file=path, program=name) from None
+        except kernel.KernelRunError as err:  # e.g. a devmap program: no test run
+            entry["flower"] = {"checked": False, "line": f"not replayed: BPF_PROG_TEST_RUN: {str(err).splitlines()[0]}"}
+    if not checks:
+        return
+    try:
+        batch = flowercheck.run([c for _, c in checks], img)
+    except flowervm.VmError as err:
+        raise LiftError(f"--check-flower: {err}") from None
+    for entry, c in checks:
+        entry["flower"] = flower_json(c, img, batch)
+        if c.apply_error:
+            detail = f"tc -batch refused the printed script in the VM: {c.apply_error}"
+            report.findings.append(_flower_finding(c, Reason("flower-unsound", detail), None, None))
+        for u in c.unsound:
+            f = u.filter
+            detail = (
+                f"filter chain {f.chain} prio {f.prio} handle {f.handle} ({f.control}) took a "
+                f"{u.probe.kind} packet the program gives {u.verdict}"
+            )
+            example = {
+                "kind": u.probe.kind,
+                "length": len(u.probe.frame),
+                "hex": u.probe.frame.hex(),
+                "fields": f"sent through Linux {img.kernel_release} cls_flower",
+                "why": f"{f.control} by the filter, {u.verdict} by the program (BPF_PROG_TEST_RUN)",
+            }
+            report.findings.append(_flower_finding(c, Reason("flower-unsound", detail), u.verdict, example))
+            report.frames.append(u.probe.frame)
+
+
+def _flower_finding(c: flowercheck.Check, reason: Reason, verdict: str | None, example: dict | None) -> Finding:
+    return Finding(FLOWER_VM_TARGET, c.path, c.script.program, None, verdict, reason, None, None, example=example)
+
+
+def flower_json(c: flowercheck.Check, img: flowervm.Image, batch: flowervm.BatchResult) -> dict:
+    """A program's `flower` entry in the JSON report (and its one text line)."""
+    sent, taken = sum(c.sent.values()), sum(c.taken.values())
+    line = (
+        f"Linux {img.kernel_release} under QEMU: {sent} packets, {taken} taken by non-pass filters, "
+        f"{len(c.unsound)} unsound, {len(c.outside)} outside the assumptions"
+        + (f"; tc refused the script: {c.apply_error}" if c.apply_error else "")
+    )
+    return {
+        "checked": True,
+        "kernel": img.kernel_release,
+        "packets": sent,
+        "taken": taken,
+        "unsound": len(c.unsound),
+        "outside_assumptions": len(c.outside),
+        "per_class": dict(sorted(c.sent.items())),
+        "apply_error": c.apply_error or None,
+        "boot_seconds": round(batch.boot_seconds, 1),
+        "line": line,
+    }
+
+
 # --- fingerprints and baseline -------------------------------------------------------------------
 
 
@@ -363,7 +451,7 @@ def baseline_fingerprints(path: str) -> set[str]:
 
 
 def gated(f: Finding, fail_on: set[str]) -> bool:
-    if "any" in fail_on:
+    if "any" in fail_on or f.reason.code == "flower-unsound":  # a wrong filter always fails
         return True
     return (
         ("software-drop" in fail_on and f.verdict in ("DROP", "ABORTED"))
@@ -399,6 +487,8 @@ def text(report: Report, failed: bool, fail_on: list[str]) -> str:
             out.append(f"  kernel verifier: {prog['kernel']['message']}")
         if "traffic" in prog:
             out += [f"  {line}" for line in traffic.traffic_lines(prog["traffic"])]
+        if "flower" in prog:
+            out.append(f"  real cls_flower: {prog['flower']['line']}")
     if report.findings:
         out.append("")
     for f in report.findings:
@@ -553,6 +643,8 @@ def run(args) -> int:
         check_object(
             path, report, options, args.program, tuple(args.assume), args.max_rules, frames, args.kernel_verify
         )
+    if args.check_flower:
+        check_in_flower(report)
     failed = settle(report, baseline, fail_on)
     if args.format == "json":
         out = json.dumps(json_doc(report, failed, fail_on, args.baseline), indent=2, ensure_ascii=False) + "\n"
@@ -621,6 +713,14 @@ def add_parser(sub, exploration_flags) -> None:
         default=[],
         choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
         help="prove under this assumption too (as for `rules`)",
+    )
+    p.add_argument(
+        "--check-flower",
+        action="store_true",
+        help="also replay each program's filters (as `rules --dev eth0` prints them, skip_hw) in "
+        "the real cls_flower of Debian's kernel under QEMU with witness, random and adversarial "
+        "packets: a filter taking a packet the program (BPF_PROG_TEST_RUN) gives another verdict "
+        "is a flower-unsound finding, which always fails the gate; its packets go to --pcap-out",
     )
     add_pcap_out(p)
 

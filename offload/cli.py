@@ -32,13 +32,14 @@ from offload import (  # check: the CI gate (issue 11); cost model (issue 5)
     check,
     costcmd,
     flowercheck,  # rules --check-flower (issue 13)
+    flowervm,  # sync --apply --vm (issue 13)
     mapfill,  # rules --maps-from (issue 12)
 )
 from offload.mapsource import open_maps
 from offload.options import OneLineParser, at_least, ifname_pair, interface_name, live_maps_from, netns_name, seconds
 from offload.programs import EGRESS_SECTIONS, device_programs
 from offload.sync import SyncDaemon, filling_for, open_watcher
-from offload.tcsync import TcDevice, TcError
+from offload.tcsync import TcError
 from rules import output as rules_output
 from rules import ruleset
 from rules.counterexample import examples
@@ -395,8 +396,7 @@ def _sync(args: argparse.Namespace) -> int:
         raise LiftError(f"--maps-from {args.maps_from}: no live map {', '.join(missing)}", file=obj.path)
     for line in getattr(filling, "notes", list)():  # what the templates are, before the first batch
         print(line)
-    tc = ("tc", "-n", args.netns) if args.netns else ("tc",)
-    device = TcDevice(args.dev, "skip_hw" if args.sw else "skip_sw", tc)
+    device = flowervm.sync_device(args)  # here, or with --vm in the flower VM (issue 13)
     watcher = None if args.once else open_watcher(sys.stdout)
     daemon = SyncDaemon(
         filling, live, device, apply=args.apply, out=sys.stdout, watcher=watcher, interval=args.interval
@@ -553,6 +553,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="reconcile (one batch) and exit; no watcher")
     p.add_argument("--netns", type=netns_name, help="run tc in this network namespace (tc -n NETNS)")
     p.add_argument("--sw", action="store_true", help="skip_hw instead of skip_sw (test in software)")
+    flowervm.add_sync_option(p)  # --vm (issue 13)
     # --- cost model (issue 5): `cost` and `calibrate`, implemented in offload/costcmd.py ---
     costcmd.add_parsers(sub, _exploration_flags)
     # --- end cost model ---

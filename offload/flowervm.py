@@ -26,6 +26,7 @@ firmware on this machine.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import gzip
 import hashlib
@@ -33,18 +34,24 @@ import io
 import json
 import lzma
 import os
+import queue
 import re
+import shlex
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
+
+from lifter.errors import LiftError
+from offload.tcsync import TcDevice
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("XDP2TC_FLOWERVM_CACHE", ROOT / "build" / "flowervm"))
@@ -494,6 +501,18 @@ def check_qemu() -> str:
     return path
 
 
+def qemu_argv(qemu: str, img: Image, initrd: Path, memory: str, serial: tuple[str, ...]) -> list[str]:
+    """One vCPU under TCG, no devices but the serial ports in `serial` (the first is the
+    kernel's console, ttyS0)."""
+    return [
+        qemu,
+        *("-machine", "q35,accel=tcg", "-cpu", "max", "-m", memory, "-smp", "1"),
+        *("-nographic", "-no-reboot", "-nodefaults", *serial),
+        *("-kernel", str(img.kernel), "-initrd", str(initrd)),
+        *("-append", "console=ttyS0 quiet panic=-1 mitigations=off"),
+    ]
+
+
 def run_jobs(
     jobs: list[Job], img: Image | None = None, timeout: float = BOOT_TIMEOUT, memory: str = "512M"
 ) -> BatchResult:
@@ -505,28 +524,7 @@ def run_jobs(
         with open(initrd, "wb") as f:
             f.write(img.initramfs.read_bytes())
             f.write(gzip.compress(job_archive(jobs), 1))
-        argv = [
-            qemu,
-            "-machine",
-            "q35,accel=tcg",
-            "-cpu",
-            "max",
-            "-m",
-            memory,
-            "-smp",
-            "1",
-            "-nographic",
-            "-no-reboot",
-            "-nodefaults",
-            "-serial",
-            "stdio",
-            "-kernel",
-            str(img.kernel),
-            "-initrd",
-            str(initrd),
-            "-append",
-            "console=ttyS0 quiet panic=-1 mitigations=off",
-        ]
+        argv = qemu_argv(qemu, img, initrd, memory, ("-serial", "stdio"))
         start = time.monotonic()
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
@@ -570,7 +568,9 @@ def parse_console(console: str, jobs: list[Job]) -> list[JobResult]:
     return results
 
 
-def _parse_job(job: Job, text: str) -> JobResult:
+def _parse_job(job: Job, text: str, base: dict[tuple, int] | None = None) -> JobResult:
+    """One job's output; `base`: the filters' counters before its first frame (a session's
+    filters may have counted earlier frames)."""
     res = JobResult(job.name)
     body, _, final = text.partition("@@final ")
     final = final.split("\n", 1)[1] if "\n" in final else ""
@@ -579,7 +579,7 @@ def _parse_job(job: Job, text: str) -> JobResult:
         return res
     res.filters = parse_filters(final)
     by_id = {f.id: f for f in res.filters}
-    prev: dict[tuple, int] = {}
+    prev: dict[tuple, int] = dict(base or {})
     for chunk in re.split(r"^@pkt ", body, flags=re.M)[1:]:
         head, *lines = chunk.splitlines()
         _, sent, reached = head.split()
@@ -643,6 +643,270 @@ def parse_filters(text: str) -> list[Filter]:
             )
         )
     return out
+
+
+# --- a session: the VM kept up, commands on request -------------------------------------------
+
+#: The guest's side of a session: /init runs it as the job (so the cached image serves both
+#: modes). Requests and replies travel on the second serial port, ttyS1, in raw mode (no echo,
+#: no line editing); the kernel's console stays on ttyS0. A request is `chunk LEN` lines, each
+#: followed by LEN bytes of base64 and acknowledged with `@@ack` (LEN stays far below the tty
+#: layer's buffers, so nothing is lost while the guest is busy), then `run N`: the base64 is a
+#: gzipped cpio (run.sh and its files), unpacked into a fresh /req and run there; the reply is
+#: `@@begin N RC`, stdout and stderr gzipped and base64'd, separated by `@@sep`, `@@end N`.
+SESSION_LOOP = """stty -F /dev/ttyS1 raw -echo
+exec < /dev/ttyS1 > /dev/ttyS1 2>&1
+echo "@@session-ready"
+while read -r op n; do
+  case "$op" in
+  chunk) head -c "$n" >> /tmp/req.b64; echo "@@ack";;
+  run)
+    rm -rf /req; mkdir /req; cd /req
+    base64 -d /tmp/req.b64 | gunzip | cpio -i -d -m 2> /dev/null; rm -f /tmp/req.b64
+    sh /req/run.sh > /tmp/o 2> /tmp/e; rc=$?
+    cd /
+    echo "@@begin $n $rc"; gzip -c /tmp/o | base64; echo "@@sep"; gzip -c /tmp/e | base64; echo "@@end $n";;
+  quit) echo "@@bye"; break;;
+  esac
+done
+"""
+#: Bytes of base64 per acknowledged chunk of a request.
+CHUNK = 8192
+#: Seconds one request may take in the guest.
+REQUEST_TIMEOUT = 300
+
+
+@dataclass
+class Sent:
+    """What `Session.send` saw: per frame the filters whose counters moved (`hits`), whether
+    tc's ingress counted it (`reached`) and the bytes written (`sent`); `filters` after the
+    last frame, with their totals."""
+
+    hits: list[list[Filter]]
+    reached: list[bool]
+    sent: list[int]
+    filters: list[Filter]
+
+
+class Session:
+    """The flower VM kept up between requests, for callers that talk to it over time (sync
+    --apply --vm, tests): `run` a shell script with files, `tc` as a subprocess would run it,
+    `device` makes a veth with a clsact qdisc, `send` frames through it.
+
+    Why the serial port and not virtio-serial: the batch mode already talks over the serial
+    console, the 8250 UART is built into Debian's kernel (virtio-serial would need
+    virtio_console and its virtio-pci chain in the initramfs, changing the cached image), and
+    the traffic is small (tc batches and their JSON, a few KB to a few hundred KB per request).
+    Using ttyS1 rather than the console keeps kernel messages out of the replies."""
+
+    def __init__(self, img: Image | None = None, timeout: float = BOOT_TIMEOUT, memory: str = "512M"):
+        qemu = check_qemu()
+        img = img or image()
+        self.image = img
+        self._tmp = tempfile.TemporaryDirectory(prefix="xdp2tc-flowervm-")
+        tmp = Path(self._tmp.name)
+        initrd = tmp / "initrd"
+        with open(initrd, "wb") as f:
+            f.write(img.initramfs.read_bytes())
+            f.write(gzip.compress(cpio({"job": None, "job/run.sh": SESSION_LOOP.encode()}), 1))
+        self._console = tmp / "console"
+        argv = qemu_argv(
+            qemu, img, initrd, memory, ("-monitor", "none", "-serial", f"file:{self._console}", "-serial", "stdio")
+        )
+        start = time.monotonic()
+        with open(tmp / "qemu.err", "wb") as err:  # never read while it runs: a pipe could fill
+            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self._n = 0
+        self.devices: dict[str, str] = {}  # device -> the veth peer frames go in at
+        try:
+            self._expect(lambda line: line == "@@session-ready", timeout)
+        except VmError:
+            self.close()
+            raise
+        self.host_boot_seconds = time.monotonic() - start  # qemu start to the loop's first line
+        self.boot_seconds = _boot_time(self.console())
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def console(self) -> str:
+        try:
+            return re.sub(r"\x1b(\[[0-9;?]*[A-Za-z]|[A-Za-z])", "", self._console.read_text(errors="replace"))
+        except OSError:
+            return ""
+
+    def _expect(self, done, timeout: float) -> list[str]:
+        """Lines up to and including the first for which `done(line)` holds."""
+        end = time.monotonic() + timeout
+        got = []
+        while True:
+            try:
+                raw = self._lines.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                raise VmError(f"the flower VM did not answer in {timeout:.0f} s") from None
+            if raw is None:
+                self._lines.put(None)  # every later request fails the same way
+                text = self.console().strip() or (Path(self._tmp.name) / "qemu.err").read_text(errors="replace")
+                tail = " | ".join(text.strip().splitlines()[-3:])
+                raise VmError(f"the flower VM stopped: {tail[-300:] or 'no console output'}")
+            line = raw.decode(errors="replace").strip()
+            got.append(line)
+            if done(line):
+                return got
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self._proc.stdin.write(data)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, ValueError) as err:
+            raise VmError("the flower VM is gone") from err
+
+    def run(
+        self, script: str, files: dict[str, bytes] | None = None, timeout: float = REQUEST_TIMEOUT
+    ) -> subprocess.CompletedProcess:
+        """Run `script` with sh in the guest, in a folder holding `files`; its exit code,
+        stdout and stderr (text) as subprocess.run would return them."""
+        self._n += 1
+        n = self._n
+        entries = {"run.sh": script.encode(), **(files or {})}
+        payload = base64.b64encode(gzip.compress(cpio(entries), 1))
+        for at in range(0, len(payload), CHUNK):
+            part = payload[at : at + CHUNK]
+            self._write(b"chunk %d\n" % len(part) + part + b"\n")
+            self._expect(lambda line: line == "@@ack", timeout)
+        self._write(b"run %d\n" % n)
+        lines = self._expect(lambda line: line == f"@@end {n}", timeout)
+        head = next((i for i, line in enumerate(lines) if line.startswith(f"@@begin {n} ")), None)
+        if head is None:
+            raise VmError(f"request {n}: no reply header")
+        rc = int(lines[head].split()[2])
+        body = lines[head + 1 : -1]
+        sep = body.index("@@sep")
+
+        def text(part: list[str]) -> str:
+            return gzip.decompress(base64.b64decode("".join(part))).decode(errors="replace")
+
+        return subprocess.CompletedProcess(["sh"], rc, text(body[:sep]), text(body[sep + 1 :]))
+
+    def check(self, script: str, files: dict[str, bytes] | None = None) -> str:
+        """`run`, VmError with its stderr unless it exits 0; its stdout."""
+        proc = self.run(script, files)
+        if proc.returncode:
+            raise VmError(f"in the VM: {script.splitlines()[0]}: {proc.stderr.strip() or proc.returncode}")
+        return proc.stdout
+
+    def tc(
+        self, args: list[str], stdin: str | None = None, timeout: float = REQUEST_TIMEOUT
+    ) -> subprocess.CompletedProcess:
+        """`tc ARGS` in the guest (stdin given as text); as subprocess.run(text=True) returns."""
+        quoted = " ".join(shlex.quote(a) for a in args)
+        if stdin is None:
+            return self.run(f"/usr/sbin/tc {quoted}\n", timeout=timeout)
+        return self.run(f"/usr/sbin/tc {quoted} < stdin\n", {"stdin": stdin.encode()}, timeout)
+
+    def device(self, dev: str) -> None:
+        """A veth `dev` with a clsact qdisc (where sync's filters go); frames go in at its peer."""
+        peer = f"xs{len(self.devices)}"
+        self.check(
+            f"$IP link add {dev} type veth peer name {peer} && $IP link set {dev} up && $IP link set {peer} up "
+            f"&& /usr/sbin/tc qdisc add dev {dev} clsact\n".replace("$IP", "/usr/sbin/ip")
+        )
+        self.devices[dev] = peer
+
+    def filters(self, dev: str) -> list[Filter]:
+        """The filters on `dev`'s ingress with their counters."""
+        return parse_filters(self.check(f"/usr/sbin/tc -s -j filter show dev {dev} ingress\n"))
+
+    def send(self, dev: str, frames: list[bytes]) -> Sent:
+        """Send `frames` one by one in at `dev`'s peer; what each did (Sent)."""
+        base = {f.id: f.packets for f in self.filters(dev)}
+        show = f"/usr/sbin/tc -s -j filter show dev {dev} ingress"
+        out = self.check(
+            f"sender {self.devices[dev]} frames {dev}\necho '@@final 0'\n{show}\n",
+            {"frames": b"".join(len(f).to_bytes(4, "little") + f for f in frames)},
+        )
+        res = _parse_job(Job("send", dev, [], frames), out, base)
+        return Sent(res.hits, res.reached, res.sent, res.filters)
+
+    def close(self) -> None:
+        """Ask the guest to stop, then make sure qemu is gone."""
+        if self._proc.poll() is None:
+            try:
+                self._write(b"quit 0\n")
+                self._proc.wait(timeout=10)
+            except (VmError, subprocess.TimeoutExpired):
+                self._proc.kill()
+                self._proc.wait()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class VmTc:
+    """tc run in a flower VM session, for tcsync.TcDevice (its TcRunner seam). The filters
+    there are skip_hw: tc prints no hw_packets for them, so sync folds the software classifier's
+    counts, the VM playing the NIC."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.name = f"tc (in the flower VM, Linux {session.image.kernel_release})"
+
+    def __call__(self, args: list[str], stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        try:
+            return self.session.tc(args, stdin, timeout)
+        except VmError as err:  # as a failed tc: sync reports it and reads the device again
+            return subprocess.CompletedProcess(["tc", *args], 255, "", f"flower VM: {err}")
+
+    def close(self) -> None:
+        self.session.close()
+
+
+# --- sync --apply --vm -------------------------------------------------------------------------
+
+
+def add_sync_option(p: argparse.ArgumentParser) -> None:
+    """`sync --vm`."""
+    p.add_argument(
+        "--vm",
+        action="store_true",
+        help="with --apply: apply the batches to the real cls_flower of Debian's kernel under QEMU "
+        "(booted for the run; DEV is made there as a veth with a clsact qdisc; filters are skip_hw "
+        "and their counts are folded back as the NIC's); the maps and the program stay on this host",
+    )
+
+
+def sync_device(args: argparse.Namespace) -> TcDevice:
+    """The device `sync` keeps: here (`tc`, or `tc -n NETNS`), or with --vm in a flower VM."""
+    if not getattr(args, "vm", False):
+        tc = ("tc", "-n", args.netns) if args.netns else ("tc",)
+        return TcDevice(args.dev, "skip_hw" if args.sw else "skip_sw", tc)
+    if not args.apply:
+        raise LiftError("--vm goes with --apply (a dry run reads nothing from a freshly booted VM)")
+    if args.netns:
+        raise LiftError("--vm and --netns name two different places for the filters")
+    try:
+        session = Session()
+    except (VmUnavailable, VmError) as err:
+        raise LiftError(f"--vm: {err}") from None
+    try:
+        session.device(args.dev)
+    except VmError as err:
+        session.close()
+        raise LiftError(f"--vm: {err}") from None
+    print(
+        f"# flower VM: Linux {session.image.kernel_release} under QEMU (TCG), up in "
+        f"{session.host_boot_seconds:.1f} s; {args.dev} made there (veth, clsact)",
+        flush=True,
+    )
+    return TcDevice(args.dev, "skip_hw", VmTc(session))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -185,6 +185,13 @@ int main(int argc, char **argv)
 	addr.sll_family = AF_PACKET;
 	addr.sll_ifindex = (int)ifindex;
 	addr.sll_halen = ETH_ALEN;
+	if (countdev) { /* frames sent earlier (a VM session reuses its devices) are not ours */
+		reached = dump(nl, (int)countdev, 1);
+		if (reached < 0) {
+			fprintf(stderr, "sender: no ingress qdisc on %s\n", argv[3]);
+			return 3;
+		}
+	}
 	while (fread(hdr, 1, 4, in) == 4) {
 		uint32_t len = hdr[0] | hdr[1] << 8 | hdr[2] << 16 | (uint32_t)hdr[3] << 24;
 		ssize_t sent;

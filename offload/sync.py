@@ -319,6 +319,7 @@ class SyncDaemon:
         if self.watcher is not None:
             self.watcher.close()
         self.live.close()
+        self.device.tc.close()
 
 
 def open_watcher(out: TextIO) -> MapWatcher | None:

@@ -36,6 +36,7 @@ import json
 import subprocess
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from analyzer import kernel
 from rules.flower import FlowerMatch
@@ -162,14 +163,50 @@ class Batch:
         return "".join(line + "\n" for line in self.lines)
 
 
+class TcRunner(Protocol):
+    """Where sync's tc commands run (the executor seam): called with tc's arguments and the
+    text for its stdin, it returns what `subprocess.run(..., text=True)` would. HostTc runs
+    `tc` (or `tc -n NETNS`) here; offload/flowervm.py's VmTc runs it in the flower VM, so
+    `sync --apply --vm` applies its batches to a real cls_flower. `name` is how messages
+    call it; `close` ends what the runner holds (the VM)."""
+
+    name: str
+
+    def __call__(self, args: list[str], stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run tc with `args`."""
+        ...
+
+    def close(self) -> None:
+        """Release what the runner holds."""
+        ...
+
+
+@dataclass(frozen=True)
+class HostTc:
+    """tc on this host: `command` is `tc` or `tc -n NETNS` (argument vector, no shell)."""
+
+    command: tuple[str, ...] = ("tc",)
+
+    @property
+    def name(self) -> str:
+        return " ".join(self.command)
+
+    def __call__(self, args: list[str], stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.command, *args], input=stdin, capture_output=True, text=True, timeout=timeout)
+
+    def close(self) -> None:
+        pass
+
+
 class TcDevice:
     """The filters sync keeps on one device's ingress: what is there (by cookie), handles
-    in use, and the tc command (`tc` or `tc -n NETNS`) that reads and writes them."""
+    in use, and the TcRunner that reads and writes them (default: `tc` here; a tuple is
+    taken as the host command, e.g. `tc -n NETNS`)."""
 
-    def __init__(self, dev: str, skip: str | None = "skip_sw", tc: tuple[str, ...] = ("tc",)):
+    def __init__(self, dev: str, skip: str | None = "skip_sw", tc: tuple[str, ...] | TcRunner = ("tc",)):
         self.dev = dev
         self.skip = skip
-        self.tc = tuple(tc)
+        self.tc: TcRunner = HostTc(tuple(tc)) if isinstance(tc, tuple | list) else tc
         self.present: dict[str, DeviceFilter] = {}  # cookie -> sync's filter on the device
         self.wanted: dict[str, SyncFilter] = {}  # cookie -> filter (only those sync added)
         self.used: set[tuple[int, int, int]] = set()  # (chain, prio, handle) taken on the device
@@ -178,10 +215,10 @@ class TcDevice:
     # -- reading the device
     def show(self, stats: bool = False) -> str:
         """`tc [-s] -j filter show dev DEV ingress` (argument vector, no shell)."""
-        argv = [*self.tc, *(["-s"] if stats else []), "-j", "filter", "show", "dev", self.dev, "ingress"]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        argv = [*(["-s"] if stats else []), "-j", "filter", "show", "dev", self.dev, "ingress"]
+        proc = self.tc(argv, timeout=30)
         if proc.returncode != 0:
-            raise TcError(f"{' '.join(argv)}: {proc.stderr.strip() or f'exit {proc.returncode}'}")
+            raise TcError(f"{self.tc.name} {' '.join(argv)}: {proc.stderr.strip() or f'exit {proc.returncode}'}")
         return proc.stdout
 
     def load(self, filters: list[DeviceFilter]) -> None:
@@ -303,10 +340,9 @@ class TcDevice:
 
     # -- writing
     def apply(self, batch: Batch) -> None:
-        """Run the batch through `tc -batch -` (argument vector, lines on stdin); TcError with
+        """Run the batch through `tc -batch -` (lines on stdin); TcError with
         tc's message when a line fails (tc stops at the first failing line)."""
-        argv = [*self.tc, "-batch", "-"]
-        proc = subprocess.run(argv, input=batch.text(), capture_output=True, text=True, timeout=60)
+        proc = self.tc(["-batch", "-"], batch.text(), timeout=60)
         if proc.returncode != 0:
             text = " | ".join(s.strip() for s in (proc.stderr + proc.stdout).splitlines() if s.strip())
             raise TcError(f"tc -batch exited {proc.returncode}: {text}", proc.returncode)

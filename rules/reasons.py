@@ -101,6 +101,13 @@ REASONS: dict[str, ReasonCode] = {
             "xdp2tc does not fully understand this path (loop bound, exploration budget, "
             "unsupported call or instruction)",
         ),
+        ReasonCode(
+            "flower-unsound",
+            "XT012",
+            "error",
+            "the real cls_flower (check --check-flower: Linux under QEMU) took a packet with a "
+            "filter whose action the program does not take on it, or refused the printed script",
+        ),
     )
 }
 
