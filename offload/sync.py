@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
 from lifter.program import BpfObject, Program
-from offload.mapfill import template_filling
+from offload.counting import counting_filling
 from offload.mapsource import LiveMaps
 from offload.mapwatch import MapEvent, MapWatcher, WatcherUnavailable
 from offload.tcsync import Batch, CounterFolder, SyncFilter, TcDevice, TcError, fold_slot, parse_filters, stamp
@@ -52,8 +52,8 @@ class Filling(Protocol):
 
 
 #: Where `xdp2tc sync` gets a Filling for (object, program, --assume): the first non-None
-#: wins. The product's one: the program's rule templates (offload/mapfill.py).
-FILLINGS: list[Callable[[BpfObject, Program, tuple[str, ...]], Filling | None]] = [template_filling]
+#: wins. The product's one: the program's rule templates with counter references (offload/counting.py).
+FILLINGS: list[Callable[[BpfObject, Program, tuple[str, ...]], Filling | None]] = [counting_filling]
 
 
 def filling_for(obj: BpfObject, prog: Program, assume: tuple[str, ...] = ()) -> Filling | None:
