@@ -44,7 +44,7 @@ class CountingFilling(TemplateFilling):
         (origin,) = f.sources
         shape = tuple(entry_shape(t, f.level, origin[1]) if i == f.level else None for i in range(len(t.levels)))
         got = self.of(t, shape)
-        if isinstance(got, Reason):
+        if not got or isinstance(got, Reason):
             return plain
         refs = []
         for i in got:
