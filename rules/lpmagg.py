@@ -42,17 +42,8 @@ class _Node:
 
 
 def prefix_mask(plen: int, width: int) -> int:
+    """The network mask of a /plen prefix of a width-bit address."""
     return ((1 << plen) - 1) << (width - plen)
-
-
-def lookup(rules: dict[tuple[int, int], Hashable], addr: int, width: int) -> Hashable:
-    """The label the longest prefix of `rules` ((value, length) -> label) covering `addr`
-    gives (FALLTHROUGH: none covers it). The definition, for tests."""
-    for plen in range(width, -1, -1):
-        key = (addr & prefix_mask(plen, width), plen)
-        if key in rules:
-            return rules[key]
-    return FALLTHROUGH
 
 
 def _order(label: Hashable) -> str:
