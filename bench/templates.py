@@ -7,6 +7,9 @@
   The issue's targets: 10k < 1 s, 100k < 10 s.
 * aggregate: 10k distinct random /32s inside 10.20.0.0/16 -> the fewest prefixes
   (templates.min_prefixes), the count, and the z3 proof that both sets are equal.
+* lpm_aggregate (rules/lpmagg.py, longest match kept): the same 10k /32s as LPM trie
+  entries, all `drop`; and inside a 10.20.0.0/16 `drop` entry, each /32 `pass` or `drop` at
+  random -> prefix count, aggregation time and z3 proof time (medians of REPEAT runs).
 
 Template discovery and proofs (once per program, before any entry) are timed apart.
 
@@ -31,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 import corpus  # noqa: E402
 from analyzer.explore import explore  # noqa: E402
 from lifter.program import load_object  # noqa: E402
+from rules import lpmagg  # noqa: E402
 from rules.mapcontents import MapContents, MapEntries  # noqa: E402
 from rules.synthesis import Synthesizer  # noqa: E402
 from rules.templates import fill, find_templates, min_prefixes, prefixes_equal  # noqa: E402
@@ -69,13 +73,50 @@ def timed_fill(ts, c: MapContents, repeat: int) -> dict:
     }
 
 
+def lpm_aggregate(rng: random.Random, repeat: int) -> list[dict]:
+    base = 10 << 24 | 20 << 16
+    addrs = [base + x for x in rng.sample(range(1 << 16), 10_000)]
+    cases = {
+        "10k /32s in a /16, all drop": {(x, 32): "drop" for x in addrs},
+        "/16 drop + 10k /32s drop or pass": {
+            (base, 16): "drop",
+            **{(x, 32): rng.choice(("drop", "pass")) for x in addrs},
+        },
+    }
+    out = []
+    for what, rules in cases.items():
+        aggs, proofs = [], []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            got = lpmagg.aggregate(rules, 32)
+            aggs.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            equal = lpmagg.proven_equal(rules, got, 32)
+            proofs.append(time.perf_counter() - t)
+        r = {
+            "case": what,
+            "entries": len(rules),
+            "prefixes": len(got),
+            "proven_equal": equal,
+            "seconds": round(statistics.median(aggs), 3),
+            "proof_seconds": round(statistics.median(proofs), 2),
+        }
+        print(f"lpm aggregate: {r}", flush=True)
+        out.append(r)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--lpm-only", action="store_true", help="only the LPM aggregation")
     args = ap.parse_args()
     rng = random.Random(1)
     out: dict = {"fill": [], "aggregate": {}}
+    if args.lpm_only:
+        out["lpm_aggregate"] = lpm_aggregate(rng, args.repeat)
+        return 0
     e, ts, secs = templates_of("thesis_ddos_blacklist")
     out["templates_seconds"] = {"thesis_ddos_blacklist": round(secs, 2)}
     for n in (10_000, 100_000):
@@ -106,6 +147,7 @@ def main() -> int:
         "proof_seconds": round(proof, 2),
     }
     print(f"aggregate: {out['aggregate']}", flush=True)
+    out["lpm_aggregate"] = lpm_aggregate(rng, args.repeat)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return 0

@@ -110,8 +110,8 @@ class TemplateFilling:
     found once, each map entry's filters from `fill_entry` (exact, never aggregated, so a
     change touches only its own entry's filters). Only map-filled filters: the static
     filters of `rules`' script hold for every map content and are installed from it (sync
-    leaves filters without its cookie alone). counter_maps is empty: the templates do not
-    say which stats-only entries a path increments (no CounterRefs yet)."""
+    leaves filters without its cookie alone). counter_maps is empty here: sync uses
+    offload/counting.py's CountingFilling, which adds the filters' CounterRefs."""
 
     counter_maps: frozenset[str] = frozenset()
 
@@ -147,8 +147,12 @@ class TemplateFilling:
         for t in self.active():
             for level, lv in enumerate(t.levels):
                 if lv.map == map_name:
-                    out += [sync_filter(f) for f in fill_entry(t, level, key, values)[0]]
+                    out += [self.sync_filter(t, f) for f in fill_entry(t, level, key, values)[0]]
         return out
+
+    def sync_filter(self, t: Template, f: FilledFilter) -> SyncFilter:
+        """One filled filter of template `t` as sync keeps it (offload/counting.py adds counters)."""
+        return sync_filter(f)
 
 
 def template_filling(obj: BpfObject, prog: Program, assume: tuple[str, ...] = ()) -> TemplateFilling | None:

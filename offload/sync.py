@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
 from lifter.program import BpfObject, Program
-from offload.mapfill import template_filling
+from offload.counting import counting_filling
 from offload.mapsource import LiveMaps
 from offload.mapwatch import MapEvent, MapWatcher, WatcherUnavailable
 from offload.tcsync import Batch, CounterFolder, SyncFilter, TcDevice, TcError, fold_slot, parse_filters, stamp
@@ -52,8 +52,8 @@ class Filling(Protocol):
 
 
 #: Where `xdp2tc sync` gets a Filling for (object, program, --assume): the first non-None
-#: wins. The product's one: the program's rule templates (offload/mapfill.py).
-FILLINGS: list[Callable[[BpfObject, Program, tuple[str, ...]], Filling | None]] = [template_filling]
+#: wins. The product's one: the program's rule templates with counter references (offload/counting.py).
+FILLINGS: list[Callable[[BpfObject, Program, tuple[str, ...]], Filling | None]] = [counting_filling]
 
 
 def filling_for(obj: BpfObject, prog: Program, assume: tuple[str, ...] = ()) -> Filling | None:
@@ -102,6 +102,16 @@ class SyncDaemon:
     def start(self) -> Batch:
         """Read the device and the maps, fill, and write the first batch (the reconcile)."""
         began = time.monotonic()
+        # Filling creates a few objects per entry and keeps them all: the collector's young
+        # passes would walk the growing heap again and again (100k entries: ~2 s of 11).
+        # Whatever cycles it makes are collected once, by the gc.collect() below.
+        gc.disable()
+        try:
+            return self._start(began)
+        finally:
+            gc.enable()
+
+    def _start(self, began: float) -> Batch:
         try:
             self.device.load(parse_filters(self.device.show()))
         except TcError as err:
@@ -115,12 +125,11 @@ class SyncDaemon:
         if self.apply and self.filling.counter_maps:
             self.folder = CounterFolder({n: self.live.maps[n].kernel for n in self.filling.counter_maps}, fold_slot())
         self._next_poll = time.monotonic() + self.interval
-        batch = self.device.plan(self._desired())
+        desired = self._desired()
+        batch = self.device.plan(desired)
         entries = sum(len(m.entries) for m in self.contents.maps.values())
         took = (time.monotonic() - began) * 1000
-        self._write(
-            batch, f"reconcile: {entries} entries, {len(self._desired())} filters wanted in {took:.0f} ms", None
-        )
+        self._write(batch, f"reconcile: {entries} entries, {len(desired)} filters wanted in {took:.0f} ms", None)
         # The filled state lives as long as the daemon: keep it out of the collector's full
         # passes, which would otherwise walk every entry's objects in the middle of a change.
         gc.collect()

@@ -265,7 +265,8 @@ class TcDevice:
     def _batch(self, adds: list[SyncFilter], removes: list[DeviceFilter]) -> Batch:
         batch = Batch()
         handles = {}
-        for f in sorted(adds, key=SyncFilter.order):
+        ordered = sorted(adds, key=SyncFilter.order)
+        for f in ordered:
             handles[id(f)] = self._handle(f)
 
         def add(f: SyncFilter) -> None:
@@ -286,13 +287,13 @@ class TcDevice:
 
         later_first = sorted(removes, key=lambda d: (d.chain, d.prio, d.handle), reverse=True)
         shields = {d.cookie for d in removes if self._was_shield(d)}
-        for f in sorted(adds, key=SyncFilter.order):
+        for f in ordered:
             if f.shield:
                 add(f)
         for d in later_first:
             if d.cookie not in shields:
                 remove(d)
-        for f in sorted(adds, key=SyncFilter.order):
+        for f in ordered:
             if not f.shield:
                 add(f)
         for d in later_first:

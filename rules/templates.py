@@ -38,6 +38,7 @@ import z3
 from analyzer.symbolic import map_found, map_val, source_of, symbols
 from lifter.maps import is_global_data_section
 
+from . import lpmagg
 from .dissector import match_formula
 from .flower import FLOWER_KEYS, Exact, FlowerMatch, exact
 from .mapcontents import MapContents
@@ -686,6 +687,8 @@ def _fill_template(t: Template, contents: MapContents, aggregate: bool, out: Fil
         if aggregate and lv.kind == "hash" and lv.keys in (("src_ip",), ("dst_ip",)) and filled:
             filled, proof = aggregate_level(t, level, filled)
             out.aggregated[lv.map] = proof
+        if aggregate and lv.kind == "lpm" and filled:  # longest match kept (rules/lpmagg.py)
+            filled, out.aggregated[lv.map] = lpmagg.aggregate_filters(filled, lv.keys[0], 8 * len(lv.layout), lv.prio)
         got += filled
     return got
 

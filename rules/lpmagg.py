@@ -1,0 +1,206 @@
+"""LPM aggregation: the prefixes of one LPM level as the fewest prefixes that give every
+address the same longest-prefix-match answer, proven equal with z3 (issue 12, item 2).
+
+The input is a band of prefix rules evaluated longest first (what an LPM trie's lookup does,
+and what one template level's tc filters do: their prios grow as the prefix shortens), each
+with a label (the filter's action); an address no prefix covers gets FALLTHROUGH (in tc: the
+band matches nothing, classification goes on). A longer prefix with another label inside a
+shorter one stays right because the output is again evaluated longest first: a /24 `pass`
+inside a /16 `drop` is kept as a hole (2 prefixes) rather than split (9 prefixes).
+
+The algorithm is ORTC (Draves, King, Venkatachary, Zill, "Constructing optimal IP routing
+tables", INFOCOM 1999): complete the binary trie (each address range gets the label of its
+longest covering prefix), then bottom up each node's candidate labels (the children's common
+labels, or all of them when they share none), then top down a prefix only where the label
+inherited from above is not a candidate. One constraint of our own: FALLTHROUGH cannot be a
+rule (tc has no action that leaves a band but stays in the chain), so a node above any
+fall-through address carries no prefix; its other subtrees are solved on their own.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+
+import z3
+
+from .flower import Exact, FlowerMatch
+
+#: The label of an address no prefix covers.
+FALLTHROUGH = None
+
+
+@dataclass
+class _Node:
+    label: Hashable = FALLTHROUGH  # the entry at this prefix (with has_entry)
+    has_entry: bool = False
+    down: Hashable = FALLTHROUGH  # the label this prefix's addresses get from the rules
+    kids: list = field(default_factory=lambda: [None, None])
+    cand: frozenset = frozenset()
+
+
+def prefix_mask(plen: int, width: int) -> int:
+    """The network mask of a /plen prefix of a width-bit address."""
+    return ((1 << plen) - 1) << (width - plen)
+
+
+def _order(label: Hashable) -> str:
+    return repr(label)
+
+
+def aggregate(rules: dict[tuple[int, int], Hashable], width: int) -> list[tuple[int, int, Hashable]]:
+    """The fewest (value, length, label) prefixes with the same longest-match answer as
+    `rules` for every `width`-bit address (module docstring); sorted by (length, value).
+    Labels are never FALLTHROUGH; values are aligned to their length."""
+    root = _Node()
+    for (value, plen), label in rules.items():
+        if label is FALLTHROUGH:
+            raise ValueError("FALLTHROUGH is not a rule's label")
+        if value & ~prefix_mask(plen, width):
+            raise ValueError(f"{value:#x}/{plen}: bits set beyond the prefix")
+        node = root
+        for depth in range(plen):
+            bit = value >> (width - 1 - depth) & 1
+            if node.kids[bit] is None:
+                node.kids[bit] = _Node()
+            node = node.kids[bit]
+        node.label, node.has_entry = label, True
+    _candidates(root, FALLTHROUGH)
+    out: list[tuple[int, int, Hashable]] = []
+    _choose(root, FALLTHROUGH, 0, 0, width, out)
+    out.sort(key=lambda r: (r[1], r[0]))
+    return out
+
+
+def _candidates(node: _Node, inherited: Hashable) -> None:
+    """Pass 1 and 2: the node's candidate labels (a missing child is a leaf with the label
+    the node passes down); {FALLTHROUGH} alone wherever a fall-through address is below
+    (FALLTHROUGH is a candidate exactly there, by induction from the leaves)."""
+    node.down = node.label if node.has_entry else inherited
+    sets = []
+    for kid in node.kids:
+        if kid is None:
+            sets.append(frozenset((node.down,)))
+        else:
+            _candidates(kid, node.down)
+            sets.append(kid.cand)
+    if FALLTHROUGH in sets[0] | sets[1]:
+        node.cand = frozenset((FALLTHROUGH,))  # no prefix may cover a fall-through address
+    else:
+        node.cand = (sets[0] & sets[1]) or (sets[0] | sets[1])
+
+
+def _choose(node: _Node, inherited: Hashable, value: int, depth: int, width: int, out: list) -> None:
+    """Pass 3: a prefix here only when the inherited label is not a candidate; a missing
+    child (a leaf answering node.down) gets one when its answer differs from ours."""
+    if inherited in node.cand:
+        here = inherited
+    else:
+        here = min(node.cand, key=_order)
+        out.append((value, depth, here))
+    if depth == width:
+        return
+    for bit, kid in enumerate(node.kids):
+        at = value | bit << (width - 1 - depth)
+        if kid is not None:
+            _choose(kid, here, at, depth + 1, width, out)
+        elif node.down != here and node.kids != [None, None]:
+            out.append((at, depth + 1, node.down))
+
+
+def lpm_term(rules: Iterable[tuple[int, int, Hashable]], x: z3.BitVecRef, ids: dict, width: int, default=FALLTHROUGH):
+    """z3: the id (`ids`: label -> int) of the longest prefix of `rules` covering x
+    (`default` where none does)."""
+    body = z3.IntVal(ids[default])
+    for value, plen, label in sorted(rules, key=lambda r: r[1]):
+        body = z3.If(x & prefix_mask(plen, width) == value, z3.IntVal(ids[label]), body)
+    return body
+
+
+#: Rules (both sides) up to which one region is proved in one z3 query.
+CELL = 16
+
+
+def proven_equal(rules: dict[tuple[int, int], Hashable], out: list[tuple[int, int, Hashable]], width: int) -> bool:
+    """z3: for every address, `rules` and `out` give the same longest-match label.
+
+    One query per region of the address space (a prefix) holding at most CELL rules: a region
+    is split in halves until it does; the rules as long as the region or shorter that cover it
+    act in it only through the longest of them (its label is the region's default), so each
+    query has the region's own rules and that default, on x restricted to the region. The
+    regions are the leaves of one binary split of the whole space: every address is in one."""
+    labels = [FALLTHROUGH, *sorted(set(rules.values()) | {r[2] for r in out}, key=_order)]
+    ids = {label: i for i, label in enumerate(labels)}
+    x = z3.BitVec("lpm.addr", width)
+    s = z3.Solver()
+    a = sorted(((v, p, lab) for (v, p), lab in rules.items()), key=lambda r: (r[0], -r[1]))
+    b = sorted(out, key=lambda r: (r[0], -r[1]))
+    return _region(s, x, ids, width, 0, 0, a, b, FALLTHROUGH, FALLTHROUGH)
+
+
+def _region(s, x, ids, width, value, plen, a, b, da, db) -> bool:
+    """Equality inside value/plen: `a`, `b` the rules within the region (sorted by value),
+    `da`, `db` the labels the outer rules give it."""
+    # the rules exactly as long as the region cover it whole: they are its defaults
+    da = next((lab for v, p, lab in a if p == plen), da)
+    db = next((lab for v, p, lab in b if p == plen), db)
+    a = [r for r in a if r[1] > plen]
+    b = [r for r in b if r[1] > plen]
+    if len(a) + len(b) <= CELL or plen == width:
+        s.push()
+        s.add(x & prefix_mask(plen, width) == value)
+        s.add(lpm_term(a, x, ids, width, da) != lpm_term(b, x, ids, width, db))
+        ok = s.check() == z3.unsat
+        s.pop()
+        return ok
+    half = value | 1 << (width - 1 - plen)
+    parts = []
+    for rs in (a, b):
+        cut = next((i for i, r in enumerate(rs) if r[0] >= half), len(rs))
+        parts.append((rs[:cut], rs[cut:]))
+    return _region(s, x, ids, width, value, plen + 1, parts[0][0], parts[1][0], da, db) and _region(
+        s, x, ids, width, half, plen + 1, parts[0][1], parts[1][1], da, db
+    )
+
+
+def aggregate_filters(filled: list, name: str, width: int, first_prio: int) -> tuple[list, tuple[int, int, bool]]:
+    """One LPM template level's per-entry filters (rules.templates.FilledFilter, address key
+    `name` of `width` bits, prio first_prio + width - length) as the fewest prefix filters
+    with the same answer, per fixed-key combination: (filters, (entries, prefixes, proven
+    equal)). A filter's label is its (action, role); its `sources` become every entry whose
+    prefix lies inside it. Unchanged (and not proven) when two filters share a prefix."""
+    by_combo: dict[tuple, dict[tuple[int, int], object]] = {}
+    for f in filled:
+        combo = tuple((n, v) for n, v in f.match.keys if n != name)
+        v = f.match.get(name)
+        key = (v.value, v.mask.bit_count())
+        if key in by_combo.setdefault(combo, {}):
+            return filled, (len(filled), len(filled), False)
+        by_combo[combo][key] = f
+    out = []
+    equal = True
+    for combo, fs in by_combo.items():
+        rules = {k: (f.action, f.role) for k, f in fs.items()}
+        got = aggregate(rules, width)
+        equal &= proven_equal(rules, got, width)
+        inside = sorted(fs)
+        values = [k[0] for k in inside]
+        for value, plen, (action, role) in got:
+            lo = bisect.bisect_left(values, value)
+            hi = bisect.bisect_right(values, value | ~prefix_mask(plen, width) & ((1 << width) - 1))
+            srcs = tuple(s for k in inside[lo:hi] if k[1] >= plen for s in fs[k].sources)
+            f0 = fs[inside[lo]] if lo < hi else next(iter(fs.values()))
+            match = FlowerMatch(f0.match.protocol, combo + ((name, Exact(value, prefix_mask(plen, width))),))
+            out.append(
+                dataclasses.replace(
+                    f0, prio=first_prio + width - plen, match=match, action=action, role=role, sources=srcs
+                )
+            )
+    entries = len({s for f in filled for s in f.sources})
+    if not equal:  # never expected; the per-entry filters are what the template's proof covers
+        return filled, (entries, len(filled), False)
+    first = {s: i for i, f in enumerate(filled) for s in f.sources}  # print in the entries' order
+    out.sort(key=lambda f: (min((first[s] for s in f.sources), default=len(first)), f.prio))
+    return out, (entries, len(out), True)
