@@ -13,7 +13,13 @@ How paths are kept in check:
   kept as an if-then-else), so N independent or-ed tests give N+1 states, not 2^N;
 * loops are unrolled up to `Options.loop_bound` iterations, bpf_loop up to the same bound;
   a path cut there ends with verdict UNKNOWN and says so (`truncated`);
-* past `Options.max_insns` executed instructions every remaining state ends the same way.
+* past `Options.max_insns` executed instructions every remaining state ends the same way;
+  so does every state open when `Options.timeout` runs out, and a state that has taken more
+  than `Options.path_timeout`: each says where it was cut, and `Exploration.budget` lists the
+  functions explored and those not reached (a partial report);
+* a value whose operations nest deeper than MAX_DEPTH (a hash, a long checksum) becomes a
+  `summary.<n>` symbol (`bounded`): any value to the solver, its definition kept aside, so
+  long computations neither slow z3 down nor cut the path.
 
 Semantics follow RFC 9669 for instructions and the kernel for helpers (helpers.py, calls.py).
 """
