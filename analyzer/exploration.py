@@ -19,7 +19,17 @@ from .state import Effect, MapAccess, MapWrite
 from .symbolic import Source, symbols
 from .xdp import INVALID, VERDICTS
 
-__all__ = ["INVALID", "UNKNOWN", "VERDICTS", "BranchSite", "Exploration", "ExplorationError", "Options", "Path"]
+__all__ = [
+    "INVALID",
+    "UNKNOWN",
+    "VERDICTS",
+    "BranchSite",
+    "Budget",
+    "Exploration",
+    "ExplorationError",
+    "Options",
+    "Path",
+]
 
 #: A path whose outcome xdp2tc cannot tell (unknown tail-call target, cut loop, ...).
 UNKNOWN = "UNKNOWN"
@@ -37,6 +47,26 @@ class Options:
     max_insns: int = 2_000_000  # instructions executed over all states
     max_paths: int = 20_000
     merge: bool = True
+    #: seconds for the whole exploration (None: no limit); states still open when it runs
+    #: out end as UNKNOWN paths that say where they were cut (`--timeout`)
+    timeout: float | None = None
+    #: seconds one path may take (None: no limit), counted from the start of its oldest branch
+    path_timeout: float | None = None
+
+
+@dataclass
+class Budget:
+    """What a time budget left out (`Options.timeout`, `Options.path_timeout`): whether the
+    whole budget ran out, the functions some path executed and those none reached
+    ("program:function", tail-called programs included), and the paths a budget cut (each
+    says where in `truncated`: UNKNOWN, so never offloaded)."""
+
+    timeout: float | None
+    path_timeout: float | None
+    ran_out: bool
+    functions_explored: list[str]
+    functions_not_reached: list[str]
+    cut: list[int]
 
 
 @dataclass
@@ -106,6 +136,20 @@ class Exploration:
     _expanded: dict[str, z3.BoolRef] | None = None  # literal -> condition over inputs
     map_use: dict | None = None  # mapuse.map_uses, computed on first use
     classes: tuple | None = None  # classify.classes (branch and map classes), computed on first use
+    #: summary symbol -> (the value it stands for, where it was made): see Explorer.bounded
+    summaries: dict[str, tuple[z3.BitVecRef, str]] = field(default_factory=dict)
+    budget: Budget | None = None  # what the time budget cut, when one was given
+
+    def summarised(self, path: Path) -> list[str]:
+        """The summaries the path's condition, verdict or redirect reads: on those its
+        decisions are taken as possible both ways (sound for proofs, not for witnesses)."""
+        if not self.summaries:
+            return []
+        names = set(symbols(self.condition(path)))
+        for term in (path.retval, *(path.redirect or ())):
+            if isinstance(term, z3.ExprRef):
+                names |= symbols(self.expand(term))
+        return sorted((n for n in names if n in self.summaries), key=lambda n: int(n.split(".")[1]))
 
     def condition(self, path: Path) -> z3.BoolRef:
         """The path condition over program inputs only (literals expanded)."""

@@ -13,7 +13,13 @@ How paths are kept in check:
   kept as an if-then-else), so N independent or-ed tests give N+1 states, not 2^N;
 * loops are unrolled up to `Options.loop_bound` iterations, bpf_loop up to the same bound;
   a path cut there ends with verdict UNKNOWN and says so (`truncated`);
-* past `Options.max_insns` executed instructions every remaining state ends the same way.
+* past `Options.max_insns` executed instructions every remaining state ends the same way;
+  so does every state open when `Options.timeout` runs out, and a state that has taken more
+  than `Options.path_timeout`: each says where it was cut, and `Exploration.budget` lists the
+  functions explored and those not reached (a partial report);
+* a value whose operations nest deeper than MAX_DEPTH (a hash, a long checksum) becomes a
+  `summary.<n>` symbol (`bounded`): any value to the solver, its definition kept aside, so
+  long computations neither slow z3 down nor cut the path.
 
 Semantics follow RFC 9669 for instructions and the kernel for helpers (helpers.py, calls.py).
 """
@@ -56,7 +62,16 @@ from lifter.opcodes import AtomicOp
 from lifter.program import BpfObject, Function, Program
 
 from . import calls
-from .exploration import MAX_SITE_CONDITIONS, UNKNOWN, BranchSite, Exploration, ExplorationError, Options, Path
+from .exploration import (
+    MAX_SITE_CONDITIONS,
+    UNKNOWN,
+    BranchSite,
+    Budget,
+    Exploration,
+    ExplorationError,
+    Options,
+    Path,
+)
 from .semantics import alu, compare
 from .state import Effect, Frame, MapAccess, MapWrite, PtrByte, State, byte_after, found_after
 from .symbolic import (
@@ -82,8 +97,11 @@ from .symbolic import (
 )
 from .xdp import MAX_FRAGS_BYTES
 
-#: Operations (counted as a tree) a value may grow to before it is replaced by an unknown.
-MAX_TERM = 2000
+#: Nesting depth of operations past which a value is summarised (`Explorer.bounded`): a
+#: parser's offsets, a checksum over a header or a short hash stay well below it.
+MAX_DEPTH = 32
+#: The same for an operand of a multiplication, division or remainder of two variables.
+MAX_NONLINEAR_DEPTH = 8
 
 
 class Explorer:
@@ -115,7 +133,13 @@ class Explorer:
         self._insn_at: dict[tuple, dict[int, object]] = {}
         self._sym_cache: dict = {}
         self._literal_sources: dict[str, set[Source]] = {}  # literals and large-term unknowns
-        self._sizes: dict[int, tuple[int, z3.ExprRef]] = {}
+        self._depths: dict[int, tuple[int, z3.ExprRef]] = {}
+        self._deadline: float | None = None
+        self._functions_run: set[tuple[str, int]] = set()
+        self._block_start = 0.0
+        self._ran_out = False
+        #: summary symbol name -> (the value it stands for, where it was made)
+        self.summaries: dict[str, tuple[z3.BitVecRef, str]] = {}
         frags = program.attach == "xdp.frags"
         self.solver.add(z3.UGE(PACKET_LEN, options.min_len), z3.ULE(PACKET_LEN, options.max_len))
         if frags:
@@ -127,8 +151,11 @@ class Explorer:
 
     def run(self) -> Exploration:
         start = time.perf_counter()
+        opts = self.options
+        deadline = self._deadline = None if opts.timeout is None else start + opts.timeout
         self._push(self._initial(self.program))
         last_report = start
+        self._ran_out = False
         while self._heap:
             _, _, state = heapq.heappop(self._heap)
             if state.dead:
@@ -136,18 +163,29 @@ class Explorer:
             key = getattr(state, "merge_key", None)
             if key is not None and self._pending.get(key) is state:
                 del self._pending[key]
-            if self.insns >= self.options.max_insns or len(self.paths) >= self.options.max_paths:
-                limit = (
-                    f"{self.options.max_insns} instructions"
-                    if self.insns >= self.options.max_insns
-                    else f"{self.options.max_paths} paths"
-                )
+            if self.insns >= opts.max_insns or len(self.paths) >= opts.max_paths:
+                limit = f"{opts.max_insns} instructions" if self.insns >= opts.max_insns else f"{opts.max_paths} paths"
                 self.end_path(state, UNKNOWN, None, truncated=f"exploration budget of {limit} reached")
                 continue
+            now = time.perf_counter()
+            if deadline is not None and now >= deadline:
+                self._ran_out = True
+                self.end_path(state, UNKNOWN, None, truncated=self._cut(state, f"time budget of {opts.timeout:g} s"))
+                continue
+            if opts.path_timeout is not None and state.spent >= opts.path_timeout:
+                self.end_path(
+                    state, UNKNOWN, None, truncated=self._cut(state, f"path time budget of {opts.path_timeout:g} s")
+                )
+                continue
+            self._functions_run.add(state.func.key)
+            self._block_start = now
             self._run_block(state)
             if self.progress is not None and time.perf_counter() - last_report > 0.5:
                 last_report = time.perf_counter()
                 self.progress(len(self.paths), len(self._heap), self.insns)
+        budget = None
+        if opts.timeout is not None or opts.path_timeout is not None:
+            budget = self._budget(self._ran_out)
         return Exploration(
             self.obj,
             self.program,
@@ -161,7 +199,41 @@ class Explorer:
             self.insns,
             time.perf_counter() - start,
             self.programs_seen,
+            summaries=self.summaries,
+            budget=budget,
         )
+
+    def _out_of_time(self, state: State) -> bool:
+        """Inside a long block: end `state` as cut when a time budget ran out."""
+        now = time.perf_counter()
+        if self._deadline is not None and now >= self._deadline:
+            self._ran_out = True
+            why = self._cut(state, f"time budget of {self.options.timeout:g} s")
+        elif (
+            self.options.path_timeout is not None and state.spent + now - self._block_start >= self.options.path_timeout
+        ):
+            why = self._cut(state, f"path time budget of {self.options.path_timeout:g} s")
+        else:
+            return False
+        self.end_path(state, UNKNOWN, None, truncated=why)
+        return True
+
+    def _cut(self, s: State, budget: str) -> str:
+        """Why and where a budget cut this state (the instruction and source line it was at)."""
+        steps = f", {s.steps} instructions in" if isinstance(s.steps, int) else ""
+        return f"{budget} ran out at {self.where(s)}{steps}"
+
+    def _budget(self, ran_out: bool) -> Budget:
+        programs = [self.program] + [
+            p for p in self.obj.programs if p.name in self.programs_seen and p is not self.program
+        ]
+        explored, not_reached = [], []
+        for prog in programs:
+            for f in prog.functions:
+                name = f"{prog.name}:{f.name}" if f.name != prog.name else prog.name
+                (explored if f.key in self._functions_run else not_reached).append(name)
+        cut = [p.id for p in self.paths if p.truncated and " time budget of " in f" {p.truncated}"]
+        return Budget(self.options.timeout, self.options.path_timeout, ran_out, explored, not_reached, cut)
 
     def _initial(self, program: Program) -> State:
         regs: list[Value | None] = [None] * 11
@@ -251,6 +323,7 @@ class Explorer:
             sb = bv(other.steps) if isinstance(other.steps, int) else other.steps
             into.steps = z3.If(cond_a, sa, sb)
         into.path = into.path[:common] + (lit,)
+        into.spent = max(into.spent, other.spent)
         into.sites = into.sites | other.sites
         seen = {(a.map, a.key.get_id()) for a in into.accesses}
         into.accesses = into.accesses + tuple(a for a in other.accesses if (a.map, a.key.get_id()) not in seen)
@@ -297,9 +370,12 @@ class Explorer:
         return table[pc]
 
     def _run_block(self, state: State) -> None:
+        timed = self._deadline is not None or self.options.path_timeout is not None
         while True:
             insn = self.insn_at(state.func, state.pc)
             self.insns += 1
+            if timed and self.insns % 1024 == 0 and self._out_of_time(state):
+                return
             state.steps = state.steps + 1 if isinstance(state.steps, int) else state.steps + 1
             func, depth = state.func, state.depth
             successors = self.step(state, insn)
@@ -311,6 +387,9 @@ class Explorer:
                 self.insn_at(state.func, state.pc)  # builds the function's tables
                 if state.pc not in self._leaders[state.func.key]:
                     continue
+            spent = time.perf_counter() - self._block_start
+            for s in successors:
+                s.spent += spent
             for s in successors:
                 if s.frames:
                     self._push(s)
@@ -402,45 +481,61 @@ class Explorer:
         if isinstance(dst, Pointer) or isinstance(src, Pointer):
             s.regs[insn.dst] = self._pointer_alu(s, insn, dst, src)
             return
-        s.regs[insn.dst] = scalar(self.bounded(s, alu(insn.op, insn.wide, dst.bv, src.bv), insn.pc))
+        a, b = dst.bv, src.bv
+        if insn.op in _NONLINEAR and not z3.is_bv_value(a) and not z3.is_bv_value(b):
+            # x * y, x / y, x % y of two variables: z3 decides these by bit-blasting a
+            # multiplier, hopeless over a long computation (a hash modulo a count read from
+            # a map), so such operands are summarised already past MAX_NONLINEAR_DEPTH.
+            a, b = (self.bounded(s, v, insn.pc, MAX_NONLINEAR_DEPTH) for v in (a, b))
+        s.regs[insn.dst] = scalar(self.bounded(s, alu(insn.op, insn.wide, a, b), insn.pc))
 
-    def bounded(self, s: State, expr: z3.BitVecRef, pc: int) -> z3.BitVecRef:
-        """`expr`, or an unknown standing for it when it has grown past MAX_TERM operations
-        (long arithmetic chains such as hashes: z3 would need minutes to invert them). The
-        unknown keeps the inputs of `expr` for classification; the path says it is
-        approximated."""
-        if self._term_size(expr) <= MAX_TERM:
+    def bounded(self, s: State, expr: z3.BitVecRef, pc: int, depth: int | None = None) -> z3.BitVecRef:
+        """`expr`, or a summary standing for it when its operations nest deeper than
+        MAX_DEPTH (long arithmetic chains such as hashes: z3 would need minutes to invert
+        them). A summary is a fresh `summary.<n>` symbol: an uninterpreted value of the
+        inputs of `expr` (kept for classification) whose definition is kept in
+        `Exploration.summaries`, not given to the solver. That is sound for everything made
+        of paths: a decision on a summary is taken as feasible both ways, and a proof over
+        paths holds for every value the summary could have, so for the real one. No note:
+        a path that never decides on the value is exact; one that does says so
+        (`Exploration.summarised`)."""
+        if self._depth(expr) <= (MAX_DEPTH if depth is None else depth):
             return expr
-        if not any(n.startswith("values too large") for n in s.notes):
-            s.note(
-                f"values too large to track exactly (over {MAX_TERM} operations), first at "
-                f"{self.where(s, pc)}: treated as unknowns"
-            )
-        v = self.fresh.unknown("large-term")
-        self._literal_sources[v.decl().name()] = self.sources(expr)
+        v = self.fresh.summary()
+        name = v.decl().name()
+        self._literal_sources[name] = self.sources(expr)
+        self.summaries[name] = (expr, self.where(s, pc))
         return v
 
-    def _term_size(self, e: z3.ExprRef) -> int:
-        """Operations in `e` counted as a tree, memoised per node (cheap to keep current);
-        a packet byte or map value read counts as one, whatever its index (a header
-        offset merged over many paths is big, but it is not a chain of arithmetic). The
-        memo holds each term: z3 reuses the id of a freed term for a new one."""
-        sizes = self._sizes
-        stack = [e]
+    def _depth(self, e: z3.ExprRef) -> int:
+        """Nesting depth of operations in `e`, memoised per node; a packet byte or map value
+        read counts as one, whatever its index (a header offset merged over many paths is
+        wide, not deep). Walked through z3's C API (no Python wrapper per node: this runs on
+        every ALU result). The memo holds the term each node was reached from, which keeps
+        the node alive: z3 reuses the id of a freed term."""
+        depths = self._depths
+        eid = e.get_id()
+        if eid in depths:
+            return depths[eid][0]
+        ctx = e.ctx_ref()
+        stack = [e.as_ast()]
         while stack:
-            x = stack[-1]
-            xid = x.get_id()
-            if xid in sizes:
+            a = stack[-1]
+            aid = z3.Z3_get_ast_id(ctx, a)
+            if aid in depths:
                 stack.pop()
                 continue
-            kids = x.children() if z3.is_app(x) and not _atomic_term(x) else []
-            missing = [k for k in kids if k.get_id() not in sizes]
+            n = z3.Z3_get_app_num_args(ctx, a) if z3.Z3_get_ast_kind(ctx, a) == z3.Z3_APP_AST else 0
+            if n and z3.Z3_get_decl_kind(ctx, z3.Z3_get_app_decl(ctx, a)) in _ATOMIC_OPS:
+                n = 0
+            kids = [z3.Z3_get_app_arg(ctx, a, i) for i in range(n)]
+            missing = [k for k in kids if z3.Z3_get_ast_id(ctx, k) not in depths]
             if missing:
                 stack.extend(missing)
                 continue
-            sizes[xid] = (min(1 + sum(sizes[k.get_id()][0] for k in kids), 1 << 40), x)
+            depths[aid] = (1 + max((depths[z3.Z3_get_ast_id(ctx, k)][0] for k in kids), default=0), e)
             stack.pop()
-        return sizes[e.get_id()][0]
+        return depths[eid][0]
 
     def _ptr_as_int(self, s: State, pc: int) -> z3.BitVecRef:
         s.note(f"pointer truncated to 32 bits at {s.func.section}:{pc}")
@@ -771,10 +866,11 @@ class Explorer:
         s.frames = []
 
 
-def _atomic_term(x: z3.ExprRef) -> bool:
-    """A read of an input: a packet byte (array select) or a map value (uninterpreted
-    function application)."""
-    return z3.is_select(x) or (x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.num_args() > 0)
+_NONLINEAR = frozenset({AluOp.MUL, AluOp.DIV, AluOp.SDIV, AluOp.MOD, AluOp.SMOD})
+
+#: Reads of an input, leaves for `Explorer._depth`: a packet byte (array select) or a map
+#: value (uninterpreted function application).
+_ATOMIC_OPS = frozenset({z3.Z3_OP_SELECT, z3.Z3_OP_UNINTERPRETED})
 
 
 def describe(v: Value | None) -> str:

@@ -4,7 +4,10 @@ JSON schema `xdp2tc.analyze/1` (one document per program; fields are stable with
 schema version, new fields may be added):
 
     schema, file, program, section, attach
-    options      {max_len, loop_bound, max_insns, max_paths}
+    options      {max_len, loop_bound, max_insns, max_paths, timeout, path_timeout}
+    budget       null, or with --timeout/--path-timeout {timeout, path_timeout, ran_out,
+                  functions_explored, functions_not_reached ["program:function"],
+                  cut [{path, where}]}: a partial report when ran_out
     summary      {paths, verdicts: {VERDICT: n}, truncated, unsupported, branches,
                   classes: {CLASS: n}, insns_executed, seconds, programs: [entry, tail-called...],
                   engine: "angr" (only with --engine angr; see angr_analysis_json)}
@@ -19,6 +22,8 @@ schema version, new fields may be added):
                    tail_calls [{caller, map, index, target, pc}], rewrites [offsets in the output packet],
                    notes [...], truncated (reason|null), programs [...],
                    lines ["file:line" of branches decided on the path],
+                   summarised [{name, made_at}: long computations (hashes, checksums) kept
+                   as any value, which the path's decisions read],
                    condition (SMT-LIB 2 over the inputs of analyzer/symbolic.py),
                    fields (the condition in header fields, fields.py: `ipv4.saddr == 10.0.0.1
                    ∧ tcp.dport != 22`; for people, not for parsing)}]
@@ -107,6 +112,7 @@ def path_json(e: Exploration, path: Path, condition: bool = True, decoder: Decod
         "truncated": path.truncated,
         "programs": list(path.programs),
         "lines": sorted({ln for ln in (_line(e, s, pc) for s, pc in path.sites) if ln}),
+        "summarised": [{"name": n, "made_at": e.summaries[n][1]} for n in e.summarised(path)],
     }
     if condition:
         doc["condition"] = e.condition(path).sexpr()
@@ -129,11 +135,28 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
             "loop_bound": e.options.loop_bound,
             "max_insns": e.options.max_insns,
             "max_paths": e.options.max_paths,
+            "timeout": e.options.timeout,
+            "path_timeout": e.options.path_timeout,
         },
         "summary": _summary(e, branches),
+        "budget": None if e.budget is None else budget_json(e),
         "maps": [_map_json(e, m, maps[m.name], uses.get(m.name)) for m in e.obj.maps],
         "branches": [_branch_json(b) for b in branches],
         "paths": [path_json(e, p, conditions, decoder) for p in e.paths],
+    }
+
+
+def budget_json(e: Exploration) -> dict:
+    """What the time budget left out: a partial report when `ran_out` (the cut paths are
+    UNKNOWN, each with the instruction and source line it was cut at)."""
+    b = e.budget
+    return {
+        "timeout": b.timeout,
+        "path_timeout": b.path_timeout,
+        "ran_out": b.ran_out,
+        "functions_explored": b.functions_explored,
+        "functions_not_reached": b.functions_not_reached,
+        "cut": [{"path": i, "where": e.paths[i].truncated} for i in b.cut],
     }
 
 
@@ -267,6 +290,15 @@ def render_text(doc: dict) -> str:
     ]
     if len(s["programs"]) > 1:
         out.append(f"  tail calls reach: {', '.join(s['programs'][1:])}")
+    b = doc.get("budget")
+    if b and (b["ran_out"] or b["cut"]):
+        limit = f"{b['timeout']:g} s" if b["ran_out"] else f"{b['path_timeout']:g} s per path"
+        out.append(
+            f"  PARTIAL: the time budget ({limit}) ran out; {len(b['cut'])} paths cut (UNKNOWN, never offloaded)"
+        )
+        out.append(f"    functions explored: {', '.join(b['functions_explored']) or 'none'}")
+        if b["functions_not_reached"]:
+            out.append(f"    functions not reached: {', '.join(b['functions_not_reached'])}")
     if doc["maps"]:
         out.append("\nmaps:")
         for m in doc["maps"]:
@@ -296,4 +328,6 @@ def render_text(doc: dict) -> str:
         out.append(f"        when {p['fields']}")
         for why in ([p["truncated"]] if p["truncated"] else []) + p["notes"]:
             out.append(f"        ! {why}")
+        for m in p.get("summarised", ()):
+            out.append(f"        ~ decides on {m['name']}, a long computation made at {m['made_at']} (any value)")
     return "\n".join(out) + "\n"

@@ -161,6 +161,7 @@ class State:
     sites: frozenset = frozenset()  # (section, pc) of branches decided on the path
     dead: bool = False  # merged into another state
     merge_key: tuple | None = None
+    spent: float = 0.0  # seconds spent on this state and the states it was forked from
 
     @property
     def func(self) -> Function:
@@ -192,6 +193,7 @@ class State:
             self.accesses,
             self.writes,
             self.sites,
+            spent=self.spent,
         )
         return s
 

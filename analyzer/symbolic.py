@@ -15,6 +15,8 @@ the witness builder read these names, nothing else):
     map.<name>.val         Function(key, BV32 -> BV8): its value bytes before the program runs
     helper.<name>.<n>      BV64: the n-th result of a helper (time, random, ...)
     unknown.<why>.<n>      BV64: a value xdp2tc cannot model (the path says why)
+    summary.<n>            BV64: a long computation of inputs (a hash, a checksum), kept as
+                           its definition outside the solver: any value, as far as z3 knows
     b!<n>                  Bool: internal literal naming a branch condition (not an input)
 """
 
@@ -150,6 +152,10 @@ class Fresh:
     def unknown(self, why: str) -> z3.BitVecRef:
         return z3.BitVec(f"unknown.{why}.{self._next()}", 64)
 
+    def summary(self) -> z3.BitVecRef:
+        """A value standing for a long computation of inputs (see Explorer.bounded)."""
+        return z3.BitVec(f"summary.{self._next()}", 64)
+
     def condition(self, prefix: str) -> z3.BoolRef:
         """A fresh unknown yes/no input named `<prefix>.<n>` (e.g. helper.ringbuf_reserve)."""
         return z3.BitVec(f"{prefix}.{self._next()}", 1) == 1
@@ -170,6 +176,11 @@ class Source:
     name: str = ""
 
 
+#: Prefixes of symbols z3 may choose freely although the program computes them (helper
+#: results, unknowns, summaries): a model that sets one is no witness of what the program does.
+FREE_PREFIXES = ("helper.", "unknown.", "summary.")
+
+
 def source_of(symbol: str) -> Source | None:
     """The input behind a z3 symbol name (None for internal literals)."""
     if symbol.startswith("b!"):
@@ -183,34 +194,41 @@ def source_of(symbol: str) -> Source | None:
         return Source("map", rest.rsplit(".", 1)[0])
     if head == "helper":
         return Source("helper", rest.rsplit(".", 1)[0])
+    if head == "summary":
+        return Source("summary", rest)
     return Source("unknown", rest.rsplit(".", 1)[0] if rest else symbol)
 
 
 def symbols(expr: z3.ExprRef, cache: dict | None = None) -> frozenset[str]:
     """Names of the free constants and uninterpreted functions in `expr`. `cache` maps a
-    term id to (names, term); holding the term keeps z3 from giving its id to another."""
+    term id to (names, term); holding the term keeps z3 from giving its id to another (and
+    keeps every node under it alive, so a cached node met again inside another term is
+    answered from the cache). Walked through z3's C API: no Python wrapper per node."""
     cache = {} if cache is None else cache
+    eid = expr.get_id()
+    if eid in cache:
+        return cache[eid][0]
+    ctx = expr.ctx_ref()
     out: set[str] = set()
-    stack = [expr]
+    stack = [expr.as_ast()]
     seen: set[int] = set()
     while stack:
-        e = stack.pop()
-        eid = e.get_id()
-        if eid in seen:
+        a = stack.pop()
+        aid = z3.Z3_get_ast_id(ctx, a)
+        if aid in seen:
             continue
-        seen.add(eid)
-        if eid in cache:
-            out |= cache[eid][0]
+        seen.add(aid)
+        if aid in cache:
+            out |= cache[aid][0]
             continue
-        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out.add(e.decl().name())
-            continue
-        if z3.is_app(e):
-            if e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-                out.add(e.decl().name())
-            stack.extend(e.children())
-        elif z3.is_quantifier(e) or z3.is_lambda(e):
-            stack.append(e.body())
+        kind = z3.Z3_get_ast_kind(ctx, a)
+        if kind == z3.Z3_APP_AST:
+            decl = z3.Z3_get_app_decl(ctx, a)
+            if z3.Z3_get_decl_kind(ctx, decl) == z3.Z3_OP_UNINTERPRETED:
+                out.add(z3.Z3_get_symbol_string(ctx, z3.Z3_get_decl_name(ctx, decl)))
+            stack.extend(z3.Z3_get_app_arg(ctx, a, i) for i in range(z3.Z3_get_app_num_args(ctx, a)))
+        elif kind == z3.Z3_QUANTIFIER_AST:
+            stack.append(z3.Z3_get_quantifier_body(ctx, a))
     result = frozenset(out)
-    cache[expr.get_id()] = (result, expr)  # keep expr alive: z3 reuses ids of freed terms
+    cache[eid] = (result, expr)  # keep expr alive: z3 reuses ids of freed terms
     return result

@@ -29,7 +29,7 @@ from lifter.maps import is_global_data_section
 from . import kernel
 from .classify import classes
 from .exploration import INVALID, UNKNOWN, VERDICTS, Exploration, Path
-from .symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val, symbols
+from .symbolic import FREE_PREFIXES, PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val, symbols
 from .xdp import ETH_HLEN, MAX_LINEAR_PACKET
 
 #: Map kinds whose entries a witness cannot create (they need sockets, CPUs...).
@@ -153,7 +153,7 @@ class Verifier:
 
     def _nondeterministic(self, path: Path, cond: z3.BoolRef) -> bool:
         names = symbols(cond) | (symbols(path.retval) if path.retval is not None else frozenset())
-        return bool(path.notes) or any(n.startswith(("helper.", "unknown.")) for n in names)
+        return bool(path.notes) or any(n.startswith(FREE_PREFIXES) for n in names)
 
     # --- witnesses ------------------------------------------------------------------
 
@@ -224,7 +224,7 @@ class Verifier:
         for w in path.writes:
             off = _signed(ev(w))
             term = z3.simplify(self.e.expand(z3.Select(path.pkt, z3.BitVecVal(off % (1 << 64), 64))))
-            if any(n.startswith(("helper.", "unknown.")) for n in symbols(term)):
+            if any(n.startswith(FREE_PREFIXES) for n in symbols(term)):
                 out.add(off - head)
         return frozenset(out)
 

@@ -10,7 +10,7 @@ sections of other attach types (fentry/, kprobe/, ...) are skipped; `unknown` (l
 names such as `prog`) are analysed.  An exception, a crash or a timeout is reported for
 its object and counted, and the bench goes on (a timed-out object's RSS is what it had
 reached when killed, so the RSS target is then "unknown" unless already missed).
-Targets (issue): median < 0.5 s per object, max < 10 s, peak RSS < 1 GiB.
+Targets (issue 14): median < 0.3 s per object, max < 5 s, peak RSS < 1 GiB.
 
     .venv/bin/python bench/analyze.py [--repeat 3] [--filter SUBSTRING] [--timeout 120]
                                       [--json bench/results/analyze-<date>.json]
@@ -39,7 +39,7 @@ from lifter.program import load_object  # noqa: E402
 
 # `attach` is "unknown" for every non-XDP section, so libbpf's other SEC() prefixes are
 # excluded by name.
-TARGETS = {"median_s": 0.5, "max_s": 10.0, "rss_mib": 1024.0}
+TARGETS = {"median_s": 0.3, "max_s": 5.0, "rss_mib": 1024.0}
 
 
 def run_one(path: Path, repeat: int) -> dict:
@@ -122,8 +122,8 @@ def summarize(rows: list[dict], repeat: int) -> dict:
         "python": sys.version.split()[0],
     }
     s["targets"] = {
-        "median < 0.5 s": None if not times else s["median_s"] < TARGETS["median_s"],
-        "max < 10 s": s["max_s"] is not None and s["max_s"] < TARGETS["max_s"] and not timeouts,
+        "median < 0.3 s": None if not times else s["median_s"] < TARGETS["median_s"],
+        "max < 5 s": s["max_s"] is not None and s["max_s"] < TARGETS["max_s"] and not timeouts,
         "RSS < 1 GiB": s["max_rss_mib"] is not None and s["max_rss_mib"] < TARGETS["rss_mib"],
     }
     if timeouts and s["targets"]["RSS < 1 GiB"]:  # a killed object's RSS is a lower bound

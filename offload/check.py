@@ -54,7 +54,7 @@ from rules.flower import FLOWER_KEYS, Range, prefix_len
 from rules.reasons import REASONS, Reason, account, summary, summary_lines
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
-from . import flowercheck, flowervm, traffic
+from . import budget, flowercheck, flowervm, traffic
 from .programs import device_programs
 from .targets import DEFAULT_TARGETS, TARGETS, Target
 
@@ -635,9 +635,7 @@ def run(args) -> int:
             raise LiftError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
     baseline = baseline_fingerprints(args.baseline) if args.baseline else None
     frames = traffic.read_capture(args.pcap) if args.pcap else None
-    options = Options(
-        max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns, max_paths=args.max_paths
-    )
+    options = budget.options(args)
     report = Report(targets)
     for path in args.files:
         check_object(

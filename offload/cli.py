@@ -29,6 +29,7 @@ from lifter.printer import format_insn, objdump_text
 from lifter.program import BpfObject, Program, load_object
 from offload import (  # check: the CI gate (issue 11); cost model (issue 5)
     angrcmd,  # angr engine and cross-check (issue 16)
+    budget,  # --timeout, --path-timeout and Options from the flags (issue 14)
     check,
     costcmd,
     flowercheck,  # rules --check-flower (issue 13)
@@ -237,7 +238,7 @@ def _xdp_programs(obj: BpfObject, name: str | None) -> list[Program]:
 
 
 def _options(args: argparse.Namespace) -> Options:
-    return Options(max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns, max_paths=args.max_paths)
+    return budget.options(args)
 
 
 def _progress_printer(name: str):
@@ -444,6 +445,7 @@ def _exploration_flags(
         help=f"instructions explored before remaining paths are cut (default {d.max_insns})",
     )
     p.add_argument("--max-paths", type=at_least(1), default=d.max_paths, help=f"paths (default {d.max_paths})")
+    budget.add_flags(p)  # --timeout, --path-timeout (offload/budget.py)
 
 
 def _assume_flag(p: argparse.ArgumentParser) -> None:

@@ -56,6 +56,7 @@ from analyzer.exploration import ExplorationError, Options
 from analyzer.tailgraph import Mapping, Node, ProgramCost, TailGraph, parse_mapping
 from lifter.errors import LiftError
 from lifter.program import BpfObject, Program, load_object
+from offload import budget
 from offload.options import at_least
 from offload.programs import device_programs, entry_programs
 
@@ -184,9 +185,7 @@ def run_cost(args: argparse.Namespace) -> int:
             "run `xdp2tc calibrate -o PROFILE.json` here and pass --profile PROFILE.json",
             file=sys.stderr,
         )
-    options = Options(
-        max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns, max_paths=args.max_paths
-    )
+    options = budget.options(args)
     objects = [load_object(f) for f in args.files]
     programs: list[ProgramCost] = []
     for obj in objects:

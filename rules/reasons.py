@@ -161,6 +161,12 @@ def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] =
             key = next((a.key for a in path.accesses if a.map == m), None)
             keys.append(f"map {m}" + (f" keyed by {decoder.key_fields(key, cond)}" if key is not None else ""))
         return Reason("map-dependent", "; ".join(keys))
+    if "summary" in kinds:
+        return Reason(
+            "not-expressible",
+            "decides on a long computation of its inputs (a hash or checksum, kept as any value): "
+            "flower cannot match on it",
+        )
     decoder = Decoder(e.environment())
     decoder.render(cond)
     if decoder.fixed_used and "no-ip-options" not in assumed:

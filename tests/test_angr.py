@@ -34,7 +34,7 @@ from analyzer import crosscheck  # noqa: E402
 #: paths multiply where the z3 explorer merges them, and each is solved separately).
 SLOW = {
     "isa_gotol": "a 40000-instruction hash: both engines take ~20 s each and its paths are approximated "
-    "(values too large), so nothing would be compared",
+    "(they decide on a summarised hash), so nothing would be compared",
     **{
         f"or_stress_k{k}": "K ORs in 4 nested ifs: angr keeps every OR-ed alternative a path of its own "
         "(z3 merges them; K=2 already gives 34 angr paths against 5)"

@@ -1,0 +1,60 @@
+"""Build the public XDP programs vendored here (tests/public/*.c, each with its origin and
+licence at the top) with clang into build/public/<stem>.o; never committed.
+
+    .venv/bin/python tests/public/build.py      (also: from Python, `build()`)
+
+`SOURCES` says per source the extra flags and what the program is. The shims in include/
+stand in for headers of the programs' own trees (see each shim's comment); the sources
+themselves are unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+OUT = ROOT / "build" / "public"
+
+#: stem -> extra clang flags (the samples' VLAN header comes from the kernel tree's headers)
+SOURCES = {
+    "xdp1_kern": ["-DXDP2TC_KERNEL_VLAN_HDR"],
+    "xdp2_kern": ["-DXDP2TC_KERNEL_VLAN_HDR"],
+    "suricata_xdp_filter": [],
+}
+
+
+def clang() -> str | None:
+    return shutil.which(os.environ.get("CLANG", "clang-19")) or shutil.which("clang")
+
+
+def build(stems=None) -> dict[str, Path]:
+    """Build (when older than its sources) and return {stem: object}; raises RuntimeError
+    with clang's message when a build fails, FileNotFoundError without clang."""
+    cc = clang()
+    if cc is None:
+        raise FileNotFoundError("clang not found (make setup installs clang-19)")
+    OUT.mkdir(parents=True, exist_ok=True)
+    headers = [p.stat().st_mtime for p in HERE.rglob("*.h")]
+    out = {}
+    for stem in stems or SOURCES:
+        src, obj = HERE / f"{stem}.c", OUT / f"{stem}.o"
+        newest = max([src.stat().st_mtime, *headers])
+        if not obj.exists() or obj.stat().st_mtime < newest:
+            cmd = [cc, "-O2", "-g", "-target", "bpf", "-Wno-everything", "-I", str(HERE / "include"), "-I", str(HERE)]
+            cmd += ["-I/usr/include/x86_64-linux-gnu", *SOURCES[stem], "-c", str(src), "-o", f"{obj}.tmp"]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{src.name}: clang failed: {proc.stderr.strip()}")
+            os.replace(f"{obj}.tmp", obj)
+        out[stem] = obj
+    return out
+
+
+if __name__ == "__main__":
+    for stem, obj in build(sys.argv[1:] or None).items():
+        print(f"{stem}: {obj}")
