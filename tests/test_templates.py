@@ -244,6 +244,15 @@ def test_allow_list_before_block_list():
 
 # --- the kernel as the oracle ----------------------------------------------------------------
 
+CONFIG = {"config": [(bytes(4), struct.pack("<HBB", 8080, 1, 0))]}  # blocked_port 8080, enabled
+
+
+def _globals_initial():
+    """globals.o's .rodata/.data/.bss as the object initialises them (blocked_port 53, on)."""
+    obj = load_object(_clang("globals"))
+    return {n: [(k, v[0]) for k, v in me.entries.items()] for n, me in mapfill.initial_globals(obj).items()}
+
+
 KERNEL_CASES = [
     ("thesis_ddos_blacklist", ("no-ip-options",), DDOS),
     ("thesis_nested_maps", (), NESTED),
@@ -259,6 +268,12 @@ KERNEL_CASES = [
             ]
         },
     ),
+]
+
+
+KERNEL_CASES += [
+    ("config_array", ("no-ip-options",), CONFIG),
+    ("globals", ("no-ip-options",), "initial"),
 ]
 
 
@@ -293,7 +308,10 @@ def _random_frame(rng: random.Random, addrs: list[bytes], ports: list[int]) -> b
 def test_kernel_agrees_with_filled_filters(stem, assume, entries):
     """With the same map entries loaded, each filled drop filter's witness packet and every
     random packet the printed script drops (per the independent tc oracle) get XDP_DROP;
-    iproute2's tc parses every printed line."""
+    iproute2's tc parses every printed line. ("initial": the object's own global data,
+    which the kernel loads as it is.)"""
+    if entries == "initial":
+        entries = _globals_initial()
     path, e, rs, contents, text, got = _script(stem, assume, entries)
     assert got.proved and got.filters
     parsed = parse_script(text)
@@ -316,11 +334,58 @@ def test_kernel_agrees_with_filled_filters(stem, assume, entries):
     bad = [r for r in tc.check_syntax([x for x in text.splitlines() if x.startswith("filter ")]) if not r.accepted]
     assert not bad, "\n".join(f"{r.line}: {r.message}" for r in bad[:3])  # iproute2 reads every filled line
     with kernel.load(path, programs=[e.program.name]) as loaded:
-        for name, kv in entries.items():
-            for k, v in kv:
-                loaded.map_update(name, k, v)
+        write_entries(loaded, e.obj, entries)
         for p in packets + dropped:
             assert VERDICTS.get(loaded.run(e.program.name, p).retval) == "DROP", p.hex()
+
+
+def write_entries(loaded, obj, entries: dict[str, list[tuple[bytes, bytes]]]) -> None:
+    """The entries written into the loaded object's maps (a per-CPU map: the same value on
+    every CPU); global data equal to the object's own is left as loaded (.rodata is frozen)."""
+    initial = mapfill.initial_globals(obj)
+    for name, kv in entries.items():
+        for k, v in kv:
+            if name in initial and initial[name].value(k) == (v,):
+                continue
+            info = loaded.map(name)
+            if info.percpu:
+                v = v.ljust(-(-len(v) // 8) * 8, b"\0") * (info.value_bytes // (-(-len(v) // 8) * 8))
+            loaded.map_update(name, k, v)
+
+
+def test_config_array_value_is_the_match():
+    """config_array: the blocked port lives in the value of slot 0 (`dst_port VALUE`), the
+    enable switch beside it. Proven once for every value: 8080 gives the drop; switched off
+    nothing; port 0 is the value z3 set aside (a non-first fragment shows flower no ports)."""
+    _, e, rs, contents, text, got = _script("config_array", ("no-ip-options",), CONFIG)
+    assert _filters(text) == ["ip_proto tcp dst_port 8080 action drop"] and got.proved
+    (t,) = [t for t in _built("config_array", ("no-ip-options",))[3] if not t.outcome.is_pass]
+    assert [lv.vkeys for lv in t.levels] == [(("dst_port", (1, 0)),)] and all(t.proved.values())
+    off = {"config": [(bytes(4), struct.pack("<HBB", 8080, 0, 0))]}
+    assert _filters(_script("config_array", ("no-ip-options",), off)[4]) == []
+    zero = {"config": [(bytes(4), struct.pack("<HBB", 0, 1, 0))]}
+    _, _, _, _, text, got = _script("config_array", ("no-ip-options",), zero)
+    assert _filters(text) == [] and [why.code for _, why in got.software] == ["atypical-packets"]
+
+
+def test_globals_rodata_port_gated_by_data_switch(tmp_path, capsys):
+    """globals: `.rodata`'s blocked_port gives the match, `.data`'s drop_enabled gates it, the
+    `.bss` counter plays no part. Without a source for them the object's initialised data
+    is used (53, on); a `.data` of 0 switches the filter off."""
+    initial = _globals_initial()
+    _, e, rs, contents, text, got = _script("globals", ("no-ip-options",), initial)
+    assert _filters(text) == ["ip_proto udp dst_port 53 action drop"] and got.proved
+    (t,) = _built("globals", ("no-ip-options",))[3]
+    assert [g.map for g in t.gates] == [".data"] and t.maps == (".rodata",)
+    off = {**initial, ".data": [(bytes(4), bytes(4))]}
+    _, _, _, _, text, got = _script("globals", ("no-ip-options",), off)
+    assert _filters(text) == [] and got.software == []
+    f = tmp_path / "none.json"
+    f.write_text("{}")
+    path = _clang("globals")
+    args = ["rules", str(path), "--dev", "eth0", "--assume", "no-ip-options", "--maps-from", f"json:{f}"]
+    assert cli.main(args) == 0
+    assert _filters(capsys.readouterr().out) == ["ip_proto udp dst_port 53 action drop"]
 
 
 def test_check_flower_refuses_maps_from(tmp_path, capsys):
