@@ -28,6 +28,7 @@ aggregation proven equal with z3, and the rule budget).
 from __future__ import annotations
 
 import bisect
+import copy
 import dataclasses
 import functools
 import itertools
@@ -39,7 +40,7 @@ from analyzer.symbolic import map_found, map_val, source_of, symbols
 from lifter.maps import is_global_data_section
 
 from .dissector import match_formula
-from .flower import FLOWER_KEYS, Exact, FlowerMatch, exact
+from .flower import FLOWER_KEYS, PROTOCOLS, Exact, FlowerMatch, exact
 from .mapcontents import MapContents
 from .reasons import Reason
 from .synthesis import EXTRACTED, Outcome, Synthesizer, solver
@@ -111,6 +112,7 @@ class Template:
     needs: list[int] = field(default_factory=list)  # pass templates a proof relied on
     synth: Synthesizer | None = None
     gates: list[Level] = field(default_factory=list)
+    longest: bool = False  # an LPM value decides: every entry gets a filter (module doc)
 
     @property
     def lookups(self) -> list[Level]:
@@ -165,16 +167,16 @@ class Fill:
 # --- finding templates -------------------------------------------------------------------
 
 
-def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) -> tuple[list[Template], list]:
+def find_templates(synth: Synthesizer, first_chain: int = 1, first_prio: int = 1) -> tuple[list[Template], list]:
     """The templates of the program's map-dependent non-pass paths, proven for the shapes a
     hash map has (LPM shapes are proven when first filled). Returns (templates, [(paths,
     Reason)] for map-dependent paths no template takes)."""
-    e = s.e
+    e = synth.e
     mdefs = {m.name: m for m in e.obj.maps}
     templates: list[Template] = []
     software = []
     chain, prio = first_chain, first_prio
-    for p in e.paths:
+    for p, s in _per_protocol(synth):
         o = s.outcomes[p.id]
         if not isinstance(o, Outcome):
             continue
@@ -191,6 +193,9 @@ def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) ->
                 positive.append((a, mdef))
         positive += [(a, mdefs[a.map]) for a in value_reads(s.conds[p.id], mdefs)]
         if not positive:
+            read = sorted({a.map for a in p.accesses if s.maps.get(a.map) == "control-plane"})
+            if read and not o.is_pass:
+                software.append(([p.id], _no_entry(read)))
             continue
         why = None
         levels = []
@@ -215,12 +220,15 @@ def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) ->
                 software.append(([p.id], made))
             continue
         for t in made:
+            t.synth = synth  # proofs against the program's own paths, not the view's
             same = next((x for x in templates if _same(x, t)), None)
             if same is not None:
                 same.paths.append(p.id)
                 continue
             t.index = len(templates)
             t.before = [x for x in templates if x.outcome.is_pass]
+            if t.longest:
+                t.needs = [t.index]  # its drops rely on its own pass filters (longer entries)
             t.levels = [dataclasses.replace(lv) for lv in t.levels]
             t.gates = [dataclasses.replace(lv) for lv in t.gates]
             for i, lv in enumerate(t.levels):
@@ -232,7 +240,33 @@ def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) ->
     for t in templates:
         if all(lv.kind != "lpm" for lv in t.levels) and not t.outcome.is_pass:
             prove(t, tuple(None for _ in t.levels))
-    return templates, software
+    software = [(ps, why) for ps, why in software if not any(set(ps) & set(t.paths) for t in templates)]
+    return templates, list({(tuple(ps), why): (ps, why) for ps, why in software}.values())
+
+
+def _per_protocol(s: Synthesizer):
+    """(path, synthesis view) pairs: a path whose packets carry several outer ethertypes
+    (xdp-filter's parser skips VLAN tags, so one path holds tagged and untagged packets and
+    a header field sits at several offsets) is taken once per untagged family (ip, ipv6,
+    arp) it admits, with its condition restricted to it; the filters get that `protocol`,
+    which tc compares with the outer ethertype. The proofs use the program's own paths."""
+    d = s.d
+    for p in s.e.paths:
+        cond = z3.And(s.conds[p.id], *s.env, s.typical)
+        if solver(cond, d.skb_protocol != _first_protocol(cond, d)).check() != z3.sat:
+            yield p, s
+            continue
+        for fam in ("ip", "ipv6", "arp"):
+            only = d.skb_protocol == PROTOCOLS[fam]
+            if solver(cond, only).check() == z3.sat:
+                view = copy.copy(s)
+                view.conds = {**s.conds, p.id: z3.And(s.conds[p.id], only)}
+                yield p, view
+
+
+def _first_protocol(cond: z3.BoolRef, d) -> z3.BitVecRef:
+    q = solver(cond)
+    return q.model().eval(d.skb_protocol, model_completion=True) if q.check() == z3.sat else d.skb_protocol
 
 
 def _same(a: Template, b: Template) -> bool:
@@ -281,6 +315,16 @@ def value_reads(cond: z3.BoolRef, mdefs: dict) -> list[ValueRead]:
                     out.append(ValueRead(name, t.arg(0)))
         stack += reversed(t.children())
     return out
+
+
+def _no_entry(maps: list[str]) -> Reason:
+    """Why a path taken when the maps hold NO entry for the packet (a deny-by-default list:
+    the hits pass, the rest drops) gets no template."""
+    return Reason(
+        "map-dependent",
+        f"taken when {', '.join(maps)} holds no entry for the packet (deny by default): a filter per "
+        "entry cannot say it; it needs a pass filter for every entry, complete at every instant",
+    )
 
 
 def _split_gates(s: Synthesizer, cond: z3.BoolRef, levels: list[Level]) -> tuple[list[Level], list[Level]]:
@@ -465,14 +509,25 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level], gates: l
             value_parts.append(c)
     if not value_parts:
         return [Template(0, block.protocol, combos, levels, o, [p.id], None, synth=s, gates=gates)]
-    if any(lv.kind == "lpm" for lv in levels):
-        return Reason("map-dependent", "an LPM value decides (the longest match's value)")
+    longest = any(lv.kind == "lpm" for lv in levels)
+    if longest:
+        (lv,) = levels
+        other = [a for q in s.e.paths for a in q.accesses if a.map == lv.map and not a.key.eq(lv.lookup)]
+        if other or gates:
+            return Reason("map-dependent", f"an LPM value decides and {lv.map} is also looked up elsewhere")
     for c in value_parts:
         if sum(_reads_value_at(c, lv.map, lv.lookup) for lv in lookups) > 1:
             return Reason("map-dependent", "one condition relates the values of two lookups")
     value_cond = rekey(z3.And(value_parts), [(lv.map, lv.lookup, k) for lv, k in zip(lookups, key_vars(lookups))])
+    zeroed = [lv for lv, k in zip(lookups, key_vars(lookups)) if lv.kind == "index" and lv.keys]
+    if zeroed and not o.is_pass and _holds_when_zero(value_cond, zeroed):
+        return _no_entry([lv.map for lv in zeroed])
     if not _reads_packet(value_cond):
-        return [Template(0, block.protocol, combos, levels, o, [p.id], value_cond, synth=s, gates=gates)]
+        return [
+            Template(0, block.protocol, combos, levels, o, [p.id], value_cond, synth=s, gates=gates, longest=longest)
+        ]
+    if longest:
+        return Reason("map-dependent", "an LPM value compared with packet fields")
     out = []
     for combo in combos:
         region = z3.And(cond, match_formula(FlowerMatch(block.protocol, combo), s.d))
@@ -481,6 +536,14 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level], gates: l
             return Reason("map-dependent", "a map value is compared with packet fields")
         out.append(Template(0, block.protocol, [combo], levels, o, [p.id], v, synth=s, gates=gates))
     return out
+
+
+def _holds_when_zero(value_cond: z3.BoolRef, levels: list[Level]) -> bool:
+    """Whether the value condition holds for all-zero values at these array levels (an
+    array's unset entries: the decision would need a filter for every index)."""
+    subs = [(map_val(lv.map, 8 * lv.key_size), z3.BitVecVal(0, 8)) for lv in levels]
+    c = z3.substitute_funs(value_cond, *subs)
+    return solver(c).check() == z3.sat
 
 
 def rekey(e: z3.ExprRef, lookups: list[tuple[str, z3.ExprRef, z3.ExprRef]]) -> z3.ExprRef:
@@ -625,7 +688,15 @@ def prove(t: Template, shape: tuple) -> bool:
         for h in hits:
             conds.append(q == h[1] if h[0] == "hash" else _lpm_hit(q, h[2], h[3], h[4]))
         subs.append((map_found(name, kbits), z3.Or(*conds, rest(q))))
-        if all(h[0] == "hash" for h in hits):
+        if t.longest:
+            # the longest match is the entry wherever it covers the lookup: every longer
+            # entry has its own filter (drop or pass) at a lower prio of the same chain
+            (h,) = hits
+            off = z3.Var(1, z3.BitVecSort(32))
+            restv = z3.Function(f"tpl{t.index}.{name}.restval", ks_sort, z3.BitVecSort(32), z3.BitVecSort(8))
+            vfun = z3.Function(f"tpl{t.index}.{name}.val", ks_sort, z3.BitVecSort(32), z3.BitVecSort(8))
+            subs.append((map_val(name, kbits), z3.If(conds[0], vfun(h[1], off), restv(q, off))))
+        elif all(h[0] == "hash" for h in hits):
             # the entries' own values: one fresh function (value_cond speaks of them through
             # map.M.val(k, off), which the same substitution turns into it)
             off = z3.Var(1, z3.BitVecSort(32))
@@ -769,8 +840,11 @@ def fill_entry(
                 i = next(i for i, kb in enumerate(lv.layout) if kb.key == n and kb.byte == j)
                 v = v << 8 | key[i]
             vals[n] = exact(n, v)
+    shield = False
     if t.value_cond is not None and not all(_value_ok(t, level, key, v) for v in values):
-        return [], Reason("pass-to-host", f"map {lv.map}: the entry's value does not take this decision")
+        if not t.longest:
+            return [], Reason("pass-to-host", f"map {lv.map}: the entry's value does not take this decision")
+        shield = True  # longest match: its packets must not reach a shorter entry's filter
     vvals = []
     for n, offs in lv.vkeys:
         got = {int.from_bytes(bytes(v[o] for o in offs), "big") for v in values}
@@ -782,11 +856,26 @@ def fill_entry(
     if why is not None:
         return [], why
     shape = tuple(shape_len if i == level else None for i in range(len(t.levels)))
-    if t.outcome.is_pass:  # a pass filter is always safe: nothing to prove
+    if t.outcome.is_pass or shield:  # a pass filter is always safe: nothing to prove
         t.excluded.setdefault(shape, [])
     elif not prove(t, shape):
         return [], Reason("not-expressible", f"map {lv.map}: the template did not prove for this key shape")
     kint = int.from_bytes(key, "little")
+    if shield:
+        return [
+            FilledFilter(
+                t.index,
+                level,
+                lv.chain,
+                lv.prio + 8 * len(lv.layout) - shape_len,
+                FlowerMatch(t.protocol, combo + tuple(vals.items())),
+                ("pass",),
+                "shield",
+                ((lv.map, bytes(key)),),
+                tuple(t.paths),
+            )
+            for combo in t.combos
+        ], None
     at = len(t.lookups) + sum(len(x.vkeys) for x in t.lookups[:level])
     if any(bad[level] == kint and list(bad[at : at + len(vvals)]) == vvals for bad in t.excluded[shape]):
         return [], Reason(
@@ -893,11 +982,17 @@ def _fill_template(t: Template, contents: MapContents, aggregate: bool, out: Fil
         if me is None:
             continue
         filled: list[FilledFilter] = []
+        missing = []
         for key, values in me.entries.items():
             fs, why = fill_entry(t, level, key, values, contents)
             if why is not None and why.code != "pass-to-host":
                 out.software.append(((lv.map, key), why))
+                missing.append(key)
             filled += fs
+        if t.longest and missing and filled:  # a shorter entry's filter would take its packets
+            why = Reason("map-dependent", f"map {lv.map}: an LPM entry without a filter breaks the longest match")
+            out.software += [(src, why) for f in filled for src in f.sources]
+            filled = []
         if aggregate and lv.kind == "hash" and lv.keys in (("src_ip",), ("dst_ip",)) and filled:
             filled, proof = aggregate_level(t, level, filled)
             out.aggregated[lv.map] = proof
