@@ -123,7 +123,9 @@ class TemplateFilling:
     change touches only its own entry's filters). Only map-filled filters: the static
     filters of `rules`' script hold for every map content and are installed from it (sync
     leaves filters without its cookie alone). counter_maps is empty: the templates do not
-    say which stats-only entries a path increments (no CounterRefs yet)."""
+    say which stats-only entries a path increments (no CounterRefs yet). A template with
+    gates (an enable switch in `.data`) fills nothing here: its filters depend on another
+    entry than their own, which a per-entry change cannot follow (rules fills it)."""
 
     counter_maps: frozenset[str] = frozenset()
 
@@ -133,7 +135,7 @@ class TemplateFilling:
 
     def notes(self) -> list[str]:
         """One `# template` line per template (a NOT proven one fills nothing: say so)."""
-        return [template_line(t) for t in self.templates]
+        return [template_line(t) + (" (gated: rules only, not synced)" if t.gates else "") for t in self.templates]
 
     def active(self) -> list[Template]:
         """The drop templates, and the allow lists a drop template's proof relies on (as

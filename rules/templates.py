@@ -176,51 +176,23 @@ def find_templates(synth: Synthesizer, first_chain: int = 1, first_prio: int = 1
     templates: list[Template] = []
     software = []
     chain, prio = first_chain, first_prio
-    for p, s in _per_protocol(synth):
-        o = s.outcomes[p.id]
+    for p in e.paths:
+        o = synth.outcomes[p.id]
         if not isinstance(o, Outcome):
             continue
-        cond = z3.And(s.conds[p.id], *s.env, s.typical)
-        positive = []
-        for a in p.accesses:
-            mdef = mdefs.get(a.map)
-            if mdef is None or mdef.type is None or is_global_data_section(mdef.section):
-                continue
-            if mdef.type.keyed not in ("hash", "lpm"):
-                continue
-            f = map_found(a.map, a.key.size())(a.key)
-            if solver(cond, z3.Not(f)).check() == z3.unsat:
-                positive.append((a, mdef))
-        positive += [(a, mdefs[a.map]) for a in value_reads(s.conds[p.id], mdefs)]
-        if not positive:
-            read = sorted({a.map for a in p.accesses if s.maps.get(a.map) == "control-plane"})
-            if read and not o.is_pass:
-                software.append(([p.id], _no_entry(read)))
+        made = _path_templates(synth, p, o, mdefs)
+        if isinstance(made, Reason) and made.detail.endswith(MOVED):
+            # a parser that skips VLAN tags: a field at several offsets; per untagged family
+            views = [_path_templates(s, p, o, mdefs) for s in _per_family(synth, p)]
+            made = [t for v in views if isinstance(v, list) for t in v] or made
+        if made is None:
             continue
-        why = None
-        levels = []
-        for a, mdef in positive:
-            if s.maps.get(a.map) != "control-plane":
-                why = Reason("map-dependent", f"map {a.map} is written by the program ({s.maps.get(a.map)})")
-                break
-            level = _level(s, cond, a, mdef)
-            if isinstance(level, Reason):
-                why = level
-                break
-            levels.append(level)
-        if why is None:
-            levels, gates = _split_gates(s, cond, levels)
-        if why is None and len(levels) > 1 and any(lv.kind == "lpm" for lv in levels):
-            why = Reason("map-dependent", "an LPM lookup nested with another map lookup")
-        if why is None and o.is_pass and (len(levels) > 1 or gates):
-            continue  # pass filters are for allow lists: one lookup
-        made = why or _template(s, p, o, cond, levels, gates)
         if isinstance(made, Reason):
             if not o.is_pass:
                 software.append(([p.id], made))
             continue
         for t in made:
-            t.synth = synth  # proofs against the program's own paths, not the view's
+            t.synth = synth  # proofs against the program's own paths, not a view's
             same = next((x for x in templates if _same(x, t)), None)
             if same is not None:
                 same.paths.append(p.id)
@@ -240,33 +212,59 @@ def find_templates(synth: Synthesizer, first_chain: int = 1, first_prio: int = 1
     for t in templates:
         if all(lv.kind != "lpm" for lv in t.levels) and not t.outcome.is_pass:
             prove(t, tuple(None for _ in t.levels))
-    software = [(ps, why) for ps, why in software if not any(set(ps) & set(t.paths) for t in templates)]
-    return templates, list({(tuple(ps), why): (ps, why) for ps, why in software}.values())
+    return templates, software
 
 
-def _per_protocol(s: Synthesizer):
-    """(path, synthesis view) pairs: a path whose packets carry several outer ethertypes
-    (xdp-filter's parser skips VLAN tags, so one path holds tagged and untagged packets and
-    a header field sits at several offsets) is taken once per untagged family (ip, ipv6,
-    arp) it admits, with its condition restricted to it; the filters get that `protocol`,
-    which tc compares with the outer ethertype. The proofs use the program's own paths."""
-    d = s.d
-    for p in s.e.paths:
-        cond = z3.And(s.conds[p.id], *s.env, s.typical)
-        if solver(cond, d.skb_protocol != _first_protocol(cond, d)).check() != z3.sat:
-            yield p, s
+#: How _level's reason ends when a key byte is no one flower key's byte on all the path's packets.
+MOVED = "is not a flower key's byte"
+
+
+def _path_templates(s: Synthesizer, p, o: Outcome, mdefs: dict) -> list[Template] | Reason | None:
+    """The templates of one path (None: no map decides it, or a pass path no allow list
+    uses; a Reason: map-dependent and no template)."""
+    cond = z3.And(s.conds[p.id], *s.env, s.typical)
+    positive = []
+    for a in p.accesses:
+        mdef = mdefs.get(a.map)
+        if mdef is None or mdef.type is None or is_global_data_section(mdef.section):
             continue
-        for fam in ("ip", "ipv6", "arp"):
-            only = d.skb_protocol == PROTOCOLS[fam]
-            if solver(cond, only).check() == z3.sat:
-                view = copy.copy(s)
-                view.conds = {**s.conds, p.id: z3.And(s.conds[p.id], only)}
-                yield p, view
+        if mdef.type.keyed not in ("hash", "lpm"):
+            continue
+        f = map_found(a.map, a.key.size())(a.key)
+        if solver(cond, z3.Not(f)).check() == z3.unsat:
+            positive.append((a, mdef))
+    positive += [(a, mdefs[a.map]) for a in value_reads(s.conds[p.id], mdefs)]
+    if not positive:
+        read = sorted({a.map for a in p.accesses if s.maps.get(a.map) == "control-plane"})
+        return _no_entry(read) if read and not o.is_pass else None
+    levels = []
+    for a, mdef in positive:
+        if s.maps.get(a.map) != "control-plane":
+            return Reason("map-dependent", f"map {a.map} is written by the program ({s.maps.get(a.map)})")
+        level = _level(s, cond, a, mdef)
+        if isinstance(level, Reason):
+            return level
+        levels.append(level)
+    levels, gates = _split_gates(s, cond, levels)
+    if len(levels) > 1 and any(lv.kind == "lpm" for lv in levels):
+        return Reason("map-dependent", "an LPM lookup nested with another map lookup")
+    if o.is_pass and (len(levels) > 1 or gates):
+        return None  # pass filters are for allow lists: one lookup
+    return _template(s, p, o, cond, levels, gates)
 
 
-def _first_protocol(cond: z3.BoolRef, d) -> z3.BitVecRef:
-    q = solver(cond)
-    return q.model().eval(d.skb_protocol, model_completion=True) if q.check() == z3.sat else d.skb_protocol
+def _per_family(s: Synthesizer, p):
+    """Views of the synthesis state with path `p` restricted to each untagged family (ip,
+    ipv6, arp) its packets may be: the filters get that `protocol`, which tc compares with
+    the outer ethertype (a tagged packet is left to the program). Proofs still use the
+    program's own paths (find_templates puts the real state back)."""
+    d = s.d
+    for fam in ("ip", "ipv6", "arp"):
+        only = d.skb_protocol == PROTOCOLS[fam]
+        if solver(s.conds[p.id], *s.env, s.typical, only).check() == z3.sat:
+            view = copy.copy(s)
+            view.conds = {**s.conds, p.id: z3.And(s.conds[p.id], only)}
+            yield view
 
 
 def _same(a: Template, b: Template) -> bool:
@@ -448,7 +446,7 @@ def _level(s: Synthesizer, cond: z3.BoolRef, a, mdef) -> Level | Reason:
             if found:
                 break
         if found is None:
-            return Reason("map-dependent", f"map {a.map}: key byte {i} is not a flower key's byte")
+            return Reason("map-dependent", f"map {a.map}: key byte {i} {MOVED}")
         layout.append(found)
     keys = tuple(dict.fromkeys(kb.key for kb in layout if kb.key))
     for n in keys:
