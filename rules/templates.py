@@ -991,6 +991,8 @@ def _fill_template(t: Template, contents: MapContents, aggregate: bool, out: Fil
             why = Reason("map-dependent", f"map {lv.map}: an LPM entry without a filter breaks the longest match")
             out.software += [(src, why) for f in filled for src in f.sources]
             filled = []
+        if t.longest:
+            filled.sort(key=lambda f: f.prio)  # printed as tc takes them: longest prefix first
         if aggregate and lv.kind == "hash" and lv.keys in (("src_ip",), ("dst_ip",)) and filled:
             filled, proof = aggregate_level(t, level, filled)
             out.aggregated[lv.map] = proof

@@ -517,7 +517,7 @@ def test_xdp_filter_rules_from_maps_bpftool_loaded_and_wrote(tmp_path):
     parts = dict(p.split("\n", 1) for p in out.split("=== ")[1:])
     want = ["dst_mac 02:00:00:00:00:02 action drop", "src_mac 0a:00:00:00:00:07 action drop"]
     for kind in ("pinned", "prog", "json"):
-        got = [x.split(" flower ", 1)[1] for x in parts[kind].splitlines() if x.startswith("filter ") and "_mac" in x]
+        got = [x for x in _filters(parts[kind]) if "_mac" in x]
         assert got == want, (kind, parts[kind])
     text = parts["pinned"]
     oracle = tcflower.parse(text)
