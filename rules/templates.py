@@ -316,12 +316,12 @@ def value_reads(cond: z3.BoolRef, mdefs: dict) -> list[ValueRead]:
 
 
 def _no_entry(maps: list[str]) -> Reason:
-    """Why a path taken when the maps hold NO entry for the packet (a deny-by-default list:
+    """Why a path taken when the maps hold NO entry for the packet (xdp-filter's deny mode:
     the hits pass, the rest drops) gets no template."""
     return Reason(
         "map-dependent",
-        f"taken when {', '.join(maps)} holds no entry for the packet (deny by default): a filter per "
-        "entry cannot say it; it needs a pass filter for every entry, complete at every instant",
+        f"taken when {', '.join(maps)} holds no entry for the packet: a filter per entry cannot say "
+        "that (it would need a pass filter before it for every entry, complete at every instant)",
     )
 
 
