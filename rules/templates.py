@@ -20,6 +20,14 @@ n x m: a packet reaches level 2 only through a level-1 entry it matches, and a c
 nothing matches ends classification (the packet goes to the host: safe). Each level has a
 band of prios, one per mask shape (an LPM entry's prefix length).
 
+Arrays and global data (`.rodata`/`.data`/`.bss`) always hold the index: only the value
+decides (level kind "index"). A value the packet is compared with becomes a flower key of
+the filter (Level.vkeys: config_array's `dst_port VALUE`); a constant-key lookup whose
+value only switches the decision is a gate (Template.gates). An LPM value decides through
+the longest match (Template.longest): every entry gets a filter at its prefix length's
+prio, `pass` where its value does not take the decision, and the proof takes the entry as
+the longest match wherever it covers the lookup.
+
 Filling is per entry (`fill_entry`: the filters of one map entry of one template, so a map
 change re-renders only its own filters) and whole (`fill`: every entry, optional address
 aggregation proven equal with z3, and the rule budget).
