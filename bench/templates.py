@@ -81,9 +81,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", help="write the results here too")
     ap.add_argument("--xdp-filter", action="store_true", help="only the xdp-filter checks (module doc)")
+    ap.add_argument("--only", action="append", default=[], metavar="STEM", help="with --xdp-filter: these objects")
     args = ap.parse_args()
     if args.xdp_filter:
-        out = xdp_filter_checks()
+        out = xdp_filter_checks(args.only)
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
         return 0 if all(r.get("ok") for r in out.values()) else 1
@@ -160,8 +161,8 @@ def _whole_arrays(e, entries: dict) -> MapContents:
     return MapContents(out)
 
 
-def xdp_filter_checks() -> dict:
-    """Module doc (--xdp-filter)."""
+def xdp_filter_checks(only: list[str] = ()) -> dict:
+    """Module doc (--xdp-filter); `only`: these objects of it."""
     from analyzer import kernel
     from analyzer.xdp import VERDICTS
     from rules import ruleset
@@ -175,6 +176,8 @@ def xdp_filter_checks() -> dict:
     results = {}
     objs = {p.stem: p for p in corpus.external_objects()}
     for stem, entries in XDP_FILTER_CASES.items():
+        if only and stem not in only:
+            continue
         t0 = time.perf_counter()
         obj = load_object(objs[stem])
         e = explore(obj, obj.programs[0])
@@ -221,6 +224,8 @@ def xdp_filter_checks() -> dict:
         }
         print(stem, json.dumps(results[stem]), flush=True)
     for stem in ("xdpfilt_dny_tcp", "xdpfilt_dny_ip"):
+        if only and stem not in only:
+            continue
         obj = load_object(objs[stem])
         e = explore(obj, obj.programs[0])
         ts, unfit = find_templates(ruleset.build(e, ("no-ip-options",)).synth, 1, 1)

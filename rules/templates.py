@@ -249,10 +249,14 @@ def _path_templates(s: Synthesizer, p, o: Outcome, mdefs: dict) -> list[Template
     for a, mdef in positive:
         if s.maps.get(a.map) != "control-plane":
             return Reason("map-dependent", f"map {a.map} is written by the program ({s.maps.get(a.map)})")
+        if mdef.type.keyed == "index" and _unset_takes_it(s.conds[p.id], a):
+            continue  # an array's miss (xdp-filter: no flag at this port): the proof's business
         level = _level(s, cond, a, mdef)
         if isinstance(level, Reason):
             return level
         levels.append(level)
+    if not levels:
+        return _no_entry(sorted({a.map for a, _ in positive})) if not o.is_pass else None
     levels, gates = _split_gates(s, cond, levels)
     if len(levels) > 1 and any(lv.kind == "lpm" for lv in levels):
         return Reason("map-dependent", "an LPM lookup nested with another map lookup")
@@ -321,6 +325,30 @@ def value_reads(cond: z3.BoolRef, mdefs: dict) -> list[ValueRead]:
                     out.append(ValueRead(name, t.arg(0)))
         stack += reversed(t.children())
     return out
+
+
+def _unset_takes_it(cond: z3.BoolRef, a: ValueRead) -> bool:
+    """Whether an unset (all-zero) entry at this array lookup meets what the path asks of
+    its value (the conditions comparing it with the packet aside): the lookup is a miss
+    (like a hash lookup that finds nothing), so it makes no filter level; every index
+    would need one."""
+    if z3.is_bv_value(a.key):
+        return False  # a constant slot (a config array, global data): its value is the decision
+    parts = [c for c in _conjuncts(cond) if _reads_value_at(c, a.map, a.key) and not _reads_packet(c)]
+    if not parts:
+        return False
+    zero = []
+    stack, seen = list(parts), set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        if z3.is_app(t) and t.decl().name() == f"map.{a.map}.val" and t.arg(0).eq(a.key):
+            zero.append((t, z3.BitVecVal(0, 8)))
+        else:
+            stack += t.children()
+    return solver(z3.substitute(z3.And(parts), *zero)).check() == z3.sat
 
 
 def _no_entry(maps: list[str]) -> Reason:
@@ -525,9 +553,6 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level], gates: l
         if sum(_reads_value_at(c, lv.map, lv.lookup) for lv in lookups) > 1:
             return Reason("map-dependent", "one condition relates the values of two lookups")
     value_cond = rekey(z3.And(value_parts), [(lv.map, lv.lookup, k) for lv, k in zip(lookups, key_vars(lookups))])
-    zeroed = [lv for lv, k in zip(lookups, key_vars(lookups)) if lv.kind == "index" and lv.keys]
-    if zeroed and not o.is_pass and _holds_when_zero(value_cond, zeroed):
-        return _no_entry([lv.map for lv in zeroed])
     if not _reads_packet(value_cond):
         return [
             Template(0, block.protocol, combos, levels, o, [p.id], value_cond, synth=s, gates=gates, longest=longest)
@@ -542,14 +567,6 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level], gates: l
             return Reason("map-dependent", "a map value is compared with packet fields")
         out.append(Template(0, block.protocol, [combo], levels, o, [p.id], v, synth=s, gates=gates))
     return out
-
-
-def _holds_when_zero(value_cond: z3.BoolRef, levels: list[Level]) -> bool:
-    """Whether the value condition holds for all-zero values at these array levels (an
-    array's unset entries: the decision would need a filter for every index)."""
-    subs = [(map_val(lv.map, 8 * lv.key_size), z3.BitVecVal(0, 8)) for lv in levels]
-    c = z3.substitute_funs(value_cond, *subs)
-    return solver(c).check() == z3.sat
 
 
 def rekey(e: z3.ExprRef, lookups: list[tuple[str, z3.ExprRef, z3.ExprRef]]) -> z3.ExprRef:
