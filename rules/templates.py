@@ -329,12 +329,11 @@ def value_reads(cond: z3.BoolRef, mdefs: dict) -> list[ValueRead]:
 
 def _unset_takes_it(cond: z3.BoolRef, a: ValueRead) -> bool:
     """Whether an unset (all-zero) entry at this array lookup meets what the path asks of
-    its value (the conditions comparing it with the packet aside): the lookup is a miss
-    (like a hash lookup that finds nothing), so it makes no filter level; every index
-    would need one."""
+    its value: the lookup is a miss (like a hash lookup that finds nothing), so it makes no
+    filter level; every index would need one."""
     if z3.is_bv_value(a.key):
         return False  # a constant slot (a config array, global data): its value is the decision
-    parts = [c for c in _conjuncts(cond) if _reads_value_at(c, a.map, a.key) and not _reads_packet(c)]
+    parts = [c for c in _conjuncts(cond) if _reads_value_at(c, a.map, a.key)]
     if not parts:
         return False
     zero = []
