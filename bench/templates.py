@@ -13,7 +13,14 @@
 
 Template discovery and proofs (once per program, before any entry) are timed apart.
 
-    .venv/bin/python bench/templates.py [--repeat 3] [--json FILE]
+* --xdp-filter: the checks too heavy for the unit tests, on Debian's xdp-filter objects
+  (make external): real entries (ports in the per-CPU port array, IPv4 and IPv6
+  addresses, both flags) filled, the printed script proven with the contents, and the kernel
+  as oracle: each drop filter's witness frame and random frames, run through the program
+  with the same entries (BPF_PROG_TEST_RUN), get the verdict the tc oracle reads from the
+  printed script (tests/oracles/tcflower.py); the deny-mode objects' reasons listed.
+
+    .venv/bin/python bench/templates.py [--repeat 3] [--json FILE] [--xdp-filter]
 """
 
 from __future__ import annotations
@@ -111,7 +118,14 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", help="write the results here too")
     ap.add_argument("--lpm-only", action="store_true", help="only the LPM aggregation")
+    ap.add_argument("--xdp-filter", action="store_true", help="only the xdp-filter checks (module doc)")
+    ap.add_argument("--only", action="append", default=[], metavar="STEM", help="with --xdp-filter: these objects")
     args = ap.parse_args()
+    if args.xdp_filter:
+        out = xdp_filter_checks(args.only)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        return 0 if all(r.get("ok") for r in out.values()) else 1
     rng = random.Random(1)
     out: dict = {"fill": [], "aggregate": {}}
     if args.lpm_only:
@@ -151,6 +165,122 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return 0
+
+
+def _port_key(port: int) -> bytes:
+    """xdp-filter's port key: the u32 holding the port as the packet has it (network order)."""
+    return struct.pack("!H", port) + bytes(2)
+
+
+def _flags(bits: int) -> bytes:
+    return struct.pack("<Q", bits)
+
+
+#: xdp-filter objects and the entries written into them (flags: SRC 1, DST 2, TCP 4, UDP 8).
+XDP_FILTER_CASES = {
+    "xdpfilt_alw_tcp": {"filter_ports": [(_port_key(8080), _flags(2 | 4)), (_port_key(53), _flags(1 | 4))]},
+    "xdpfilt_alw_udp": {"filter_ports": [(_port_key(53), _flags(2 | 8)), (_port_key(443), _flags(1 | 8))]},
+    "xdpfilt_alw_ip": {
+        "filter_ipv4": [(bytes([10, 0, 0, 1]), _flags(2)), (bytes([10, 0, 0, 2]), _flags(1))],
+        "filter_ipv6": [(bytes.fromhex("fd000000000000000000000000000001"), _flags(1))],
+    },
+}
+
+
+def _whole_arrays(e, entries: dict) -> MapContents:
+    """The entries as the maps hold them: an array holds every index (zero unless written)."""
+    out = {}
+    for m in e.obj.maps:
+        if m.name not in entries:
+            continue
+        given = dict(entries[m.name])
+        if m.type.keyed == "index":
+            given = {
+                i.to_bytes(m.key_size, "little"): given.get(i.to_bytes(m.key_size, "little"), bytes(m.value_size))
+                for i in range(m.max_entries)
+            }
+        out[m.name] = MapEntries(m.name, m.type.id, m.key_size, m.value_size, {k: (v,) for k, v in given.items()})
+    return MapContents(out)
+
+
+def xdp_filter_checks(only: list[str] = ()) -> dict:
+    """Module doc (--xdp-filter); `only`: these objects of it."""
+    from analyzer import kernel
+    from analyzer.xdp import VERDICTS
+    from rules import ruleset
+    from rules.filled import finish_filled
+    from rules.proof import hits
+    from rules.script import parse_script
+    from rules.templates import ContentSynth
+    from tests.oracles import tcflower
+    from tests.test_templates import _random_frame, _witness, write_entries
+
+    results = {}
+    objs = {p.stem: p for p in corpus.external_objects()}
+    for stem, entries in XDP_FILTER_CASES.items():
+        if only and stem not in only:
+            continue
+        t0 = time.perf_counter()
+        obj = load_object(objs[stem])
+        e = explore(obj, obj.programs[0])
+        rs = ruleset.build(e, ("no-ip-options",))
+        ts, unfit = find_templates(rs.synth, 1, 1)
+        t1 = time.perf_counter()
+        c = _whole_arrays(e, entries)
+        static = rs.finish("eth0", "skip_sw")
+        got = finish_filled(static, rs.synth, fill(ts, c), c, "eth0", "skip_sw", 512)
+        text = "\n".join(static + got.lines)
+        t2 = time.perf_counter()
+        parsed = parse_script(text)
+        oracle = tcflower.parse(text)
+        cs = ContentSynth(rs.synth, c)
+        frames = []
+        for f, h in zip(parsed, hits(parsed, rs.synth.d)):
+            if f.action == ("drop",):
+                w = _witness(h, cs.env)
+                if w is not None:
+                    frames.append(w)
+        rng = random.Random(12)
+        addrs = [bytes([10, 0, 0, i]) for i in (1, 2, 3)]
+        frames += [_random_frame(rng, addrs, [53, 443, 8080, 22]) for _ in range(300)]
+        bad = []
+        with kernel.load(objs[stem], programs=[e.program.name]) as loaded:
+            write_entries(loaded, e.obj, entries)
+            for fr in frames:
+                said = tcflower.run(oracle, fr)
+                if said == ("drop",) and VERDICTS.get(loaded.run(e.program.name, fr).retval) != "DROP":
+                    bad.append(fr.hex())
+        filled = [x.split(" skip_sw ", 1)[1] for x in got.lines if x.startswith("filter ")]
+        results[stem] = {
+            "templates": len(ts),
+            "proven": sum(1 for t in ts if t.proved and all(t.proved.values())),
+            "no_template": sorted({why.detail for _, why in unfit}),
+            "filled": filled,
+            "script_proven": got.proved,
+            "frames": len(frames),
+            "dropped_by_script": sum(1 for fr in frames if tcflower.run(oracle, fr) == ("drop",)),
+            "kernel_disagrees": bad[:5],
+            "templates_seconds": round(t1 - t0, 1),
+            "fill_and_proof_seconds": round(t2 - t1, 1),
+            "ok": bool(got.proved) and not bad and bool(filled),
+        }
+        print(stem, json.dumps(results[stem]), flush=True)
+    for stem in ("xdpfilt_dny_tcp", "xdpfilt_dny_ip"):
+        if only and stem not in only:
+            continue
+        obj = load_object(objs[stem])
+        e = explore(obj, obj.programs[0])
+        ts, unfit = find_templates(ruleset.build(e, ("no-ip-options",)).synth, 1, 1)
+        whys = sorted({why.detail for _, why in unfit})
+        results[stem] = {
+            "proven_drop_templates": sum(
+                1 for t in ts if not t.outcome.is_pass and t.proved and all(t.proved.values())
+            ),
+            "no_template": whys,
+            "ok": bool(whys),
+        }
+        print(stem, json.dumps(results[stem]), flush=True)
+    return results
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from lifter.errors import LiftError
 from lifter.program import BpfObject, Program
 from rules import ruleset
 from rules.filled import FilledScript, finish_filled
-from rules.mapcontents import MapContents
+from rules.mapcontents import MapContents, MapEntries
 from rules.templates import Fill, FilledFilter, Template, fill, fill_entry, find_templates
 
 from .mapjson import read_json_spec
@@ -59,7 +59,10 @@ def read_source(spec: MapSourceSpec, obj: BpfObject) -> MapContents:
 
 
 def contents_from(specs: list[MapSourceSpec], obj: BpfObject) -> MapContents:
-    """The contents the --maps-from sources name, merged (a map given twice is refused)."""
+    """The contents the --maps-from sources name, merged (a map given twice is refused),
+    then the object's initialised global data (`.rodata`, `.data`, `.bss`) for each
+    section no source holds (what the program starts with unless its loader rewrites it:
+    a live source, prog:ID or pinned:DIR, gives the values it runs with)."""
     merged = {}
     for spec in specs:
         got = read_source(spec, obj)
@@ -67,7 +70,16 @@ def contents_from(specs: list[MapSourceSpec], obj: BpfObject) -> MapContents:
             if name in merged:
                 raise LiftError(f"--maps-from: map {name} given twice")
             merged[name] = entries
-    return MapContents(merged)
+    return MapContents({**initial_globals(obj), **merged})
+
+
+def initial_globals(obj: BpfObject) -> dict[str, MapEntries]:
+    """The object's global data sections as one-entry arrays holding their initial bytes."""
+    return {
+        m.name: MapEntries(m.name, m.type.id, 4, len(m.initial), {bytes(4): (bytes(m.initial),)})
+        for m in obj.maps
+        if m.origin == "global" and m.type is not None and m.initial is not None
+    }
 
 
 @dataclass
@@ -111,7 +123,9 @@ class TemplateFilling:
     change touches only its own entry's filters). Only map-filled filters: the static
     filters of `rules`' script hold for every map content and are installed from it (sync
     leaves filters without its cookie alone). counter_maps is empty here: sync uses
-    offload/counting.py's CountingFilling, which adds the filters' CounterRefs."""
+    offload/counting.py's CountingFilling, which adds the filters' CounterRefs. A template
+    with gates (an enable switch in `.data`) fills nothing here: its filters depend on another
+    entry than their own, which a per-entry change cannot follow (rules fills it)."""
 
     counter_maps: frozenset[str] = frozenset()
 
@@ -121,7 +135,7 @@ class TemplateFilling:
 
     def notes(self) -> list[str]:
         """One `# template` line per template (a NOT proven one fills nothing: say so)."""
-        return [template_line(t) for t in self.templates]
+        return [template_line(t) + (" (gated: rules only, not synced)" if t.gates else "") for t in self.templates]
 
     def active(self) -> list[Template]:
         """The drop templates, and the allow lists a drop template's proof relies on (as
@@ -164,7 +178,10 @@ def template_filling(obj: BpfObject, prog: Program, assume: tuple[str, ...] = ()
 
 def template_line(t: Template) -> str:
     """`# template N: paths ..: map[keys] -> action (proven | NOT proven | ...)`."""
-    where = " -> ".join(f"{lv.map}[{'+'.join(lv.keys)}]" for lv in t.levels)
+    where = " -> ".join(
+        f"{lv.map}[{'+'.join(lv.keys)}]" + "".join(f" value={n}" for n, _ in lv.vkeys) for lv in t.levels
+    )
+    where += "".join(f" if {g.map}" for g in t.gates)
     shapes = ", ".join("proven" if ok else "NOT proven" for ok in t.proved.values()) or "no entry"
     if t.outcome.is_pass:
         shapes = "pass filters, used only where a drop template's proof relies on them"

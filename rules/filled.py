@@ -5,7 +5,8 @@ The proof reads the whole printed script back (script.parse_script) and proves i
 semantics (proof.prove_script) against the program whose map functions mean the given
 contents (templates.ContentSynth): every filter that does not pass, static or filled, must
 only match packets the program gives its verdict with those contents. Up to CHECK_ENTRIES
-entries; beyond that each filled filter rests on its template's proof for every key.
+entries (a whole array counts those that differ from its most common value); beyond that
+each filled filter rests on its template's proof for every key.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .proof import prove_script
 from .reasons import Reason
 from .script import parse_script
 from .tc import filter_line
-from .templates import ContentSynth, Fill, FilledFilter
+from .templates import ContentSynth, Fill, FilledFilter, array_default
 
 #: Entries up to which the printed filled script is re-proved with the contents themselves.
 CHECK_ENTRIES = 2000
@@ -35,6 +36,14 @@ class FilledScript:
     software: list[tuple[tuple[str, bytes], Reason]] = field(default_factory=list)
     proved: bool | None = None
     errors: list[str] = field(default_factory=list)
+
+
+def _listed(synth, me) -> int:
+    """How many entries the content proof lists one by one (a whole array: those holding
+    another value than its most common one)."""
+    mdef = next((m for m in synth.e.obj.maps if m.name == me.name), None)
+    default = array_default(me, mdef.max_entries) if mdef is not None and mdef.type.keyed == "index" else None
+    return len(me.entries) if default is None else sum(1 for vs in me.entries.values() if vs != default)
 
 
 def covered(f: FilledFilter) -> int:
@@ -95,7 +104,7 @@ def finish_filled(
     room = max_rules - sum(1 for line in static if line.startswith("filter "))
     kept, dropped = within_budget(fill.filters, room, max_rules, needs)
     out = FilledScript(kept, [], list(fill.software) + dropped)
-    entries = sum(len(m.entries) for m in contents.maps.values())
+    entries = sum(_listed(synth, m) for m in contents.maps.values())
     if entries > CHECK_ENTRIES:
         out.lines = render(kept, dev, skip)
         return out

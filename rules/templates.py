@@ -20,6 +20,14 @@ n x m: a packet reaches level 2 only through a level-1 entry it matches, and a c
 nothing matches ends classification (the packet goes to the host: safe). Each level has a
 band of prios, one per mask shape (an LPM entry's prefix length).
 
+Arrays and global data (`.rodata`/`.data`/`.bss`) always hold the index: only the value
+decides (level kind "index"). A value the packet is compared with becomes a flower key of
+the filter (Level.vkeys: config_array's `dst_port VALUE`); a constant-key lookup whose
+value only switches the decision is a gate (Template.gates). An LPM value decides through
+the longest match (Template.longest): every entry gets a filter at its prefix length's
+prio, `pass` where its value does not take the decision, and the proof takes the entry as
+the longest match wherever it covers the lookup.
+
 Filling is per entry (`fill_entry`: the filters of one map entry of one template, so a map
 change re-renders only its own filters) and whole (`fill`: every entry, optional address
 aggregation proven equal with z3, and the rule budget).
@@ -28,6 +36,7 @@ aggregation proven equal with z3, and the rule budget).
 from __future__ import annotations
 
 import bisect
+import copy
 import dataclasses
 import functools
 import itertools
@@ -40,7 +49,7 @@ from lifter.maps import is_global_data_section
 
 from . import lpmagg
 from .dissector import match_formula
-from .flower import FLOWER_KEYS, Exact, FlowerMatch, exact
+from .flower import FLOWER_KEYS, PROTOCOLS, Exact, FlowerMatch, exact
 from .mapcontents import MapContents
 from .reasons import Reason
 from .synthesis import EXTRACTED, Outcome, Synthesizer, solver
@@ -67,8 +76,12 @@ class KeyByte:
 
 @dataclass
 class Level:
-    """One map lookup of a template. `kind` "hash" (exact key) or "lpm" (layout covers the
-    address bytes after the 4-byte prefix length); `keys`: the flower keys the layout fills."""
+    """One map lookup of a template. `kind` "hash" (exact key), "lpm" (layout covers the
+    address bytes after the 4-byte prefix length) or "index" (an array or a global data
+    section: every index below `max_entries` holds an entry, so only the value decides);
+    `keys`: the flower keys the layout fills; `vkeys`: flower keys whose value IS the entry's
+    value (a port stored in a configuration array: `dst_port VALUE`), each as the value byte
+    offsets of its bytes (most significant first)."""
 
     map: str
     kind: str
@@ -78,13 +91,18 @@ class Level:
     chain: int = 0
     prio: int = 1
     lookup: z3.BitVecRef | None = field(default=None, compare=False, repr=False)  # the key term on the path
+    max_entries: int = 0
+    vkeys: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass
 class Template:
     """A rule template (module doc). `combos`: the fixed keys of each filter variant (one per
     ip_proto the path allows, ...); `value_cond`: what the path requires of the entries'
-    values, over map.M.val at the levels' key variables (None: presence decides);
+    values, over map.M.val at the levels' key variables (None: presence decides); `gates`:
+    constant-key lookups (an enable switch in `.data`, slot 0 of a config array) whose
+    values only condition the filters: no filter of their own, and a filter exists only
+    while every gate's value takes the decision (their key variables follow the levels');
     `proved`: per mask shape (a tuple of prefix lengths, one per level), the proof's answer;
     `excluded`: per proven shape, the key tuples (one integer per level, the key bytes read
     little-endian) z3 found counterexamples at: the proof holds for every other key."""
@@ -102,6 +120,13 @@ class Template:
     before: list = field(default_factory=list, repr=False)  # earlier pass templates (allow lists)
     needs: list[int] = field(default_factory=list)  # pass templates a proof relied on
     synth: Synthesizer | None = None
+    gates: list[Level] = field(default_factory=list)
+    longest: bool = False  # an LPM value decides: every entry gets a filter (module doc)
+
+    @property
+    def lookups(self) -> list[Level]:
+        """The levels, then the gates: the order of key_vars."""
+        return self.levels + self.gates
 
     @functools.cached_property
     def value_by_value(self) -> bool:
@@ -110,7 +135,7 @@ class Template:
         if self.value_cond is None:
             return True
         subs = []
-        for lv in self.levels:
+        for lv in self.lookups:
             kbits = 8 * lv.key_size
             f = z3.Function(f"tpl.v.{lv.map}", z3.BitVecSort(32), z3.BitVecSort(8))
             subs.append((map_val(lv.map, kbits), f(z3.Var(1, z3.BitVecSort(32)))))
@@ -151,60 +176,42 @@ class Fill:
 # --- finding templates -------------------------------------------------------------------
 
 
-def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) -> tuple[list[Template], list]:
+def find_templates(synth: Synthesizer, first_chain: int = 1, first_prio: int = 1) -> tuple[list[Template], list]:
     """The templates of the program's map-dependent non-pass paths, proven for the shapes a
     hash map has (LPM shapes are proven when first filled). Returns (templates, [(paths,
     Reason)] for map-dependent paths no template takes)."""
-    e = s.e
+    e = synth.e
     mdefs = {m.name: m for m in e.obj.maps}
     templates: list[Template] = []
     software = []
     chain, prio = first_chain, first_prio
     for p in e.paths:
-        o = s.outcomes[p.id]
-        if not isinstance(o, Outcome) or not p.accesses:
+        o = synth.outcomes[p.id]
+        if not isinstance(o, Outcome):
             continue
-        cond = z3.And(s.conds[p.id], *s.env, s.typical)
-        positive = []
-        for a in p.accesses:
-            mdef = mdefs.get(a.map)
-            if mdef is None or mdef.type is None or is_global_data_section(mdef.section):
-                continue
-            if mdef.type.keyed not in ("hash", "lpm"):
-                continue
-            f = map_found(a.map, a.key.size())(a.key)
-            if solver(cond, z3.Not(f)).check() == z3.unsat:
-                positive.append((a, mdef))
-        if not positive:
+        made = _path_templates(synth, p, o, mdefs)
+        if isinstance(made, Reason) and made.detail.endswith(MOVED):
+            # a parser that skips VLAN tags: a field at several offsets; per untagged family
+            views = [_path_templates(s, p, o, mdefs) for s in _per_family(synth, p)]
+            made = [t for v in views if isinstance(v, list) for t in v] or made
+        if made is None:
             continue
-        why = None
-        levels = []
-        for a, mdef in positive:
-            if s.maps.get(a.map) != "control-plane":
-                why = Reason("map-dependent", f"map {a.map} is written by the program ({s.maps.get(a.map)})")
-                break
-            level = _level(s, cond, a, mdef)
-            if isinstance(level, Reason):
-                why = level
-                break
-            levels.append(level)
-        if why is None and len(levels) > 1 and any(lv.kind == "lpm" for lv in levels):
-            why = Reason("map-dependent", "an LPM lookup nested with another map lookup")
-        if why is None and o.is_pass and len(levels) > 1:
-            continue  # pass filters are for allow lists: one lookup
-        made = why or _template(s, p, o, cond, levels)
         if isinstance(made, Reason):
             if not o.is_pass:
                 software.append(([p.id], made))
             continue
         for t in made:
+            t.synth = synth  # proofs against the program's own paths, not a view's
             same = next((x for x in templates if _same(x, t)), None)
             if same is not None:
                 same.paths.append(p.id)
                 continue
             t.index = len(templates)
             t.before = [x for x in templates if x.outcome.is_pass]
+            if t.longest:
+                t.needs = [t.index]  # its drops rely on its own pass filters (longer entries)
             t.levels = [dataclasses.replace(lv) for lv in t.levels]
+            t.gates = [dataclasses.replace(lv) for lv in t.gates]
             for i, lv in enumerate(t.levels):
                 if i:
                     lv.chain, chain = chain, chain + 1
@@ -212,9 +219,65 @@ def find_templates(s: Synthesizer, first_chain: int = 1, first_prio: int = 1) ->
                 prio += PRIO_BAND
             templates.append(t)
     for t in templates:
-        if all(lv.kind == "hash" for lv in t.levels) and not t.outcome.is_pass:
+        if all(lv.kind != "lpm" for lv in t.levels) and not t.outcome.is_pass:
             prove(t, tuple(None for _ in t.levels))
     return templates, software
+
+
+#: How _level's reason ends when a key byte is no one flower key's byte on all the path's packets.
+MOVED = "is not a flower key's byte"
+
+
+def _path_templates(s: Synthesizer, p, o: Outcome, mdefs: dict) -> list[Template] | Reason | None:
+    """The templates of one path (None: no map decides it, or a pass path no allow list
+    uses; a Reason: map-dependent and no template)."""
+    cond = z3.And(s.conds[p.id], *s.env, s.typical)
+    positive = []
+    for a in p.accesses:
+        mdef = mdefs.get(a.map)
+        if mdef is None or mdef.type is None or is_global_data_section(mdef.section):
+            continue
+        if mdef.type.keyed not in ("hash", "lpm"):
+            continue
+        f = map_found(a.map, a.key.size())(a.key)
+        if solver(cond, z3.Not(f)).check() == z3.unsat:
+            positive.append((a, mdef))
+    positive += [(a, mdefs[a.map]) for a in value_reads(s.conds[p.id], mdefs)]
+    if not positive:
+        read = sorted({a.map for a in p.accesses if s.maps.get(a.map) == "control-plane"})
+        return _no_entry(read) if read and not o.is_pass else None
+    levels = []
+    for a, mdef in positive:
+        if s.maps.get(a.map) != "control-plane":
+            return Reason("map-dependent", f"map {a.map} is written by the program ({s.maps.get(a.map)})")
+        if mdef.type.keyed == "index" and _unset_takes_it(s.conds[p.id], a):
+            continue  # an array's miss (xdp-filter: no flag at this port): the proof's business
+        level = _level(s, cond, a, mdef)
+        if isinstance(level, Reason):
+            return level
+        levels.append(level)
+    if not levels:
+        return _no_entry(sorted({a.map for a, _ in positive})) if not o.is_pass else None
+    levels, gates = _split_gates(s, cond, levels)
+    if len(levels) > 1 and any(lv.kind == "lpm" for lv in levels):
+        return Reason("map-dependent", "an LPM lookup nested with another map lookup")
+    if o.is_pass and (len(levels) > 1 or gates):
+        return None  # pass filters are for allow lists: one lookup
+    return _template(s, p, o, cond, levels, gates)
+
+
+def _per_family(s: Synthesizer, p):
+    """Views of the synthesis state with path `p` restricted to each untagged family (ip,
+    ipv6, arp) its packets may be: the filters get that `protocol`, which tc compares with
+    the outer ethertype (a tagged packet is left to the program). Proofs still use the
+    program's own paths (find_templates puts the real state back)."""
+    d = s.d
+    for fam in ("ip", "ipv6", "arp"):
+        only = d.skb_protocol == PROTOCOLS[fam]
+        if solver(s.conds[p.id], *s.env, s.typical, only).check() == z3.sat:
+            view = copy.copy(s)
+            view.conds = {**s.conds, p.id: z3.And(s.conds[p.id], only)}
+            yield view
 
 
 def _same(a: Template, b: Template) -> bool:
@@ -223,12 +286,167 @@ def _same(a: Template, b: Template) -> bool:
         return False
     if a.value_cond is not None and not a.value_cond.eq(b.value_cond):
         return False
-    return (a.protocol, a.combos, a.outcome, [(lv.map, lv.layout) for lv in a.levels]) == (
+    return (a.protocol, a.combos, a.outcome, [(lv.map, lv.layout, lv.vkeys) for lv in a.lookups]) == (
         b.protocol,
         b.combos,
         b.outcome,
-        [(lv.map, lv.layout) for lv in b.levels],
+        [(lv.map, lv.layout, lv.vkeys) for lv in b.lookups],
     )
+
+
+@dataclass(frozen=True)
+class ValueRead:
+    """A lookup seen only through the values the path reads (arrays and global data: the
+    entry always exists, so no `found` condition names it)."""
+
+    map: str
+    key: z3.BitVecRef
+
+
+def value_reads(cond: z3.BoolRef, mdefs: dict) -> list[ValueRead]:
+    """The index-keyed lookups (array, per-CPU array, `.rodata`/`.data`/`.bss`) whose values
+    the path condition reads, one per (map, key term), in first-seen order."""
+    out: list[ValueRead] = []
+    stack, seen = [cond], set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        if (
+            z3.is_app(t)
+            and t.num_args() == 2
+            and t.decl().name().startswith("map.")
+            and t.decl().name().endswith(".val")
+        ):
+            name = t.decl().name()[4:-4]
+            mdef = mdefs.get(name)
+            if mdef is not None and mdef.type is not None and mdef.type.keyed == "index" and mdef.type.holds == "data":
+                if not any(r.map == name and r.key.eq(t.arg(0)) for r in out):
+                    out.append(ValueRead(name, t.arg(0)))
+        stack += reversed(t.children())
+    return out
+
+
+def _unset_takes_it(cond: z3.BoolRef, a: ValueRead) -> bool:
+    """Whether an unset (all-zero) entry at this array lookup meets what the path asks of
+    its value: the lookup is a miss (like a hash lookup that finds nothing), so it makes no
+    filter level; every index would need one."""
+    if z3.is_bv_value(a.key):
+        return False  # a constant slot (a config array, global data): its value is the decision
+    parts = [c for c in _conjuncts(cond) if _reads_value_at(c, a.map, a.key)]
+    if not parts:
+        return False
+    zero = []
+    stack, seen = list(parts), set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        if z3.is_app(t) and t.decl().name() == f"map.{a.map}.val" and t.arg(0).eq(a.key):
+            zero.append((t, z3.BitVecVal(0, 8)))
+        else:
+            stack += t.children()
+    return solver(z3.substitute(z3.And(parts), *zero)).check() == z3.sat
+
+
+def _no_entry(maps: list[str]) -> Reason:
+    """Why a path taken when the maps hold NO entry for the packet (xdp-filter's deny mode:
+    the hits pass, the rest drops) gets no template."""
+    return Reason(
+        "map-dependent",
+        f"taken when {', '.join(maps)} holds no entry for the packet: a filter per entry cannot say "
+        "that (it would need a pass filter before it for every entry, complete at every instant)",
+    )
+
+
+def _split_gates(s: Synthesizer, cond: z3.BoolRef, levels: list[Level]) -> tuple[list[Level], list[Level]]:
+    """The levels that give filters, and the gates (constant-key lookups whose values only
+    condition them). The filter levels are the lookups keyed by packet fields; with none,
+    the constant-key lookup whose value gives a flower key (`dst_port VALUE`), else the
+    first constant-key lookup (its entry's value switches a fixed filter on)."""
+    keyed = [lv for lv in levels if lv.keys]
+    const = [dataclasses.replace(lv, vkeys=_value_keys(s, cond, lv)) for lv in levels if not lv.keys]
+    if keyed:
+        return keyed, const
+    if not const:
+        return [], []
+    first = next((lv for lv in const if lv.vkeys), const[0])
+    return [first], [lv for lv in const if lv is not first]
+
+
+def _value_keys(s: Synthesizer, cond: z3.BoolRef, lv: Level) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The flower keys equal, on every packet of the path, to bytes of the entry's value:
+    (key, value byte offset of each of its bytes, most significant first). Candidates are
+    the keys whose bytes equal value bytes in two models (the second with every value byte
+    the packet is compared with changed); one z3 query per candidate decides."""
+    if lv.lookup is None:
+        return ()
+    compared = [c for c in _conjuncts(cond) if _reads_packet(c) and _reads_value_at(c, lv.map, lv.lookup)]
+    if not compared:
+        return ()  # no condition compares the packet with this value
+    kbits = lv.lookup.size()
+    vsize = next((x.value_size for x in s.e.obj.maps if x.name == lv.map), 0) or 0
+    vbytes = [map_val(lv.map, kbits)(lv.lookup, z3.BitVecVal(o, 32)) for o in range(min(vsize, 64))]
+    involved = [o for o, b in enumerate(vbytes) if any(_reads_term(c, b) for c in compared)]
+    q = solver(cond)
+    if not involved or q.check() != z3.sat:
+        return ()
+    m = q.model()
+    changed = [vbytes[o] != m.eval(vbytes[o], model_completion=True) for o in involved]
+    distinct = [z3.Distinct([vbytes[o] for o in involved])] if len(involved) > 1 else []
+    models = [m]
+    for extra in (changed + distinct, changed):
+        q2 = solver(cond, *extra)
+        if q2.check() == z3.sat:
+            models.append(q2.model())
+            break
+    out = []
+    for n in _flower_names(s):
+        width = FLOWER_KEYS[n].width
+        if width % 8:
+            continue
+        term = s.d.keys[n]
+        offs = []
+        for j in range(width // 8):
+            hi = width - 1 - 8 * j
+            cand = z3.Extract(hi, hi - 7, term)
+            hit = next(
+                (
+                    o
+                    for o, b in enumerate(vbytes)
+                    if o in involved
+                    and all(x.eval(cand, model_completion=True).eq(x.eval(b, model_completion=True)) for x in models)
+                ),
+                None,
+            )
+            if hit is None:
+                break
+            offs.append(hit)
+        if len(offs) == width // 8:
+            value = z3.Concat([vbytes[o] for o in offs]) if len(offs) > 1 else vbytes[offs[0]]
+            if solver(cond, term != value).check() == z3.unsat:
+                out.append((n, tuple(offs)))
+    return tuple(out)
+
+
+def _reads_term(e: z3.ExprRef, term: z3.ExprRef) -> bool:
+    """Whether `term` occurs in `e`."""
+    stack, seen = [e], set()
+    while stack:
+        t = stack.pop()
+        if t.eq(term):
+            return True
+        if t.get_id() not in seen:
+            seen.add(t.get_id())
+            stack += t.children()
+    return False
+
+
+def _flower_names(s: Synthesizer) -> list[str]:
+    """The flower keys a map key or value may hold, in the extraction order."""
+    return list(dict.fromkeys(n for f in ("ip", "ipv6", "arp") for n in EXTRACTED.get(f, ()) if n in s.d.keys))
 
 
 def _level(s: Synthesizer, cond: z3.BoolRef, a, mdef) -> Level | Reason:
@@ -239,7 +457,7 @@ def _level(s: Synthesizer, cond: z3.BoolRef, a, mdef) -> Level | Reason:
     if model_s.check() != z3.sat:
         return Reason("atypical-packets", "only atypical packets take this path")
     m = model_s.model()
-    names = list(dict.fromkeys(n for n in EXTRACTED["ip"] + EXTRACTED["ipv6"] if n in s.d.keys))
+    names = _flower_names(s)
     layout = []
     for i in range(size):
         b = z3.Extract(8 * i + 7, 8 * i, a.key)
@@ -264,15 +482,18 @@ def _level(s: Synthesizer, cond: z3.BoolRef, a, mdef) -> Level | Reason:
             if found:
                 break
         if found is None:
-            return Reason("map-dependent", f"map {a.map}: key byte {i} is not a flower key's byte")
+            return Reason("map-dependent", f"map {a.map}: key byte {i} {MOVED}")
         layout.append(found)
     keys = tuple(dict.fromkeys(kb.key for kb in layout if kb.key))
     for n in keys:
         got = sorted(kb.byte for kb in layout if kb.key == n)
         if got != list(range(FLOWER_KEYS[n].width // 8)):
             return Reason("map-dependent", f"map {a.map}: the key holds part of {n} only")
-    if not keys:
+    index = mdef.type.keyed == "index" or is_global_data_section(mdef.section)
+    if not keys and not index:
         return Reason("map-dependent", f"map {a.map}: a constant key (the value decides)")
+    if index:
+        return Level(a.map, "index", size, tuple(layout), keys, lookup=a.key, max_entries=mdef.max_entries or 1)
     if lpm:
         head, data = layout[:4], tuple(layout[4:])
         plen = sum((kb.const or 0) << (8 * i) for i, kb in enumerate(head))
@@ -286,14 +507,14 @@ def _level(s: Synthesizer, cond: z3.BoolRef, a, mdef) -> Level | Reason:
     return Level(a.map, "hash", mdef.key_size, tuple(layout), keys, lookup=a.key)
 
 
-def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level]) -> list[Template] | Reason:
+def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level], gates: list[Level]) -> list[Template] | Reason:
     """The path's template(s): one, or one per fixed-key combination when the value
     condition also reads the packet (xdp-filter's `*mask & l4flag`: a flag per ip_proto),
     specialised to what that combination fixes."""
     block = s.extract(p, o, quiet=True)
     if block is None:
         return Reason("atypical-packets", "only atypical packets take this path")
-    filled = {n for lv in levels for n in lv.keys}
+    filled = {n for lv in levels for n in lv.keys + tuple(v for v, _ in lv.vkeys)}
     fixed = {n: v for n, v in block.sets.items() if n not in filled}
     multi = [(n, v) for n, v in fixed.items() if len(v) > 1]
     single = [(n, exact(n, v[0])) for n, v in fixed.items() if len(v) == 1]
@@ -303,7 +524,7 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level]) -> list[
         if len(combos) >= MAX_COMBOS:
             return Reason("map-dependent", "too many fixed-key combinations for one template")
         combo = tuple(single) + tuple((n, exact(n, x)) for (n, _), x in zip(multi, values))
-        placeholders = tuple((n, exact(n, 0)) for lv in levels for n in lv.keys)
+        placeholders = tuple((n, exact(n, 0)) for n in sorted(filled))
         try:
             FlowerMatch(block.protocol, combo + placeholders)
         except ValueError as err:  # a key flower refuses beside this combination (ports of ICMP)
@@ -311,30 +532,60 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level]) -> list[
         combos.append(combo)
     # what the path asks of the entries' values
     # (a conjunct about another lookup's value, an earlier "not in the map", is the
-    # proof's business through the program's other paths, not a condition on the entry)
-    lookups = [lv.lookup for lv in levels]
-    value_parts = [
-        c for c in _conjuncts(s.conds[p.id]) if any(_reads_value_at(c, lv.map, k) for lv, k in zip(levels, lookups))
-    ]
+    # proof's business through the program's other paths, not a condition on the entry;
+    # a conjunct comparing the packet with a value a flower key takes from (vkeys) is the
+    # filter's match itself, which the proof checks)
+    lookups = levels + gates
+    value_parts = []
+    for c in _conjuncts(s.conds[p.id]):
+        at = [lv for lv in lookups if _reads_value_at(c, lv.map, lv.lookup)]
+        if at and not (_reads_packet(c) and any(lv.vkeys for lv in at)):
+            value_parts.append(c)
     if not value_parts:
-        return [Template(0, block.protocol, combos, levels, o, [p.id], None, synth=s)]
-    if any(lv.kind == "lpm" for lv in levels):
-        return Reason("map-dependent", "an LPM value decides (the longest match's value)")
-    pairs = [(lv.lookup, k) for lv, k in zip(levels, key_vars(levels))]
+        return [Template(0, block.protocol, combos, levels, o, [p.id], None, synth=s, gates=gates)]
+    longest = any(lv.kind == "lpm" for lv in levels)
+    if longest:
+        (lv,) = levels
+        other = [a for q in s.e.paths for a in q.accesses if a.map == lv.map and not a.key.eq(lv.lookup)]
+        if other or gates:
+            return Reason("map-dependent", f"an LPM value decides and {lv.map} is also looked up elsewhere")
     for c in value_parts:
-        if sum(_reads_value_at(c, lv.map, lv.lookup) for lv in levels) > 1:
+        if sum(_reads_value_at(c, lv.map, lv.lookup) for lv in lookups) > 1:
             return Reason("map-dependent", "one condition relates the values of two lookups")
-    value_cond = z3.substitute(z3.And(value_parts), *pairs)
+    value_cond = rekey(z3.And(value_parts), [(lv.map, lv.lookup, k) for lv, k in zip(lookups, key_vars(lookups))])
     if not _reads_packet(value_cond):
-        return [Template(0, block.protocol, combos, levels, o, [p.id], value_cond, synth=s)]
+        return [
+            Template(0, block.protocol, combos, levels, o, [p.id], value_cond, synth=s, gates=gates, longest=longest)
+        ]
+    if longest:
+        return Reason("map-dependent", "an LPM value compared with packet fields")
     out = []
     for combo in combos:
         region = z3.And(cond, match_formula(FlowerMatch(block.protocol, combo), s.d))
         v = _specialise(value_cond, region)
         if v is None:
             return Reason("map-dependent", "a map value is compared with packet fields")
-        out.append(Template(0, block.protocol, [combo], levels, o, [p.id], v, synth=s))
+        out.append(Template(0, block.protocol, [combo], levels, o, [p.id], v, synth=s, gates=gates))
     return out
+
+
+def rekey(e: z3.ExprRef, lookups: list[tuple[str, z3.ExprRef, z3.ExprRef]]) -> z3.ExprRef:
+    """`e` with each value read map.M.val(key, off) at a lookup's key term read at its key
+    variable instead ((map, key term, key variable) per lookup). Only those reads: a
+    constant key (slot 0 of an array) must not turn every other 0 into the variable."""
+    pairs = []
+    stack, seen = [e], set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        if z3.is_app(t) and t.num_args() == 2:
+            for name, key, var in lookups:
+                if t.decl().name() == f"map.{name}.val" and t.arg(0).eq(key):
+                    pairs.append((t, map_val(name, var.size())(var, t.arg(1))))
+        stack += t.children()
+    return z3.substitute(e, *pairs) if pairs else e
 
 
 def _reads_value_at(e: z3.ExprRef, name: str, key: z3.ExprRef) -> bool:
@@ -426,13 +677,13 @@ def prove(t: Template, shape: tuple) -> bool:
     if shape in t.proved:
         return t.proved[shape]
     s = t.synth
-    ks = key_vars(t.levels)
+    ks = key_vars(t.lookups)
     subs = []
     consts = []
     symbolic = {}
     masks = {}
     by_map: dict[str, list] = {}
-    for i, (lv, k) in enumerate(zip(t.levels, ks)):
+    for i, (lv, k) in enumerate(zip(t.lookups, ks)):
         if lv.kind == "lpm":
             width = 8 * len(lv.layout)
             addr = _net(k, lv.layout, lv.keys[0], 4)
@@ -444,7 +695,12 @@ def prove(t: Template, shape: tuple) -> bool:
             for n in lv.keys:
                 symbolic[n] = _net(k, lv.layout, n)
                 masks[n] = exact(n, 0).mask
+            for n, offs in lv.vkeys:
+                symbolic[n] = value_term(lv, k, offs)
+                masks[n] = exact(n, 0).mask
             consts += [z3.Extract(8 * j + 7, 8 * j, k) == kb.const for j, kb in enumerate(lv.layout) if kb.key is None]
+            if lv.kind == "index" and k.size() >= 32:
+                consts.append(z3.ULT(k, lv.max_entries))
             by_map.setdefault(lv.map, []).append(("hash", k))
     for name, hits in by_map.items():
         kbits = hits[0][1].size()
@@ -455,7 +711,15 @@ def prove(t: Template, shape: tuple) -> bool:
         for h in hits:
             conds.append(q == h[1] if h[0] == "hash" else _lpm_hit(q, h[2], h[3], h[4]))
         subs.append((map_found(name, kbits), z3.Or(*conds, rest(q))))
-        if all(h[0] == "hash" for h in hits):
+        if t.longest:
+            # the longest match is the entry wherever it covers the lookup: every longer
+            # entry has its own filter (drop or pass) at a lower prio of the same chain
+            (h,) = hits
+            off = z3.Var(1, z3.BitVecSort(32))
+            restv = z3.Function(f"tpl{t.index}.{name}.restval", ks_sort, z3.BitVecSort(32), z3.BitVecSort(8))
+            vfun = z3.Function(f"tpl{t.index}.{name}.val", ks_sort, z3.BitVecSort(32), z3.BitVecSort(8))
+            subs.append((map_val(name, kbits), z3.If(conds[0], vfun(h[1], off), restv(q, off))))
+        elif all(h[0] == "hash" for h in hits):
             # the entries' own values: one fresh function (value_cond speaks of them through
             # map.M.val(k, off), which the same substitution turns into it)
             off = z3.Var(1, z3.BitVecSort(32))
@@ -475,8 +739,9 @@ def prove(t: Template, shape: tuple) -> bool:
     def sub(x):
         return z3.substitute_funs(x, *subs) if subs else x
 
-    # value_cond names map.M.val(k, off): the substitution turns it into the entry's value
-    q = solver(*[sub(x) for x in s.env], z3.Or(region), *consts, *[sub(x) for x in extra], z3.Not(sub(good)))
+    # value_cond (and a value-given key) names map.M.val(k, off): the substitution turns it
+    # into the entry's value
+    q = solver(*[sub(x) for x in s.env], sub(z3.Or(region)), *consts, *[sub(x) for x in extra], z3.Not(sub(good)))
     if t.before and q.check() != z3.unsat:
         # an allow list before: the packets its pass filters take never reach these
         q.add(*[z3.Not(sub(pass_region(x))) for x in t.before])
@@ -488,14 +753,23 @@ def prove(t: Template, shape: tuple) -> bool:
             break
         # a counterexample at one key: prove the rest, that key stays in software
         m = q.model()
-        bad = tuple(m.eval(k, model_completion=True).as_long() for k in ks)
+        points = [k for k in ks] + [
+            sub(value_term(lv, k, offs)) for lv, k in zip(t.lookups, ks) for _, offs in lv.vkeys
+        ]
+        bad = tuple(m.eval(x, model_completion=True).as_long() for x in points)
         excluded.append(bad)
-        q.add(z3.Or([k != v for k, v in zip(ks, bad)]))
+        q.add(z3.Or([x != v for x, v in zip(points, bad)]))
     ok = r == z3.unsat
     t.proved[shape] = ok
     if ok:
         t.excluded[shape] = excluded
     return ok
+
+
+def value_term(lv: Level, k: z3.BitVecRef, offs: tuple[int, ...]) -> z3.BitVecRef:
+    """A value-given flower key (Level.vkeys) as the entry's value bytes at key `k`."""
+    parts = [map_val(lv.map, k.size())(k, z3.BitVecVal(o, 32)) for o in offs]
+    return parts[0] if len(parts) == 1 else z3.Concat(parts)
 
 
 def pass_region(t: Template) -> z3.BoolRef:
@@ -517,11 +791,16 @@ def pass_region(t: Template) -> z3.BoolRef:
         plen = 8 * len(lv.layout)
         parts = [z3.BitVecVal(plen >> (8 * i) & 0xFF, 8) for i in range(4)] + parts
     key = z3.Concat(parts[::-1]) if len(parts) > 1 else parts[0]
-    found = map_found(lv.map, key.size())(key)
+    if lv.kind == "index":
+        found = z3.ULT(key, lv.max_entries) if key.size() >= 32 else z3.BoolVal(True)
+    else:
+        found = map_found(lv.map, key.size())(key)
     if t.value_cond is not None:
         found = z3.And(found, z3.substitute(t.value_cond, (key_vars(t.levels)[0], key)))
-    symbolic = {n: d.keys[n] for n in lv.keys}
-    placeholders = tuple((n, exact(n, 0)) for n in lv.keys)
+    found = z3.And(found, *[d.keys[n] == value_term(lv, key, offs) for n, offs in lv.vkeys])
+    names = lv.keys + tuple(n for n, _ in lv.vkeys)
+    symbolic = {n: d.keys[n] for n in names}
+    placeholders = tuple((n, exact(n, 0)) for n in names)
     region = [match_formula(FlowerMatch(t.protocol, c + placeholders), d, symbolic) for c in t.combos]
     return z3.And(z3.Or(region), found)
 
@@ -538,7 +817,7 @@ def entry_shape(t: Template, level: int, key: bytes) -> int | None:
 
 
 def fill_entry(
-    t: Template, level: int, key: bytes, values: tuple[bytes, ...]
+    t: Template, level: int, key: bytes, values: tuple[bytes, ...], contents: MapContents | None = None
 ) -> tuple[list[FilledFilter], Reason | None]:
     """The filters of ONE map entry at `level` of template `t`, and None; or [] and the Reason
     the entry gets no filter (code pass-to-host: this lookup never asks for the key or the
@@ -555,6 +834,8 @@ def fill_entry(
     * One entry may give several filters (one per fixed-key combination: tcp and udp), all
       with `sources` == ((map name, key),); chain and prio are the template's (its level's
       band, plus the prefix's offset for LPM), stable for one `find_templates` result.
+    * A template with gates (Template.gates) reads the gates' entries from `contents`: its
+      filters depend on those entries too (rules only; sync leaves such templates alone).
     The first call for a new LPM prefix length proves that shape (cached on `t`)."""
     lv = t.levels[level]
     if len(key) != lv.key_size:
@@ -582,18 +863,48 @@ def fill_entry(
                 i = next(i for i, kb in enumerate(lv.layout) if kb.key == n and kb.byte == j)
                 v = v << 8 | key[i]
             vals[n] = exact(n, v)
+    shield = False
     if t.value_cond is not None and not all(_value_ok(t, level, key, v) for v in values):
-        return [], Reason("pass-to-host", f"map {lv.map}: the entry's value does not take this decision")
+        if not t.longest:
+            return [], Reason("pass-to-host", f"map {lv.map}: the entry's value does not take this decision")
+        shield = True  # longest match: its packets must not reach a shorter entry's filter
+    vvals = []
+    for n, offs in lv.vkeys:
+        got = {int.from_bytes(bytes(v[o] for o in offs), "big") for v in values}
+        if len(got) != 1:
+            return [], Reason("not-expressible", f"map {lv.map}: the CPUs' values give {n} {len(got)} values")
+        vvals.append(got.pop())
+        vals[n] = exact(n, vvals[-1])
+    why = gates_hold(t, contents)
+    if why is not None:
+        return [], why
     shape = tuple(shape_len if i == level else None for i in range(len(t.levels)))
-    if t.outcome.is_pass:  # a pass filter is always safe: nothing to prove
+    if t.outcome.is_pass or shield:  # a pass filter is always safe: nothing to prove
         t.excluded.setdefault(shape, [])
     elif not prove(t, shape):
         return [], Reason("not-expressible", f"map {lv.map}: the template did not prove for this key shape")
     kint = int.from_bytes(key, "little")
-    if any(bad[level] == kint for bad in t.excluded[shape]):
+    if shield:
+        return [
+            FilledFilter(
+                t.index,
+                level,
+                lv.chain,
+                lv.prio + 8 * len(lv.layout) - shape_len,
+                FlowerMatch(t.protocol, combo + tuple(vals.items())),
+                ("pass",),
+                "shield",
+                ((lv.map, bytes(key)),),
+                tuple(t.paths),
+            )
+            for combo in t.combos
+        ], None
+    at = len(t.lookups) + sum(len(x.vkeys) for x in t.lookups[:level])
+    if any(bad[level] == kint and list(bad[at : at + len(vvals)]) == vvals for bad in t.excluded[shape]):
         return [], Reason(
             "atypical-packets",
-            f"map {lv.map}: at this key flower cannot separate packets the program treats otherwise "
+            f"map {lv.map}: at this {'value' if vvals else 'key'} flower cannot separate packets the program "
+            "treats otherwise "
             "(a z3 counterexample: fragments, IP options)",
         )
     last = level == len(t.levels) - 1
@@ -618,15 +929,30 @@ def fill_entry(
     return out, None
 
 
+def gates_hold(t: Template, contents: MapContents | None) -> Reason | None:
+    """None when every gate's entry (in `contents`) takes the template's decision on every
+    CPU; else the Reason the template fills nothing now."""
+    for i, g in enumerate(t.gates, start=len(t.levels)):
+        me = contents.get(g.map) if contents is not None else None
+        key = bytes(kb.const for kb in g.layout)
+        values = me.value(key) if me is not None else None
+        if values is None:
+            return Reason("map-dependent", f"its filters need the contents of {g.map}")
+        if t.value_cond is not None and not all(_value_ok(t, i, key, v) for v in values):
+            return Reason("pass-to-host", f"map {g.map}: the entry's value switches this decision off")
+    return None
+
+
 def _value_ok(t: Template, level: int, key: bytes, value: bytes) -> bool:
     """Whether the template's value condition holds for this entry's value (its conjuncts
-    each speak of one level: _template refuses others, so the other levels' conjuncts are
-    their own entries' business). Cached per value when the condition does not read the key."""
-    lv = t.levels[level]
+    each speak of one lookup: _template refuses others, so the other lookups' conjuncts are
+    their own entries' business). `level` indexes Template.lookups. Cached per value when
+    the condition does not read the key."""
+    lv = t.lookups[level]
     memo = (level, None if t.value_by_value else key, value)
     if memo in t.value_memo:
         return t.value_memo[memo]
-    ks = key_vars(t.levels)
+    ks = key_vars(t.lookups)
     kbits = 8 * lv.key_size
     kval = z3.BitVecVal(int.from_bytes(key, "little"), kbits)
     off = z3.Var(1, z3.BitVecSort(32))
@@ -679,11 +1005,19 @@ def _fill_template(t: Template, contents: MapContents, aggregate: bool, out: Fil
         if me is None:
             continue
         filled: list[FilledFilter] = []
+        missing = []
         for key, values in me.entries.items():
-            fs, why = fill_entry(t, level, key, values)
+            fs, why = fill_entry(t, level, key, values, contents)
             if why is not None and why.code != "pass-to-host":
                 out.software.append(((lv.map, key), why))
+                missing.append(key)
             filled += fs
+        if t.longest and missing and filled:  # a shorter entry's filter would take its packets
+            why = Reason("map-dependent", f"map {lv.map}: an LPM entry without a filter breaks the longest match")
+            out.software += [(src, why) for f in filled for src in f.sources]
+            filled = []
+        if t.longest:
+            filled.sort(key=lambda f: f.prio)  # printed as tc takes them: longest prefix first
         if aggregate and lv.kind == "hash" and lv.keys in (("src_ip",), ("dst_ip",)) and filled:
             filled, proof = aggregate_level(t, level, filled)
             out.aggregated[lv.map] = proof
@@ -810,10 +1144,26 @@ def content_substitutions(e, contents: MapContents) -> list[tuple]:
         elif mdef.type.keyed != "index":
             continue
         body = unknown(q, off)
+        default = array_default(me, mdef.max_entries)
+        if default is not None:  # a whole array: the most common value everywhere else
+            body = _bytes_term(default, off, body)
+            items = [(k, vs) for k, vs in items if vs != default]
         for k, vs in items:
             body = z3.If(q == int.from_bytes(k, "little"), _bytes_term(vs, off, unknown(q, off)), body)
         subs.append((map_val(mdef.name, kbits), body))
     return subs
+
+
+def array_default(me, max_entries: int | None) -> tuple[bytes, ...] | None:
+    """For the contents of a whole array (every index below max_entries): its most common
+    value, which content proofs take as the value of every index not listed apart; None
+    when the contents are not the whole array."""
+    if not max_entries or len(me.entries) != max_entries:
+        return None
+    counts: dict[tuple[bytes, ...], int] = {}
+    for vs in me.entries.values():
+        counts[vs] = counts.get(vs, 0) + 1
+    return max(counts, key=counts.get)
 
 
 def _bytes_term(values: tuple[bytes, ...], off, otherwise):

@@ -10,7 +10,11 @@ import json
 import random
 import socket
 import struct
+import subprocess
+import sys
+import tempfile
 from functools import cache
+from pathlib import Path
 
 import pytest
 import z3
@@ -29,13 +33,36 @@ from rules.mapcontents import MapContents, MapEntries
 from rules.proof import hits, prove_script
 from rules.script import parse_script
 from rules.templates import ContentSynth, fill, fill_entry, find_templates, min_prefixes, prefixes_equal
-from tests.conftest import need_object
+from tests.conftest import CLANG, need_object, require, require_kernel, require_tool
 from tests.oracles import tcflower
 from tests.test_kernel_runner import kernel_ready
 
+ROOT_PY = f"cd {Path(__file__).resolve().parent.parent} && {sys.executable}"
+
+#: Test programs of this module's own (tests/data/templates/*.c), built on first use.
+OWN = Path(__file__).parent / "data" / "templates"
+
 
 def _clang(stem):
+    if (OWN / f"{stem}.c").is_file():
+        return _own(stem)
+    if stem.startswith("xdpfilt_"):  # Debian's xdp-filter (make external)
+        found = [p for p in corpus.external_objects() if p.stem == stem]
+        require(bool(found), "external objects are missing (run `make external`)")
+        return found[0]
     return need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o")
+
+
+@cache
+def _own(stem: str) -> Path:
+    """tests/data/templates/STEM.c built as the corpus builds (clang -O2 -g -target bpf)."""
+    clang = require_tool(CLANG)
+    out = Path(tempfile.mkdtemp(prefix="xdp2tc-tpl-")) / f"{stem}.o"
+    inc = ["-I/usr/include/x86_64-linux-gnu", f"-I{corpus.BUILD_DIR.parent / 'include'}"]
+    subprocess.run(
+        [clang, "-O2", "-g", "-target", "bpf", *inc, "-c", str(OWN / f"{stem}.c"), "-o", str(out)], check=True
+    )
+    return out
 
 
 def ip(a: str) -> bytes:
@@ -244,6 +271,15 @@ def test_allow_list_before_block_list():
 
 # --- the kernel as the oracle ----------------------------------------------------------------
 
+CONFIG = {"config": [(bytes(4), struct.pack("<HBB", 8080, 1, 0))]}  # blocked_port 8080, enabled
+
+
+def _globals_initial():
+    """globals.o's .rodata/.data/.bss as the object initialises them (blocked_port 53, on)."""
+    obj = load_object(_clang("globals"))
+    return {n: [(k, v[0]) for k, v in me.entries.items()] for n, me in mapfill.initial_globals(obj).items()}
+
+
 KERNEL_CASES = [
     ("thesis_ddos_blacklist", ("no-ip-options",), DDOS),
     ("thesis_nested_maps", (), NESTED),
@@ -259,6 +295,33 @@ KERNEL_CASES = [
             ]
         },
     ),
+]
+
+
+#: xdp-filter's flag bits (xdp-filter/common_kern_user.h): value & wanted == wanted hits.
+FLAG_SRC, FLAG_DST, FLAG_TCP, FLAG_UDP = 1, 2, 4, 8
+MAC_DST = bytes.fromhex("020000000002")  # the destination of _random_frame's frames
+XDPFILT_ETH = {
+    "filter_ethernet": [
+        (MAC_DST, struct.pack("<Q", FLAG_DST | 5 << 6)),  # hit count (bits 6..) left by the program
+        (bytes.fromhex("0a0000000007"), struct.pack("<Q", FLAG_SRC)),
+        (bytes.fromhex("0a0000000008"), struct.pack("<Q", 0)),  # no flag: no decision
+    ]
+}
+
+LPM_ACTION = {
+    "src_action": [
+        (struct.pack("<I", 8) + ip("10.0.0.0"), struct.pack("<I", 1)),
+        (struct.pack("<I", 24) + ip("10.1.1.0"), struct.pack("<I", 0)),
+        (struct.pack("<I", 32) + ip("10.1.1.7"), struct.pack("<I", 1)),
+    ]
+}
+
+KERNEL_CASES += [
+    ("xdpfilt_alw_eth", (), XDPFILT_ETH),
+    ("lpm_action", (), LPM_ACTION),
+    ("config_array", ("no-ip-options",), CONFIG),
+    ("globals", ("no-ip-options",), "initial"),
 ]
 
 
@@ -293,7 +356,10 @@ def _random_frame(rng: random.Random, addrs: list[bytes], ports: list[int]) -> b
 def test_kernel_agrees_with_filled_filters(stem, assume, entries):
     """With the same map entries loaded, each filled drop filter's witness packet and every
     random packet the printed script drops (per the independent tc oracle) get XDP_DROP;
-    iproute2's tc parses every printed line."""
+    iproute2's tc parses every printed line. ("initial": the object's own global data,
+    which the kernel loads as it is.)"""
+    if entries == "initial":
+        entries = _globals_initial()
     path, e, rs, contents, text, got = _script(stem, assume, entries)
     assert got.proved and got.filters
     parsed = parse_script(text)
@@ -316,11 +382,155 @@ def test_kernel_agrees_with_filled_filters(stem, assume, entries):
     bad = [r for r in tc.check_syntax([x for x in text.splitlines() if x.startswith("filter ")]) if not r.accepted]
     assert not bad, "\n".join(f"{r.line}: {r.message}" for r in bad[:3])  # iproute2 reads every filled line
     with kernel.load(path, programs=[e.program.name]) as loaded:
-        for name, kv in entries.items():
-            for k, v in kv:
-                loaded.map_update(name, k, v)
+        write_entries(loaded, e.obj, entries)
         for p in packets + dropped:
             assert VERDICTS.get(loaded.run(e.program.name, p).retval) == "DROP", p.hex()
+
+
+def write_entries(loaded, obj, entries: dict[str, list[tuple[bytes, bytes]]]) -> None:
+    """The entries written into the loaded object's maps (a per-CPU map: the same value on
+    every CPU); global data equal to the object's own is left as loaded (.rodata is frozen)."""
+    initial = mapfill.initial_globals(obj)
+    for name, kv in entries.items():
+        for k, v in kv:
+            if name in initial and initial[name].value(k) == (v,):
+                continue
+            info = loaded.map(name)
+            if info.percpu:
+                v = v.ljust(-(-len(v) // 8) * 8, b"\0") * (info.value_bytes // (-(-len(v) // 8) * 8))
+            loaded.map_update(name, k, v)
+
+
+def test_config_array_value_is_the_match():
+    """config_array: the blocked port lives in the value of slot 0 (`dst_port VALUE`), the
+    enable switch beside it. Proven once for every value: 8080 gives the drop; switched off
+    nothing; port 0 is the value z3 set aside (a non-first fragment shows flower no ports)."""
+    _, e, rs, contents, text, got = _script("config_array", ("no-ip-options",), CONFIG)
+    assert _filters(text) == ["ip_proto tcp dst_port 8080 action drop"] and got.proved
+    (t,) = [t for t in _built("config_array", ("no-ip-options",))[3] if not t.outcome.is_pass]
+    assert [lv.vkeys for lv in t.levels] == [(("dst_port", (1, 0)),)] and all(t.proved.values())
+    off = {"config": [(bytes(4), struct.pack("<HBB", 8080, 0, 0))]}
+    assert _filters(_script("config_array", ("no-ip-options",), off)[4]) == []
+    zero = {"config": [(bytes(4), struct.pack("<HBB", 0, 1, 0))]}
+    _, _, _, _, text, got = _script("config_array", ("no-ip-options",), zero)
+    assert _filters(text) == [] and [why.code for _, why in got.software] == ["atypical-packets"]
+
+
+def test_globals_rodata_port_gated_by_data_switch(tmp_path, capsys):
+    """globals: `.rodata`'s blocked_port gives the match, `.data`'s drop_enabled gates it, the
+    `.bss` counter plays no part. Without a source for them the object's initialised data
+    is used (53, on); a `.data` of 0 switches the filter off."""
+    initial = _globals_initial()
+    _, e, rs, contents, text, got = _script("globals", ("no-ip-options",), initial)
+    assert _filters(text) == ["ip_proto udp dst_port 53 action drop"] and got.proved
+    (t,) = _built("globals", ("no-ip-options",))[3]
+    assert [g.map for g in t.gates] == [".data"] and t.maps == (".rodata",)
+    off = {**initial, ".data": [(bytes(4), bytes(4))]}
+    _, _, _, _, text, got = _script("globals", ("no-ip-options",), off)
+    assert _filters(text) == [] and got.software == []
+    f = tmp_path / "none.json"
+    f.write_text("{}")
+    path = _clang("globals")
+    args = ["rules", str(path), "--dev", "eth0", "--assume", "no-ip-options", "--maps-from", f"json:{f}"]
+    assert cli.main(args) == 0
+    assert _filters(capsys.readouterr().out) == ["ip_proto udp dst_port 53 action drop"]
+
+
+def test_lpm_value_decides_by_longest_match():
+    """lpm_action: the longest match's value decides. 10.0.0.0/8 drops, 10.1.1.0/24 inside it
+    holds 0 (pass), 10.1.1.7 inside that drops again: the /24 becomes a pass filter at a
+    lower prio than the /8 (longer prefixes first), and the printed script proves; without
+    the pass filter the /8 drop is refused by the content proof. Over budget, pass filters
+    are kept first (a cut /32 drop only leaves its packets to the program)."""
+    _, e, rs, contents, text, got = _script("lpm_action", (), LPM_ACTION)
+    lines = [x.split(" prio ", 1)[1] for x in text.splitlines() if x.startswith("filter ")]
+    assert sorted(lines, key=lambda x: int(x.split()[0])) == [
+        "1 flower skip_sw src_ip 10.1.1.7 action drop",
+        "9 flower skip_sw src_ip 10.1.1.0/24 action pass",
+        "25 flower skip_sw src_ip 10.0.0.0/8 action drop",
+    ]
+    assert got.proved is True
+    without = "\n".join(x for x in text.splitlines() if "action pass" not in x)
+    proof = prove_script(parse_script(without), ContentSynth(rs.synth, contents))
+    assert proof.sound.count(False) == 1
+    t = next(t for t in _built("lpm_action", ())[3] if not t.outcome.is_pass)
+    assert t.longest and t.needs == [t.index]
+    _, _, _, _, text, got = _script("lpm_action", (), LPM_ACTION, max_rules=2)  # pass filters go first
+    assert _filters(text) == ["src_ip 10.1.1.0/24 action pass", "src_ip 10.0.0.0/8 action drop"] and got.proved
+    assert [(k[-4:], why.code) for (_, k), why in got.software] == [(ip("10.1.1.7"), "rule-budget")]
+
+
+def test_xdp_filter_ethernet_allow_mode():
+    """xdpfilt_alw_eth (hits drop): the destination MAC entry flagged DST and the source MAC
+    entry flagged SRC each give one drop, the unflagged entry none; the counter bits the
+    program adds to a value (COUNTER_SHIFT 6) do not change the decision; proven."""
+    _, e, rs, contents, text, got = _script("xdpfilt_alw_eth", (), XDPFILT_ETH)
+    assert _filters(text) == ["dst_mac 02:00:00:00:00:02 action drop", "src_mac 0a:00:00:00:00:07 action drop"]
+    assert got.proved is True and got.software == []
+
+
+def test_xdp_filter_deny_mode_stays_in_software():
+    """xdpfilt_dny_eth (hits pass, everything else drops): the drop is taken when NO entry
+    allows the packet, which no per-entry filter expresses; the path stays in software and
+    says why."""
+    _, e, rs, templates, unfit = _built("xdpfilt_dny_eth", ())
+    whys = {why.detail for _, why in unfit}
+    assert any("no entry" in w and "filter_ethernet" in w for w in whys), whys
+
+
+def _in_private_bpffs(script: str) -> str:
+    """`script` (sh) run in a mount namespace of its own with a fresh bpffs on /sys/fs/bpf:
+    what bpftool and libbpf pin there (xdp-filter pins its maps by name) goes with it."""
+    require_kernel()
+    require_tool("unshare")
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-ec", "mount -t bpf bpf /sys/fs/bpf\n" + script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_xdp_filter_rules_from_maps_bpftool_loaded_and_wrote(tmp_path):
+    """The real set-up: bpftool loads xdpfilt_alw_eth (libbpf pins its maps by name, as
+    xdp-filter does), bpftool writes the entries; `rules --maps-from pinned:/sys/fs/bpf`,
+    `prog:ID` and `json:` of bpftool's own dump each print the same filters, which the
+    kernel (the same entries, BPF_PROG_TEST_RUN) agrees with through the tc oracle."""
+    path = _clang("xdpfilt_alw_eth")
+    rules = (
+        f"{ROOT_PY} -c 'import sys; from offload import cli; sys.exit(cli.main(sys.argv[1:]))' rules {path} --dev eth0"
+    )
+    writes = "".join(
+        f"bpftool map update pinned /sys/fs/bpf/filter_ethernet key hex {k.hex(' ')} value hex {v.hex(' ')}\n"
+        for k, v in XDPFILT_ETH["filter_ethernet"]
+    )
+    out = _in_private_bpffs(
+        f"bpftool prog load {path} /sys/fs/bpf/prog type xdp\n{writes}"
+        f"bpftool -j map dump pinned /sys/fs/bpf/filter_ethernet > {tmp_path}/dump.json\n"
+        "id=$(bpftool -j prog show pinned /sys/fs/bpf/prog | sed 's/^{\"id\":\\([0-9]*\\).*/\\1/')\n"
+        f"echo '=== pinned'; {rules} --maps-from pinned:/sys/fs/bpf\n"
+        f"echo '=== prog'; {rules} --maps-from prog:$id\n"
+        f"echo '=== json'; {rules} --maps-from json:filter_ethernet={tmp_path}/dump.json\n"
+    )
+    parts = dict(p.split("\n", 1) for p in out.split("=== ")[1:])
+    want = ["dst_mac 02:00:00:00:00:02 action drop", "src_mac 0a:00:00:00:00:07 action drop"]
+    for kind in ("pinned", "prog", "json"):
+        got = [x for x in _filters(parts[kind]) if "_mac" in x]
+        assert got == want, (kind, parts[kind])
+    text = parts["pinned"]
+    oracle = tcflower.parse(text)
+    rng = random.Random(5)
+    frames = [_random_frame(rng, [ip("10.0.0.1")], [80]) for _ in range(5)]
+    frames += [bytes.fromhex("ffffffffffff0a0000000007") + f[12:] for f in frames]  # from the SRC-flagged MAC
+    frames += [bytes.fromhex("ffffffffffff0a0000000008") + f[12:] for f in frames[:5]]  # unflagged: not dropped
+    _, e, *_ = _built("xdpfilt_alw_eth", ())
+    with kernel.load(path, programs=[e.program.name]) as loaded:
+        write_entries(loaded, e.obj, XDPFILT_ETH)
+        for f in frames:
+            want_drop = tcflower.run(oracle, f) == ("drop",)
+            assert (VERDICTS.get(loaded.run(e.program.name, f).retval) == "DROP") == want_drop, f.hex()
 
 
 def test_check_flower_refuses_maps_from(tmp_path, capsys):
