@@ -106,10 +106,17 @@ class Exploration:
     _expanded: dict[str, z3.BoolRef] | None = None  # literal -> condition over inputs
     map_use: dict | None = None  # mapuse.map_uses, computed on first use
     classes: tuple | None = None  # classify.classes (branch and map classes), computed on first use
+    #: memos of `condition` (path id -> (path, condition)) and `environment` ((assertions, list))
+    _conditions: dict = field(default_factory=dict)
+    _environment: tuple | None = None
 
     def condition(self, path: Path) -> z3.BoolRef:
-        """The path condition over program inputs only (literals expanded)."""
-        return self.expand(z3.And(*path.literals) if path.literals else z3.BoolVal(True))
+        """The path condition over program inputs only (literals expanded; once per path)."""
+        memo = self._conditions.get(path.id)
+        if memo is None or memo[0] is not path:
+            memo = (path, self.expand(z3.And(*path.literals) if path.literals else z3.BoolVal(True)))
+            self._conditions[path.id] = memo
+        return memo[1]
 
     def expand(self, expr: z3.ExprRef) -> z3.ExprRef:
         """`expr` with every branch literal replaced by its condition over inputs."""
@@ -128,8 +135,14 @@ class Exploration:
 
     def environment(self) -> list[z3.BoolRef]:
         """What holds of every input before any branch (packet length bounds, fragments):
-        the solver's assertions without the branch-literal definitions."""
-        return [a for a in self.solver.assertions() if not any(n.startswith("b!") for n in symbols(a))]
+        the solver's assertions without the branch-literal definitions (worked out once for
+        a given number of assertions: walking the definitions is slow on big programs)."""
+        assertions = self.solver.assertions()
+        if self._environment is None or self._environment[0] != len(assertions):
+            cache: dict = {}
+            env = [a for a in assertions if not any(n.startswith("b!") for n in symbols(a, cache))]
+            self._environment = (len(assertions), env)
+        return list(self._environment[1])
 
 
 class ExplorationError(Exception):
