@@ -20,10 +20,12 @@ the witness builder read these names, nothing else):
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from enum import StrEnum
 
 import z3
+from z3 import z3core
 
 BV64 = z3.BitVecSort(64)
 BV8 = z3.BitVecSort(8)
@@ -186,31 +188,50 @@ def source_of(symbol: str) -> Source | None:
     return Source("unknown", rest.rsplit(".", 1)[0] if rest else symbol)
 
 
+def _native(wrapper, restype, nargs: int = 2):
+    """z3's C function behind a z3core wrapper, called without the wrapper's per-call error
+    check and without making a Python ExprRef per term (symbols walks whole DAGs: ~10x)."""
+    address = ctypes.cast(wrapper.__defaults__[0].f, ctypes.c_void_p).value
+    return ctypes.CFUNCTYPE(restype, *[ctypes.c_void_p] * 2, *[ctypes.c_uint] * (nargs - 2))(address)
+
+
+_AST_KIND = _native(z3core.Z3_get_ast_kind, ctypes.c_uint)
+_AST_ID = _native(z3core.Z3_get_ast_id, ctypes.c_uint)
+_NUM_ARGS = _native(z3core.Z3_get_app_num_args, ctypes.c_uint)
+_ARG = _native(z3core.Z3_get_app_arg, ctypes.c_void_p, 3)
+_DECL = _native(z3core.Z3_get_app_decl, ctypes.c_void_p)
+_DECL_KIND = _native(z3core.Z3_get_decl_kind, ctypes.c_uint)
+_DECL_NAME = _native(z3core.Z3_get_decl_name, ctypes.c_void_p)
+_SYMBOL = _native(z3core.Z3_get_symbol_string, ctypes.c_char_p)
+_BODY = _native(z3core.Z3_get_quantifier_body, ctypes.c_void_p)
+
+
 def symbols(expr: z3.ExprRef, cache: dict | None = None) -> frozenset[str]:
     """Names of the free constants and uninterpreted functions in `expr`. `cache` maps a
-    term id to (names, term); holding the term keeps z3 from giving its id to another."""
+    term id to (names, term); holding the term keeps z3 from giving its id to another.
+    The walk reads z3's terms through its C API (the subterms live as long as `expr`)."""
     cache = {} if cache is None else cache
+    ctx = expr.ctx_ref().value
     out: set[str] = set()
-    stack = [expr]
+    stack = [expr.as_ast().value]
     seen: set[int] = set()
     while stack:
-        e = stack.pop()
-        eid = e.get_id()
+        a = stack.pop()
+        eid = _AST_ID(ctx, a)
         if eid in seen:
             continue
         seen.add(eid)
         if eid in cache:
             out |= cache[eid][0]
             continue
-        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out.add(e.decl().name())
-            continue
-        if z3.is_app(e):
-            if e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-                out.add(e.decl().name())
-            stack.extend(e.children())
-        elif z3.is_quantifier(e) or z3.is_lambda(e):
-            stack.append(e.body())
+        kind = _AST_KIND(ctx, a)
+        if kind == z3.Z3_APP_AST:
+            decl = _DECL(ctx, a)
+            if _DECL_KIND(ctx, decl) == z3.Z3_OP_UNINTERPRETED:
+                out.add(_SYMBOL(ctx, _DECL_NAME(ctx, decl)).decode())
+            stack.extend(_ARG(ctx, a, i) for i in range(_NUM_ARGS(ctx, a)))
+        elif kind == z3.Z3_QUANTIFIER_AST:  # quantifiers and lambdas
+            stack.append(_BODY(ctx, a))
     result = frozenset(out)
     cache[expr.get_id()] = (result, expr)  # keep expr alive: z3 reuses ids of freed terms
     return result
