@@ -6,8 +6,8 @@ workspace, or by an object whose BTF line info names the source. `analyse` then 
 own pipeline once per entry program and keeps its documents: `check` (findings with
 source locations and reason codes), `rules` (filters and the tc script), `analyze` (branch
 classes), `cost` (ns per path) and a z3 witness packet per path; `run` does that in a child
-process that a newer save kills. `line_notes` places them on the source's lines. Nothing here
-is computed only for the editor.
+process (a warm spare, `Workers`) that a newer save kills. `line_notes` places them on the
+source's lines. Nothing here is computed only for the editor.
 
 `.xdp2tc.toml` (at the workspace root or beside the source; every key optional):
 

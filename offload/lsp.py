@@ -2,10 +2,11 @@
 
 On open and save of a C source the server ties it to its object (offload/editor.py `bind`),
 rebuilds it when a compile_commands.json entry says how, and publishes the `check` findings
-on the source's lines. Hover, inlay hints and code actions show the same documents (`rules`,
-`analyze`, `cost`). The analysis runs in a child process (editor.run) driven from one worker
-thread, off the protocol's event loop: a newer save kills it (clang too), and it takes its
-memory with it when done; complete results are cached per object digest. Bad input of any
+on the source's lines. Hover, inlay hints, code lenses and code actions show the same documents
+(`rules`, `analyze`, `cost`). The analysis runs in a child process (editor.run) driven from one
+worker thread, off the protocol's event loop: a spare started ahead (editor.Workers: imports
+done when the save comes), killed by a newer save (clang too), taking its memory with it when
+done; complete results are cached per object digest. Bad input of any
 kind becomes a diagnostic with the one-line error, never a crashed server.
 """
 
