@@ -139,6 +139,9 @@ class Exploration:
     #: summary symbol -> (the value it stands for, where it was made): see Explorer.bounded
     summaries: dict[str, tuple[z3.BitVecRef, str]] = field(default_factory=dict)
     budget: Budget | None = None  # what the time budget cut, when one was given
+    #: memos of `condition` (path id -> (path, condition)) and `environment` ((assertions, list))
+    _conditions: dict = field(default_factory=dict)
+    _environment: tuple | None = None
 
     def summarised(self, path: Path) -> list[str]:
         """The summaries the path's condition, verdict or redirect reads: on those its
@@ -152,8 +155,12 @@ class Exploration:
         return sorted((n for n in names if n in self.summaries), key=lambda n: int(n.split(".")[1]))
 
     def condition(self, path: Path) -> z3.BoolRef:
-        """The path condition over program inputs only (literals expanded)."""
-        return self.expand(z3.And(*path.literals) if path.literals else z3.BoolVal(True))
+        """The path condition over program inputs only (literals expanded; once per path)."""
+        memo = self._conditions.get(path.id)
+        if memo is None or memo[0] is not path:
+            memo = (path, self.expand(z3.And(*path.literals) if path.literals else z3.BoolVal(True)))
+            self._conditions[path.id] = memo
+        return memo[1]
 
     def expand(self, expr: z3.ExprRef) -> z3.ExprRef:
         """`expr` with every branch literal replaced by its condition over inputs."""
@@ -172,8 +179,14 @@ class Exploration:
 
     def environment(self) -> list[z3.BoolRef]:
         """What holds of every input before any branch (packet length bounds, fragments):
-        the solver's assertions without the branch-literal definitions."""
-        return [a for a in self.solver.assertions() if not any(n.startswith("b!") for n in symbols(a))]
+        the solver's assertions without the branch-literal definitions (worked out once for
+        a given number of assertions: walking the definitions is slow on big programs)."""
+        assertions = self.solver.assertions()
+        if self._environment is None or self._environment[0] != len(assertions):
+            cache: dict = {}
+            env = [a for a in assertions if not any(n.startswith("b!") for n in symbols(a, cache))]
+            self._environment = (len(assertions), env)
+        return list(self._environment[1])
 
 
 class ExplorationError(Exception):

@@ -22,10 +22,12 @@ the witness builder read these names, nothing else):
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from enum import StrEnum
 
 import z3
+from z3 import z3core
 
 BV64 = z3.BitVecSort(64)
 BV8 = z3.BitVecSort(8)
@@ -199,36 +201,75 @@ def source_of(symbol: str) -> Source | None:
     return Source("unknown", rest.rsplit(".", 1)[0] if rest else symbol)
 
 
+def _native(wrapper, restype, nargs: int = 2):
+    """z3's C function behind a z3core wrapper, called without the wrapper's per-call error
+    check and without making a Python ExprRef per term (symbols walks whole DAGs: ~10x).
+    None when this z3 build's wrappers are laid out differently: symbols then uses them."""
+    try:
+        address = ctypes.cast(wrapper.__defaults__[0].f, ctypes.c_void_p).value
+    except (AttributeError, IndexError, TypeError, ctypes.ArgumentError):
+        return None
+    return ctypes.CFUNCTYPE(restype, *[ctypes.c_void_p] * 2, *[ctypes.c_uint] * (nargs - 2))(address)
+
+
+_NATIVE = [
+    _native(z3core.Z3_get_ast_kind, ctypes.c_uint),
+    _native(z3core.Z3_get_ast_id, ctypes.c_uint),
+    _native(z3core.Z3_get_app_num_args, ctypes.c_uint),
+    _native(z3core.Z3_get_app_arg, ctypes.c_void_p, 3),
+    _native(z3core.Z3_get_app_decl, ctypes.c_void_p),
+    _native(z3core.Z3_get_decl_kind, ctypes.c_uint),
+    _native(z3core.Z3_get_decl_name, ctypes.c_void_p),
+    _native(z3core.Z3_get_symbol_string, ctypes.c_char_p),
+    _native(z3core.Z3_get_quantifier_body, ctypes.c_void_p),
+]
+if all(_NATIVE):
+    _AST_KIND, _AST_ID, _NUM_ARGS, _ARG, _DECL, _DECL_KIND, _DECL_NAME, _SYMBOL, _BODY = _NATIVE
+    _RAW = True
+else:  # z3's own checked wrappers: the same walk, slower
+    _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = (
+        z3.Z3_get_ast_kind,
+        z3.Z3_get_ast_id,
+        z3.Z3_get_app_num_args,
+        z3.Z3_get_app_arg,
+    )
+    _DECL, _DECL_KIND, _DECL_NAME = z3.Z3_get_app_decl, z3.Z3_get_decl_kind, z3.Z3_get_decl_name
+    _SYMBOL, _BODY = z3.Z3_get_symbol_string, z3.Z3_get_quantifier_body
+    _RAW = False
+
+
 def symbols(expr: z3.ExprRef, cache: dict | None = None) -> frozenset[str]:
     """Names of the free constants and uninterpreted functions in `expr`. `cache` maps a
     term id to (names, term); holding the term keeps z3 from giving its id to another (and
     keeps every node under it alive, so a cached node met again inside another term is
-    answered from the cache). Walked through z3's C API: no Python wrapper per node."""
+    answered from the cache). The walk reads z3's terms through its C API, no Python
+    wrapper per node (the subterms live as long as `expr`)."""
     cache = {} if cache is None else cache
     eid = expr.get_id()
     if eid in cache:
         return cache[eid][0]
-    ctx = expr.ctx_ref()
+    ctx = expr.ctx_ref().value if _RAW else expr.ctx_ref()
     out: set[str] = set()
-    stack = [expr.as_ast()]
+    stack = [expr.as_ast().value if _RAW else expr.as_ast()]
     seen: set[int] = set()
     while stack:
         a = stack.pop()
-        aid = z3.Z3_get_ast_id(ctx, a)
+        aid = _AST_ID(ctx, a)
         if aid in seen:
             continue
         seen.add(aid)
         if aid in cache:
             out |= cache[aid][0]
             continue
-        kind = z3.Z3_get_ast_kind(ctx, a)
+        kind = _AST_KIND(ctx, a)
         if kind == z3.Z3_APP_AST:
-            decl = z3.Z3_get_app_decl(ctx, a)
-            if z3.Z3_get_decl_kind(ctx, decl) == z3.Z3_OP_UNINTERPRETED:
-                out.add(z3.Z3_get_symbol_string(ctx, z3.Z3_get_decl_name(ctx, decl)))
-            stack.extend(z3.Z3_get_app_arg(ctx, a, i) for i in range(z3.Z3_get_app_num_args(ctx, a)))
-        elif kind == z3.Z3_QUANTIFIER_AST:
-            stack.append(z3.Z3_get_quantifier_body(ctx, a))
+            decl = _DECL(ctx, a)
+            if _DECL_KIND(ctx, decl) == z3.Z3_OP_UNINTERPRETED:
+                name = _SYMBOL(ctx, _DECL_NAME(ctx, decl))
+                out.add(name.decode() if isinstance(name, bytes) else name)
+            stack.extend(_ARG(ctx, a, i) for i in range(_NUM_ARGS(ctx, a)))
+        elif kind == z3.Z3_QUANTIFIER_AST:  # quantifiers and lambdas
+            stack.append(_BODY(ctx, a))
     result = frozenset(out)
     cache[eid] = (result, expr)  # keep expr alive: z3 reuses ids of freed terms
     return result

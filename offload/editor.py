@@ -6,8 +6,8 @@ workspace, or by an object whose BTF line info names the source. `analyse` then 
 own pipeline once per entry program and keeps its documents: `check` (findings with
 source locations and reason codes), `rules` (filters and the tc script), `analyze` (branch
 classes), `cost` (ns per path) and a z3 witness packet per path; `run` does that in a child
-process that a newer save kills. `line_notes` places them on the source's lines. Nothing here
-is computed only for the editor.
+process (a warm spare, `Workers`) that a newer save kills. `line_notes` places them on the
+source's lines. Nothing here is computed only for the editor.
 
 `.xdp2tc.toml` (at the workspace root or beside the source; every key optional):
 
@@ -19,6 +19,11 @@ is computed only for the editor.
     object = "build/prog.o"
     program = "xdp_main"            # as `--program`
     assume = [...], target = [...], maps_from = "..."   (per source, over the defaults)
+
+`maps_from` is `rules --maps-from`'s source (json:FILE, json:NAME=FILE, pinned:DIR, prog:ID;
+file paths relative to the .toml): the rule templates are filled from those entries
+(offload/mapfill.py, as `rules --maps-from` does) and the hover of a map-dependent decision
+shows the filters its entries gave.
 """
 
 from __future__ import annotations
@@ -49,11 +54,13 @@ from lifter.insn import Call
 from lifter.opcodes import CallSrc
 from lifter.program import BpfObject, load_object
 from rules import output as rules_output
+from rules.dissector import dissect
 from rules.reasons import REASONS
 from rules.ruleset import RuleSet
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
-from . import check, costcmd
+from . import check, costcmd, mapfill
+from .mapsource import parse_spec
 from .programs import device_programs
 from .targets import DEFAULT_TARGETS, TARGETS
 
@@ -78,6 +85,7 @@ class Config:
     targets: tuple[str, ...] = DEFAULT_TARGETS
     dev: str = "eth0"
     maps_from: str | None = None
+    code_lens: bool = field(default=True, compare=False)  # the client's setting: not an analysis option
 
     def check(self) -> None:
         """The same refusals as the CLI's option parsing, as a LiftError (one line)."""
@@ -157,8 +165,18 @@ def _apply(cfg: Config, table: dict, base: Path) -> Config:
     if "dev" in table:
         changes["dev"] = str(table["dev"])
     if "maps_from" in table:
-        changes["maps_from"] = str(base / table["maps_from"])
+        changes["maps_from"] = _relative_spec(str(table["maps_from"]), base)
     return replace(cfg, **changes)
+
+
+def _relative_spec(spec: str, base: Path) -> str:
+    """A --maps-from spec with its file or directory taken relative to `base` (the .toml's
+    folder); `prog:ID` and absolute paths as they are."""
+    kind, sep, where = spec.partition(":")
+    if not sep or kind not in ("json", "pinned"):
+        return spec
+    name, eq, file = where.partition("=") if kind == "json" and "=" in where else ("", "", where)
+    return f"{kind}:{name}{eq}{base / file if file else file}"
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -296,6 +314,7 @@ class ProgramResult:
     decided: dict[int, dict | None]  # path id -> where its verdict is decided (check.decided_at)
     tail_sites: dict[int, dict | None]  # tail-call pc -> location
     witnesses: dict[int, bytes | None]  # path id -> a packet taking it (z3), None: none found
+    maps: dict | None = None  # the rules JSON's `maps` member, when maps_from gave map contents
 
 
 @dataclass
@@ -337,11 +356,23 @@ def analyse(path: Path, cfg: Config, send) -> None:
         profile = load_profile()
     except ProfileError:
         profile = None
-    send(("complete", [program_result(counted, rs, cfg.dev, profile) for counted, rs in done]))
+    contents = None
+    if cfg.maps_from:
+        try:
+            contents = mapfill.contents_from([parse_spec(cfg.maps_from)], obj)
+        except ValueError as err:
+            raise LiftError(f"maps_from: {err}".splitlines()[0]) from None
+    send(("complete", [program_result(counted, rs, cfg.dev, profile, contents) for counted, rs in done]))
 
 
-def program_result(counted: Counted, rs: RuleSet, dev: str, profile) -> ProgramResult:
+def program_result(counted: Counted, rs: RuleSet, dev: str, profile, contents=None) -> ProgramResult:
+    """One program's documents; with map `contents` the templates filled as `rules --maps-from`
+    does (the JSON's `maps` member, the filled filters after the script)."""
     e = counted.exploration
+    tc = rules_output.tc_script(e, rs, dev, "skip_sw")
+    filled = mapfill.fill_rules(rs, contents, dev, "skip_sw", rs.max_rules) if contents else None
+    if filled:
+        tc += "\n".join(mapfill.comments(filled) + filled.script.lines) + "\n"
     cost = None
     if profile is not None:
         pc = ProgramCost(Node(e.obj.path, e.program.name), counted, path_costs(counted, profile), True)
@@ -351,20 +382,27 @@ def program_result(counted: Counted, rs: RuleSet, dev: str, profile) -> ProgramR
         rules_output.rules_json(e, rs, dev, "skip_sw"),
         analysis_json(e, conditions=False),
         cost,
-        rules_output.tc_script(e, rs, dev, "skip_sw"),
+        tc,
         {p.id: check.location(e.obj, *check.decided_at(p)) for p in e.paths},
         tail_call_locations(e.obj, e.program),
         {p.id: witness_packet(e, p) for p in e.paths},
+        mapfill.json_part(filled) if filled else None,
     )
 
 
-def _child(conn, path: str, cfg: Config) -> None:
-    """The analysis process: never writes to stdout (the server's protocol channel)."""
+def _child(jobs, conn) -> None:
+    """The analysis process: imports done and the dissector model built before it waits for
+    its one job (`Workers`); never writes to stdout (the server's protocol channel)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 (for the life of this process)
     try:
-        analyse(Path(path), cfg, conn.send)
+        assert dissect().keys  # the flower model every rule proof uses: built while nobody waits
+        job = jobs.recv()
+    except (EOFError, OSError, KeyboardInterrupt):
+        return  # the server went away or replaced this spare
+    try:
+        analyse(Path(job[0]), job[1], conn.send)
     except LiftError as err:
         conn.send(("error", str(err).splitlines()[0]))
     except Exception as err:  # reported as a one-line error, never a traceback
@@ -373,29 +411,84 @@ def _child(conn, path: str, cfg: Config) -> None:
         conn.close()
 
 
-def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_check=None) -> Result:
+@dataclass
+class Worker:
+    """One spawned analysis process (`_child`) and its two pipes."""
+
+    proc: multiprocessing.Process
+    jobs: object  # the server's end: (path, Config) goes in once
+    results: object  # the server's end: ("check" | "complete" | "error", payload) come out
+
+    @staticmethod
+    def start() -> Worker:
+        ctx = multiprocessing.get_context("spawn")
+        job_recv, job_send = ctx.Pipe(duplex=False)
+        receive, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_child, args=(job_recv, send), daemon=True)
+        proc.start()
+        job_recv.close()
+        send.close()
+        return Worker(proc, job_send, receive)
+
+    def stop(self) -> None:
+        for end in (self.jobs, self.results):
+            end.close()
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+
+
+class Workers:
+    """A spare analysis process kept ready (its imports take about 1 s): `take` hands it out
+    and a new spare is started once that job is over, so the next save finds one warm
+    without a second process competing with the running analysis for the CPU."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.spare: Worker | None = Worker.start()
+
+    def take(self) -> Worker:
+        with self.lock:
+            worker, self.spare = self.spare, None
+        if worker is None or not worker.proc.is_alive():
+            if worker is not None:
+                worker.stop()
+            worker = Worker.start()
+        return worker
+
+    def refill(self) -> None:
+        with self.lock:
+            if self.spare is None:
+                self.spare = Worker.start()
+
+    def close(self) -> None:
+        with self.lock:
+            worker, self.spare = self.spare, None
+        if worker is not None:
+            worker.stop()
+
+
+def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_check=None, workers=None) -> Result:
     """`analyse` in a child process, killed when `cancel` is set (the rule synthesis has no
     cancellation point of its own) and gone when done, so the server's memory stays what it
     was. `on_check(result)` gets the findings before the other documents are complete.
     Spawned, not forked: a fork of the threaded server deadlocked on a lock another thread
-    held; the child pays the imports (about 1 s) instead."""
-    ctx = multiprocessing.get_context("spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, str(path), cfg), daemon=True)
-    proc.start()
-    send.close()
+    held. With `workers` (Workers) the process is a spare started before the save, its
+    imports done; without, one is started here and pays them (about 1 s)."""
+    worker = workers.take() if workers is not None else Worker.start()
     result = None
     try:
+        worker.jobs.send((str(path), cfg))
         while True:
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
-            if not receive.poll(0.05):
+            if not worker.results.poll(0.02):
                 continue
             try:
-                kind, payload = receive.recv()
+                kind, payload = worker.results.recv()
             except EOFError:
-                proc.join()
-                raise AnalysisError(f"{path}: the analysis process ended (exit code {proc.exitcode})") from None
+                worker.proc.join()
+                raise AnalysisError(f"{path}: the analysis process ended (exit code {worker.proc.exitcode})") from None
             if kind == "error":
                 raise AnalysisError(payload)
             if kind == "check":
@@ -406,10 +499,9 @@ def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_check
                 result.programs, result.completed = payload, True
                 return result
     finally:
-        receive.close()
-        if proc.is_alive():
-            proc.kill()
-        proc.join()
+        worker.stop()
+        if workers is not None:
+            workers.refill()
 
 
 def tail_call_locations(obj: BpfObject, prog) -> dict[int, dict | None]:
@@ -499,12 +591,13 @@ def path_ns(pr: ProgramResult, path_id: int) -> dict | None:
     return next((p["ns"] for p in pr.cost["paths"] if p["id"] == path_id), None)
 
 
-def hint_text(note: LineNote) -> str:
-    """The inlay hint at the end of a line: classes, verdict counts with ns, tail calls."""
-    parts = list(note.classes)
+def verdict_texts(note: LineNote) -> list[str]:
+    """Per verdict of the paths decided on a line: `DROP×2 (1 on NIC) 12.1/14.0/20.3 ns`
+    (the count, how many the NIC takes, and the cost document's min/median/max ns)."""
     by_verdict: dict[str, list] = {}
     for pr, p in note.paths:
         by_verdict.setdefault(p["verdict"], []).append((pr, p))
+    out = []
     for verdict, items in sorted(by_verdict.items()):
         off = sum(1 for _, p in items if p["offloaded"])
         text = f"{verdict}×{len(items)}" + (f" ({off} on NIC)" if off else "")
@@ -514,11 +607,29 @@ def hint_text(note: LineNote) -> str:
             hi = max(s["max"] for s in spans)
             med = sorted(s["median"] for s in spans)[len(spans) // 2]
             text += f" {lo:.1f}/{med:.1f}/{hi:.1f} ns"
-        parts.append(text)
+        out.append(text)
+    return out
+
+
+def tail_call_texts(note: LineNote) -> list[str]:
+    """Per tail call on a line: `tail call constant 35.2 ns` (constant or variable target)."""
+    out = []
     for pr, site in note.tail_calls:
         ns = tail_call_ns(pr, site["pc"])
-        parts.append(f"tail call {site['kind']}" + (f" {ns:.1f} ns" if ns is not None else ""))
-    return " · ".join(parts)
+        out.append(f"tail call {site['kind']}" + (f" {ns:.1f} ns" if ns is not None else ""))
+    return out
+
+
+def hint_text(note: LineNote) -> str:
+    """The inlay hint at the end of a line: classes, verdict counts with ns, tail calls."""
+    return " · ".join(list(note.classes) + verdict_texts(note) + tail_call_texts(note))
+
+
+def lens_texts(note: LineNote) -> list[str]:
+    """The code lenses above a line: one per verdict decided there (count, ns min/median/max)
+    and one per tail call (constant or variable, its ns)."""
+    out = [t.replace(" ns", " ns (min/median/max)") if "/" in t else t for t in verdict_texts(note)]
+    return out + tail_call_texts(note)
 
 
 def tail_call_ns(pr: ProgramResult, pc: int) -> float | None:
@@ -547,6 +658,9 @@ def hover_text(note: LineNote) -> str:
         if p["offloaded"]:
             for i in fate["filters"]:
                 out.append(f"  - filter: `{pr.rules['rules'][i]['tc']}`")
+        elif filled_filters(pr, p["id"]):
+            for line in filled_filters(pr, p["id"]):
+                out.append(f"  - filter from the map entries (maps_from): `{line}`")
         elif p["code"] == "pass-to-host":
             out.append("  - passes to the host (no filter needed: the program runs there anyway)")
         else:
@@ -558,6 +672,14 @@ def hover_text(note: LineNote) -> str:
         ns = tail_call_ns(pr, site["pc"])
         out.append(f"- tail call: {site['kind']} ({site['why']})" + (f", {ns:.1f} ns" if ns is not None else ""))
     return "\n".join(out)
+
+
+def filled_filters(pr: ProgramResult, path_id: int) -> list[str]:
+    """The tc lines the map entries gave for a path's templates (maps_from), in print order."""
+    if not pr.maps:
+        return []
+    mine = {t["index"] for t in pr.maps["templates"] if path_id in t["paths"]}
+    return [f["tc"] for f in pr.maps["filters"] if f["template"] in mine and f["role"] != "goto"]
 
 
 def cfg_svg(result: Result) -> str:

@@ -2,10 +2,11 @@
 
 On open and save of a C source the server ties it to its object (offload/editor.py `bind`),
 rebuilds it when a compile_commands.json entry says how, and publishes the `check` findings
-on the source's lines. Hover, inlay hints and code actions show the same documents (`rules`,
-`analyze`, `cost`). The analysis runs in a child process (editor.run) driven from one worker
-thread, off the protocol's event loop: a newer save kills it (clang too), and it takes its
-memory with it when done; complete results are cached per object digest. Bad input of any
+on the source's lines. Hover, inlay hints, code lenses and code actions show the same documents
+(`rules`, `analyze`, `cost`). The analysis runs in a child process (editor.run) driven from one
+worker thread, off the protocol's event loop: a spare started ahead (editor.Workers: imports
+done when the save comes), killed by a newer save (clang too), taking its memory with it when
+done; complete results are cached per object digest. Bad input of any
 kind becomes a diagnostic with the one-line error, never a crashed server.
 """
 
@@ -66,6 +67,7 @@ class Server(LanguageServer):
         self.documents: dict[str, Document] = {}
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xdp2tc-analysis")
         self.cache = editor.Cache()
+        self.workers = editor.Workers()  # a warm analysis process, ready for the first save
         self.outdir = editor.temp_dir()
 
     # --- scheduling -------------------------------------------------------------------------
@@ -111,6 +113,8 @@ class Server(LanguageServer):
             self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
         if complete and _inlay_refresh(self.client_capabilities):
             self.workspace_inlay_hint_refresh(None)
+        if complete and _lens_refresh(self.client_capabilities):
+            self.workspace_code_lens_refresh(None)
 
     def work(self, uri: str, cancel: threading.Event, publish) -> None:
         """On the worker thread: bind, rebuild, analyse (in a process), `publish` as it goes."""
@@ -132,12 +136,6 @@ class Server(LanguageServer):
                     first = stderr.strip().splitlines()[:1] or ["(no message)"]
                     msg = f"xdp2tc: build failed: {first[0]}"
                     return publish(binding, None, diagnostics or [_line_zero(msg, "error")])
-            if binding.config.maps_from:
-                msg = (
-                    "xdp2tc: maps_from is not used in the editor yet: map-dependent decisions are "
-                    "reported for every map content; `xdp2tc rules --maps-from` fills them"
-                )
-                diagnostics.append(_line_zero(msg, "note"))
             cached = self.cache.get(obj, binding.config)
             if cached is not None:
                 return publish(binding, cached, diagnostics + _findings(cached, source, lines))
@@ -146,6 +144,7 @@ class Server(LanguageServer):
                 binding.config,
                 cancel,
                 on_check=lambda r: publish(binding, r, diagnostics + _findings(r, source, lines)),
+                workers=self.workers,
             )
             self.cache.put(binding.config, result)
             publish(binding, result, None)
@@ -287,6 +286,21 @@ def make_server() -> Server:
                 )
         return out
 
+    @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
+    def code_lenses(ls: Server, params: lsp.CodeLensParams):
+        doc = ls.documents.get(params.text_document.uri)
+        if doc is None or not ls.settings.code_lens:
+            return []
+        # title only (command ""): the numbers are the point; hover has the details
+        return [
+            lsp.CodeLens(
+                range=lsp.Range(start=lsp.Position(line=n - 1, character=0), end=lsp.Position(line=n - 1, character=0)),
+                command=lsp.Command(title=f"xdp2tc: {text}", command=""),
+            )
+            for n, note in sorted(doc.notes.items())
+            for text in editor.lens_texts(note)
+        ]
+
     @ls.feature(
         lsp.TEXT_DOCUMENT_CODE_ACTION,
         lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.Empty, lsp.CodeActionKind.QuickFix]),
@@ -382,9 +396,17 @@ def _settings(options, base: editor.Config) -> editor.Config:
         changes["targets"] = tuple(x.strip() for x in t.split(",")) if isinstance(t, str) else tuple(t)
     if options.get("assume") is not None:
         changes["assume"] = tuple(options["assume"])
+    if options.get("codeLens") is not None:
+        changes["code_lens"] = bool(options["codeLens"])
     if options.get("mapsFrom"):
         changes["maps_from"] = str(options["mapsFrom"])
     return replace(base, **changes)
+
+
+def _lens_refresh(caps: lsp.ClientCapabilities | None) -> bool:
+    """Whether the client asks to be told when code lenses change."""
+    ws = caps.workspace if caps else None
+    return bool(ws and ws.code_lens and ws.code_lens.refresh_support)
 
 
 def _inlay_refresh(caps: lsp.ClientCapabilities | None) -> bool:
@@ -408,5 +430,6 @@ def run() -> int:
     try:
         ls.start_io()
     finally:
+        ls.workers.close()
         shutil.rmtree(ls.outdir, ignore_errors=True)
     return 0

@@ -156,7 +156,7 @@ def _suggest(rs, out: dict[int, Example], fates) -> None:
             if a not in free:
                 continue
             if a not in again:
-                again[a] = Synthesizer(rs.synth.e, rs.assumptions + (a,), rs.synth.ifnames)
+                again[a] = rs.synth.with_assumption(a)
             if _proves(again[a], pid):
                 ex.suggestion = a
                 break

@@ -24,16 +24,22 @@ UNREACHED = Reason(
 )
 
 
-def source_lines(e, paths: list[int]) -> list[str]:
-    """file:line of the decisions on these paths (for the comments)."""
+def source_lines(e, paths: list[int], memo: dict | None = None) -> list[str]:
+    """file:line of the decisions on these paths (for the comments); `memo` keeps each
+    path's lines (path id -> list) for the next call on the same exploration."""
+    memo = {} if memo is None else memo
     out = []
     for pid in paths:
-        for section, pc in sorted(e.paths[pid].sites):
-            line = e.obj.line_at(section, pc)
-            if line:
-                where = f"{line.file_name.rsplit('/', 1)[-1]}:{line.line}"
-                if where not in out:
-                    out.append(where)
+        if pid not in memo:
+            mine: list[str] = []
+            for section, pc in sorted(e.paths[pid].sites):
+                line = e.obj.line_at(section, pc)
+                if line:
+                    where = f"{line.file_name.rsplit('/', 1)[-1]}:{line.line}"
+                    if where not in mine:
+                        mine.append(where)
+            memo[pid] = mine
+        out += [w for w in memo[pid] if w not in out]
     return out
 
 
@@ -44,7 +50,8 @@ def render_block(rs, dev: str, skip: str | None) -> list[str]:
     e = rs.synth.e
     for r in rs.rules:
         what = {"rule": "proven" if r.proved else "", "shield": "shield (pass)", "goto": "chain jump"}[r.role]
-        out.append(f"# paths {','.join(map(str, r.paths))} {' '.join(source_lines(e, r.paths))} - {what}".rstrip())
+        where = " ".join(source_lines(e, r.paths, rs.lines))
+        out.append(f"# paths {','.join(map(str, r.paths))} {where} - {what}".rstrip())
         out.append(filter_line(dev, r.match, r.action, r.prio, r.chain or None, skip=skip))
     return out
 

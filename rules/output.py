@@ -80,7 +80,7 @@ def rules_json(e: Exploration, rs: RuleSet, dev: str, skip: str, explain: bool =
                 "action": list(r.action),
                 "role": r.role,
                 "paths": r.paths,
-                "lines": source_lines(e, r.paths),
+                "lines": source_lines(e, r.paths, rs.lines),
                 "proven": r.proved,
                 "tc": line,
             }

@@ -69,6 +69,7 @@ class RuleSet:
     partly: dict = field(default_factory=dict)
     max_rules: int = 512
     examples: dict | None = None  # counterexample.examples, once computed
+    lines: dict = field(default_factory=dict)  # final.source_lines' memo: path id -> file:line list
 
     def finish(self, dev: str, skip: str | None) -> list[str]:
         """The proven filter block for this device (final.finish)."""

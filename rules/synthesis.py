@@ -98,6 +98,11 @@ ASSUMPTIONS = {
     "no-ipv6-ext": "no IPv6 packet has extension headers (the IPv6 header's next header is not "
     "hop-by-hop, routing, fragment, ESP, AH, destination options, mobility, HIP, shim6 or 253/254)",
 }
+#: Why a path no typical packet takes gets no block.
+ATYPICAL_ONLY = Reason(
+    "atypical-packets",
+    "only atypical packets take this path (short frames, IP options, fragments): no flower key separates them",
+)
 #: Always made (a fact of Ethernet hardware, stated in every script).
 DEFAULT_ASSUMPTIONS = ("min-frame",)
 
@@ -181,6 +186,8 @@ class Synthesizer:
         self.outcomes = {p.id: self.outcome(p) for p in e.paths}
         self.software: list[tuple[list[int], Reason]] = []
         self._blocks: dict[int, Block | None] = {}
+        #: (path id, outcome) -> extract's z3 findings (shared by with_assumption)
+        self.extracted: dict[tuple[int, Outcome], tuple | None] = {}
         #: blocks given up, by path: with the shields tried (counterexample.py shows why)
         self.failed: dict[int, Block] = {}
 
@@ -257,20 +264,37 @@ class Synthesizer:
         return Synthesis(kept, self.software, self.assume, self.e.options.max_len)
 
     def extract(self, p: Path, outcome: Outcome, quiet: bool = False) -> Block | None:
-        def give_up(why):
+        """Path `p`'s block for `outcome`, unproved (a new Block each time; the z3 work is
+        done once per path and shared with `block_for`, the counterexamples and the
+        suggestions' synthesis when its assumption adds nothing under typical packets)."""
+        key = (p.id, outcome)
+        if key not in self.extracted:
+            self.extracted[key] = self._extract(p)
+        found = self.extracted[key]
+        if found is None:
             if not quiet:
-                self.software.append(([p.id], why))
+                self.software.append(([p.id], ATYPICAL_ONLY))
+            return None
+        protocol, sets, masked, set_masks = found
+        return Block(protocol, dict(sets), outcome, [p.id], masked=dict(masked), set_masks=dict(set_masks))
 
+    def with_assumption(self, name: str) -> Synthesizer:
+        """A synthesizer for the same program under one more assumption. When typical packets
+        (the only ones extraction looks at) already satisfy it, the extracted blocks are the
+        same: they are shared (z3 proves that implication first)."""
+        other = Synthesizer(self.e, self.assume + (name,), self.ifnames)
+        added = z3.And(assumption_constraints([name]))
+        if not maybe_sat(*self.env, self.typical, z3.Not(added)):
+            other.extracted = self.extracted
+        return other
+
+    def _extract(self, p: Path) -> tuple | None:
+        """(protocol, sets, masked, set_masks) of path `p` under typical packets; None when
+        only atypical packets take it."""
         cond = z3.And(self.conds[p.id], *self.env, self.typical)
         s = solver(cond)
         if s.check() != z3.sat:
-            return give_up(
-                Reason(
-                    "atypical-packets",
-                    "only atypical packets take this path (short frames, "
-                    "IP options, fragments): no flower key separates them",
-                )
-            )
+            return None
         protocols = _values(s, self.d.skb_protocol, 2)
         eth = protocols[0] if len(protocols) == 1 else None
         family = FAMILIES.get(eth)
@@ -296,7 +320,7 @@ class Synthesizer:
         sets = _valid(protocol, sets)
         masked = {n: v for n, v in masked.items() if n in _valid(protocol, {**sets, n: (0,)})}
         set_masks = {n: m for n, m in set_masks.items() if n in sets}
-        return Block(protocol, sets, outcome, [p.id], masked=masked, set_masks=set_masks)
+        return protocol, sets, masked, set_masks
 
     def prove(self, b: Block, earlier: list[Block]) -> None:
         good = self.good(b.outcome)

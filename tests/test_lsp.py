@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,11 @@ def lookup_lines(source: Path) -> set[int]:
 async def client(lsp_client: LanguageClient, tmp_path: Path):
     require_tool(CLANG)
     workspace(tmp_path)
+
+    @lsp_client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
+    def lens_refresh(params):  # VS Code's capabilities say it refreshes lenses when asked
+        return None
+
     await lsp_client.initialize_session(
         lsp.InitializeParams(
             capabilities=pytest_lsp.client_capabilities("visual-studio-code"),
@@ -155,6 +161,15 @@ async def test_diagnostics_hover_save_rebuild_and_broken_build(client: LanguageC
         )
     )
     assert any(h.position.line == line and "map: blacklist" in h.label and "DROP" in h.label for h in hints)
+
+    # code lenses: one DROP path decided on each lookup line (the source returns XDP_DROP right
+    # after it), with its predicted ns as min/median/max
+    lenses = await client.text_document_code_lens_async(
+        lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    )
+    drops = {n.range.start.line for n in lenses if n.command.title.startswith("xdp2tc: DROP×1 ")}
+    assert drops == expected, [(n.range.start.line, n.command.title) for n in lenses]
+    assert all(n.command.title.endswith(" ns (min/median/max)") for n in lenses if "DROP" in n.command.title)
 
     # save after inserting three lines: the object is rebuilt by clang and the findings move
     source.write_text("\n\n\n" + source.read_text())
@@ -295,3 +310,50 @@ async def test_config_binding_and_assume_quick_fix(client: LanguageClient, tmp_p
 
     diags = await diagnostics_after(client, uri, changed)
     assert [(d.range.start.line, d.code) for d in diags] == [(ihl, "XT006")]
+
+
+@pytest.mark.asyncio
+async def test_tail_call_lenses_and_maps_from(client: LanguageClient, tmp_path: Path):
+    """tailcall_variable.c tail-calls through `dscp_progs` at `iph->tos >> 2`, an index read
+    from the packet, on one line: a `tail call variable` lens with its ns there.
+    thesis_ddos_blacklist.c with `maps_from` (the seed's §6.6 entries, 192.168.1.40 and port
+    50, as a bpftool dump): the hover of each lookup shows the filters those entries give,
+    the seed's three rules (hand-derived there, as in test_templates)."""
+    objs = {stem: CORPUS / "build" / "clang" / f"{stem}.o" for stem in ("tailcall_variable", STEM)}
+    require(all(o.is_file() for o in objs.values()), "corpus is not built (run `make corpus`)")
+    for stem in objs:
+        shutil.copy(CORPUS / f"{stem}.c", tmp_path / f"{stem}.c")
+    dump = {
+        "blacklist": [{"key": ["0xc0", "0xa8", "0x01", "0x28"], "value": ["0x01", "0x00", "0x00", "0x00"]}],
+        "port_blacklist": [{"key": ["0x32", "0x00"], "value": ["0x01", "0x00", "0x00", "0x00"]}],
+    }
+    (tmp_path / "maps.json").write_text(json.dumps(dump))
+    (tmp_path / ".xdp2tc.toml").write_text(
+        f'[[source]]\nfile = "tailcall_variable.c"\nobject = "{objs["tailcall_variable"]}"\n'
+        f'[[source]]\nfile = "{STEM}.c"\nobject = "{objs[STEM]}"\nassume = ["no-ip-options"]\n'
+        'maps_from = "json:maps.json"\n'
+    )
+    source = tmp_path / "tailcall_variable.c"
+    uri = source.as_uri()
+    call = line_of(source, "bpf_tail_call(ctx, &dscp_progs, iph->tos >> 2)")
+    await diagnostics_after(client, uri, lambda: open_doc(client, source))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while True:  # lenses come with the complete documents, after the diagnostics
+        lenses = await client.text_document_code_lens_async(
+            lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+        )
+        tails = [n for n in lenses if "tail call" in n.command.title]
+        if tails or loop.time() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    assert [n.range.start.line for n in tails] == [call], [(n.range.start.line, n.command.title) for n in lenses]
+    assert re.fullmatch(r"xdp2tc: tail call variable [0-9.]+ ns", tails[0].command.title), tails
+
+    ddos = tmp_path / f"{STEM}.c"
+    await diagnostics_after(client, ddos.as_uri(), lambda: open_doc(client, ddos))
+    text = await hover_at(client, ddos.as_uri(), line_of(ddos, "bpf_map_lookup_elem(&blacklist"))
+    assert "flower skip_sw src_ip 192.168.1.40 action drop`" in text
+    text = await hover_at(client, ddos.as_uri(), line_of(ddos, "bpf_map_lookup_elem(&port_blacklist"))
+    assert "flower skip_sw ip_proto tcp dst_port 50 action drop`" in text
+    assert "flower skip_sw ip_proto udp dst_port 50 action drop`" in text

@@ -31,6 +31,7 @@ function settings(): Record<string, unknown> {
     target: c.get<string>("target", ""),
     assume: c.get<string[]>("assume", []),
     mapsFrom: c.get<string>("mapsFrom", ""),
+    codeLens: c.get<boolean>("codeLens", true),
   };
 }
 
