@@ -73,8 +73,8 @@ REASONS: dict[str, ReasonCode] = {
             "rewrite",
             "XT007",
             "warning",
-            "the program rewrites the packet or sends it back out (XDP_TX, header rewrites): "
-            "not translated to tc actions yet",
+            "the program rewrites the packet in a way no derived tc action redoes (MAC swap, "
+            "values computed from the packet, fields other than MACs/TOS/TTL, adjust_head/tail)",
         ),
         ReasonCode(
             "redirect-device",
