@@ -19,6 +19,11 @@ What is modelled, at tc ingress of a plain Ethernet device (dissector.py's assum
 - `csum ip4h`: when the frame's ethertype is IPv4, the header checksum is recomputed
   (ip_send_check: the one's-complement sum of ihl 16-bit words with the check field 0);
   `ok` asks ihl >= 5 and the whole header inside the frame (else ip_fast_csum reads past it).
+- `vlan push id VID [priority PCP] [protocol 802.1Q|802.1ad]` (m_vlan.c; act_vlan.c
+  tcf_vlan_act -> skb_vlan_push), modelled as the frame the egress device sends: the tag
+  (TPID, PCP << 13 | VID) between the MACs and the ethertype, 4 bytes longer. At ingress the
+  tag is metadata until transmission, so the model holds only for a list that ends in a
+  mirred redirect and pushes onto an untagged frame, with no other edit (`ok`, ActionError).
 - controls: an action's result ends the list unless it is `pipe`; defaults are iproute2's
   (pedit and csum: pass; vlan: pipe). The verdict is the stopping action's: pass, drop,
   `mirred egress redirect dev X` or `goto chain N`.
@@ -49,6 +54,7 @@ HEADER_BASE = {"eth": 0, "ip": NETWORK}
 CONTROLS = ("pipe", "pass", "ok", "drop", "shot", "continue", "reclassify")
 #: iproute2's default control per action kind (parse_action_control_dflt).
 DEFAULT_CONTROL = {"pedit": "pass", "csum": "pass", "vlan": "pipe"}
+VLAN_PROTOCOLS = {"802.1Q": 0x8100, "802.1q": 0x8100, "802.1ad": 0x88A8, "802.1AD": 0x88A8}
 
 
 class ActionError(ValueError):
@@ -58,7 +64,7 @@ class ActionError(ValueError):
 @dataclass(frozen=True)
 class Edit:
     """One change: `kind` set (bytes `value` under `mask` at frame offset `at`), add (one
-    byte plus `value` modulo 256) or csum_ip4h."""
+    byte plus `value` modulo 256), csum_ip4h, or vlan_push (`value`: the 4 tag bytes)."""
 
     kind: str
     at: int = 0
@@ -77,11 +83,18 @@ class ActionList:
     def rewrites(self) -> bool:
         return bool(self.edits)
 
+    @property
+    def grows(self) -> int:
+        """Bytes the list adds in front of the ethertype (vlan push)."""
+        return sum(4 for e in self.edits if e.kind == "vlan_push")
+
     def positions(self) -> set[int]:
-        """Frame offsets an edit may change."""
+        """Offsets of the output frame an edit may change (a push: the MACs and the tag)."""
         out: set[int] = set()
         for e in self.edits:
-            if e.kind == "csum_ip4h":
+            if e.kind == "vlan_push":
+                out |= set(range(16))
+            elif e.kind == "csum_ip4h":
                 out |= {NETWORK + 10, NETWORK + 11}
             else:
                 out |= set(range(e.at, e.at + max(1, len(e.value))))
@@ -116,6 +129,8 @@ def parse_actions(words) -> ActionList:
             new, control = _pedit(part)
         elif kind == "csum":
             new, control = _csum(part)
+        elif kind == "vlan":
+            new, control = _vlan(part)
         else:
             raise ActionError(f"action {' '.join(part)!r} is not modelled")
         edits += new
@@ -189,6 +204,32 @@ def _value(text: str, size: int) -> bytes:
     return v.to_bytes(size, "big")
 
 
+def _vlan(part: list[str]) -> tuple[list[Edit], str]:
+    if part[1:3] != ["push", "id"] or len(part) < 4:
+        raise ActionError(f"{' '.join(part)!r}: only `vlan push id VID ...` is modelled")
+    vid, prio, tpid, i = _int(part[3], 4095), 0, 0x8100, 4
+    while i + 1 < len(part) and part[i] in ("priority", "protocol"):
+        if part[i] == "priority":
+            prio = _int(part[i + 1], 7)
+        elif part[i + 1] in VLAN_PROTOCOLS:
+            tpid = VLAN_PROTOCOLS[part[i + 1]]
+        else:
+            raise ActionError(f"vlan protocol {part[i + 1]!r}")
+        i += 2
+    tag = tpid.to_bytes(2, "big") + (prio << 13 | vid).to_bytes(2, "big")
+    return [Edit("vlan_push", 12, tag)], _control(part, i)
+
+
+def _int(text: str, top: int) -> int:
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise ActionError(f"{text!r} is not a number") from None
+    if not 0 <= v <= top:
+        raise ActionError(f"{text} is outside 0..{top}")
+    return v
+
+
 def _csum(part: list[str]) -> tuple[list[Edit], str]:
     if part[1:2] != ["ip4h"]:
         raise ActionError(f"{' '.join(part)!r}: only `csum ip4h` is modelled")
@@ -256,12 +297,22 @@ def ipv4_header_complete(pkt: z3.ArrayRef, length: z3.BitVecRef, at: int = NETWO
 def apply(
     actions: ActionList, pkt: z3.ArrayRef, length: z3.BitVecRef, rest_sum: z3.BitVecRef | None = None
 ) -> tuple[z3.ArrayRef, z3.BoolRef]:
-    """(the packet after the edits, where the model holds). Where `ok` is false the model
+    """(the packet after the edits, indexed from its first byte; where the model holds). A
+    vlan push makes it `actions.grows` bytes longer. Where `ok` is false the model
     says nothing (a tagged frame under an ip edit, a header csum cannot read). `rest_sum`:
     a term standing for the sum of the header words no edit changes (`rest_words`), which
     a proof may keep opaque (it is the same before and after the edits)."""
     out, ok = pkt, []
     tagged = z3.Or([_be16(pkt, 12) == t for t in VLAN_TPIDS])
+    if actions.grows:
+        if len(actions.edits) != 1:
+            raise ActionError("vlan push together with other edits is not modelled")
+        tag = actions.edits[0].value
+        i = z3.BitVec("i", 64)
+        moved = z3.Select(pkt, i - 4)
+        for k in range(4):
+            moved = z3.If(i == 12 + k, z3.BitVecVal(tag[k], 8), moved)
+        return z3.Lambda([i], z3.If(z3.ULT(i, 12), z3.Select(pkt, i), moved)), z3.Not(tagged)
     for e in actions.edits:
         if e.kind == "csum_ip4h":
             ok.append(z3.Not(tagged))

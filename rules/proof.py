@@ -160,12 +160,12 @@ def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:
 
 
 def rewrite_outcome(action: tuple[str, ...], ifnames: dict[int, str], dev: str | None) -> Outcome | None:
-    """The outcome of an action list that rewrites the packet or sends it back out of the
+    """The outcome of an action list that rewrites the packet (pedit, csum, vlan push) or sends it back out of the
     filter's device (None for the plain actions above). The verdict is read with the action
     model (actionmodel.py); a redirect to `dev` is XDP_TX, written INGRESS_DEV as synthesis
     writes it, so both name the same outcome whatever the device is called."""
     own = action[0] == "mirred" and dev and action[-1] == dev and dev not in ifnames.values()
-    if action[0] not in ("pedit", "csum") and not own:
+    if action[0] not in ("pedit", "csum", "vlan") and not own:
         return None
     try:
         verdict = parse_actions(action).verdict

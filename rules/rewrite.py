@@ -4,7 +4,9 @@ For a path that returns PASS, TX or REDIRECT (to a named device) after writing t
 each written byte is classified with z3 over the path's packets: unchanged, a constant, the
 input minus one (TTL), or computed from the packet. Constant MACs, TOS and TTL become
 `pedit ex munge` keys, a TTL decrement `ip ttl decrement`, a written IPv4 header checksum
-`csum ip4h`; XDP_TX becomes `mirred egress redirect` to the device the filter sits on
+`csum ip4h`; a path that grew the packet by 4 bytes, moved the MACs up and wrote a
+constant tag becomes `vlan push` (before a redirect only: at ingress a pushed tag is skb
+metadata until a device sends it); XDP_TX becomes `mirred egress redirect` to the device the filter sits on
 (written INGRESS_DEV here, tc.filter_line puts the device in). What cannot be written that
 way gets a `rewrite` reason naming the byte and why. The derived actions are a proposal:
 rewriteproof.py proves them against the program (with the separate action model), and the
@@ -59,10 +61,13 @@ def derive(synth, p, terminal: tuple[str, ...], verdicts: tuple[str, ...], ifind
 
     e = synth.e
     head, end = const_value(e.expand(p.head)), z3.simplify(e.expand(p.end))
+    if head == (-4) % (1 << 64) and end.eq(PACKET_LEN):
+        return _vlan_push(synth, p, terminal, verdicts, ifindex)
     if head != 0 or not end.eq(PACKET_LEN):
         return _rewrite(
-            "bpf_xdp_adjust_head/adjust_tail moves the packet's start or end (VLAN push/pop, "
-            "encapsulation, trimming): no tc vlan/pedit actions are derived for such paths yet"
+            "bpf_xdp_adjust_head/adjust_tail moves the packet's start or end other than by a 4-byte "
+            "VLAN push (a pop, encapsulation, trimming): no tc action is derived for it (a vlan pop "
+            "filter would need VLAN match keys; tc has no action that adds or cuts other bytes)"
         )
     base = [synth.conds[p.id], *synth.env]
     s = solver(*base, synth.typical)
@@ -145,6 +150,47 @@ def derive(synth, p, terminal: tuple[str, ...], verdicts: tuple[str, ...], ifind
         tokens += (["action"] if tokens else []) + ["csum", "ip4h", "pipe"]
     tokens += (["action"] if tokens else []) + list(terminal)
     return Outcome(tuple(tokens), verdicts, ifindex)
+
+
+def _vlan_push(synth, p, terminal, verdicts, ifindex):
+    """A path that grew the packet by 4 bytes in front: a VLAN tag pushed after the MACs?"""
+    from .synthesis import Outcome, maybe_sat, solver
+
+    e = synth.e
+    if terminal[0] != "mirred":
+        return _rewrite(
+            "pushes a VLAN tag and passes the packet: at tc ingress a pushed tag is metadata "
+            "(skb_vlan_push), not the bytes the program hands the host; offloaded only with a redirect or XDP_TX"
+        )
+    base = [synth.conds[p.id], *synth.env]
+    s = solver(*base, synth.typical)
+    if s.check() != z3.sat:
+        return Reason("atypical-packets", "only atypical packets take this rewriting path")
+    model = s.model()
+
+    def always(f) -> bool:
+        return not maybe_sat(*base, z3.Not(f))
+
+    def out(k: int) -> z3.BitVecRef:
+        return e.expand(z3.Select(p.pkt, z3.BitVecVal((k - 4) % (1 << 64), 64)))
+
+    for w in p.writes:
+        v = const_value(e.expand(w))
+        if v is None or not (v >= (-4) % (1 << 64) or v < 12):
+            return _rewrite("grows the packet by 4 bytes and writes beyond the MACs and a tag: not a VLAN push")
+    if not all(always(out(k) == PACKET[z3.BitVecVal(k, 64)]) for k in range(12)):
+        return _rewrite("grows the packet by 4 bytes without moving the MACs up: not a VLAN push")
+    tag = [model.eval(out(k), model_completion=True).as_long() for k in range(12, 16)]
+    if not all(always(out(12 + k) == tag[k]) for k in range(4)):
+        return _rewrite(
+            "pushes a VLAN tag whose TPID or TCI is computed from the packet: tc's vlan push takes constants"
+        )
+    tpid, tci = tag[0] << 8 | tag[1], tag[2] << 8 | tag[3]
+    if tpid not in (0x8100, 0x88A8) or tci & 0x1000:
+        return _rewrite(f"pushes TPID 0x{tpid:04x} TCI 0x{tci:04x}: vlan push takes 802.1Q/802.1ad and no DEI bit")
+    protocol = "802.1Q" if tpid == 0x8100 else "802.1ad"
+    words = ["vlan", "push", "id", str(tci & 0xFFF), "priority", str(tci >> 13), "protocol", protocol, "pipe"]
+    return Outcome(tuple(words + ["action", *terminal]), verdicts, ifindex)
 
 
 def tx_terminal() -> tuple[str, ...]:

@@ -28,35 +28,46 @@ from .tc import INGRESS_DEV
 
 
 def _at(k: int) -> z3.BitVecRef:
-    return z3.BitVecVal(k, 64)
+    return z3.BitVecVal(k % (1 << 64), 64)
 
 
 def is_rewrite(outcome) -> bool:
     """An outcome whose proof needs the packet bytes (rewrites, or XDP_TX's redirect)."""
-    return outcome.action[0] in ("pedit", "csum") or INGRESS_DEV in outcome.action
+    return outcome.action[0] in ("pedit", "csum", "vlan") or INGRESS_DEV in outcome.action
 
 
-def output_equals(e, path, expected: z3.ArrayRef, changed: set[int]) -> z3.BoolRef | None:
-    """The path's output packet equals `expected` (None: the path resizes the packet or
-    writes at a packet-dependent offset, which this comparison does not take)."""
-    if const_value(e.expand(path.head)) != 0 or not z3.simplify(e.expand(path.end)).eq(PACKET_LEN):
+def output_equals(e, path, expected: z3.ArrayRef, changed: set[int], grows: int = 0) -> z3.BoolRef | None:
+    """The path's output packet equals `expected` (indexed from its first byte; `grows`
+    bytes longer than the input, pushed in front of the ethertype). None: the path moves its
+    start by another amount, moves its end, or writes at a packet-dependent offset. Compared
+    are the bytes either side writes; behind them both are the input shifted by `grows`."""
+    head = const_value(e.expand(path.head))
+    if head is None or _signed(head) != -grows or not z3.simplify(e.expand(path.end)).eq(PACKET_LEN):
         return None
+    head = -grows
     positions = set(changed)
     for w in path.writes:
         v = const_value(e.expand(w))
-        if v is None or v >= 1 << 63:
+        if v is None or _signed(v) < head:
             return None
-        positions.add(v)
+        positions.add(_signed(v) - head)
     if not positions:
         return z3.BoolVal(True)
-    eqs = [e.expand(z3.Select(path.pkt, _at(k))) == z3.Select(expected, _at(k)) for k in sorted(positions)]
-    return z3.And(z3.UGT(PACKET_LEN, max(positions)), *eqs)
+    eqs = [e.expand(z3.Select(path.pkt, _at(head + k))) == z3.Select(expected, _at(k)) for k in sorted(positions)]
+    return z3.And(z3.UGT(PACKET_LEN + grows, max(positions)), *eqs)
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def rewrite_good(synth, outcome) -> z3.BoolRef:
     """Packets the program handles exactly as `outcome`'s action list does (module doc)."""
     try:
         actions = parse_actions(outcome.action)
+        if actions.grows and actions.verdict[0] != "mirred":
+            return z3.BoolVal(False)  # a pushed tag is metadata until a device sends it
+        expected, ok = apply(actions, PACKET, PACKET_LEN)
     except ActionError:
         return z3.BoolVal(False)
     csum = any(x.kind == "csum_ip4h" for x in actions.edits)
@@ -64,7 +75,8 @@ def rewrite_good(synth, outcome) -> z3.BoolRef:
     # (z3 proves the one's-complement identities over it in about a second, and not in a
     # minute over the words themselves); unsat for every value is unsat for the real one
     rest = z3.BitVec("rewrite.rest_sum", 16) if csum else None
-    expected, ok = apply(actions, PACKET, PACKET_LEN, rest)
+    if rest is not None:
+        expected, ok = apply(actions, PACKET, PACKET_LEN, rest)
     changed = actions.positions()
     assumed = z3.BoolVal(True)
     if csum and CHECKSUM_ASSUMPTION in synth.assume:
@@ -78,7 +90,7 @@ def rewrite_good(synth, outcome) -> z3.BoolRef:
             continue
         if outcome.ifindex is not None and own.ifindex != outcome.ifindex:
             continue
-        eq = output_equals(synth.e, p, expected, changed)
+        eq = output_equals(synth.e, p, expected, changed, actions.grows)
         if eq is not None:
             parts.append(z3.And(synth.conds[p.id], z3.Implies(assumed, z3.And(ok, eq))))
     good = z3.Or(parts) if parts else z3.BoolVal(False)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from .actionmodel import ActionError, parse_actions
 from .flower import FLOWER_KEYS, IPPROTO, PROTOCOLS, Exact, FlowerMatch, Range
 
-#: tc's words after `action` that xdp2tc's proof understands (pedit and csum: rewrites,
+#: tc's words after `action` that xdp2tc's proof understands (pedit, csum, vlan: rewrites,
 #: read by actionmodel.py).
-ACTIONS = ("drop", "pass", "goto", "mirred", "pedit", "csum")
+ACTIONS = ("drop", "pass", "goto", "mirred", "pedit", "csum", "vlan")
 
 
 class ScriptError(ValueError):
@@ -199,7 +199,7 @@ def _action(words: list[str], where: str) -> tuple[str, ...]:
         return ("goto", "chain", str(_int(words[2], where, 10)))
     if words[:4] == ["mirred", "egress", "redirect", "dev"] and len(words) == 5:
         return tuple(words)
-    if words[0] in ("pedit", "csum"):  # a rewrite, then the verdict (actionmodel reads it)
+    if words[0] in ("pedit", "csum", "vlan"):  # a rewrite, then the verdict (actionmodel reads it)
         try:
             parse_actions(words)
         except ActionError as err:

@@ -70,6 +70,15 @@ CASES = {
             "02:00:00:00:00:50 pipe action pass"
         ],
     ),
+    # 10.7.0.0/16: adjust_head -4, MACs moved up, tag 802.1Q VID 100 PCP 3, XDP_TX
+    "tx_vlan_push": (
+        (),
+        {},
+        [
+            "protocol ip prio 1 flower skip_sw dst_ip 10.7.0.0/16 action vlan push id 100 priority 3 "
+            f"protocol 802.1Q pipe action mirred egress redirect dev {DEV}"
+        ],
+    ),
 }
 VERDICT_OF = {"pass": "PASS", "drop": "DROP"}
 
@@ -119,7 +128,7 @@ def _witnesses(stem: str, n: int, rng: random.Random) -> list[bytes]:
     hit = hits(filters, rs.synth.d)
     out = []
     for f, h in zip(filters, hit):
-        if f.action[0] not in ("pedit", "csum"):
+        if f.action[0] not in ("pedit", "csum", "vlan"):
             continue
         s = z3.Solver()
         s.add(h, *rs.synth.env, z3.ULE(PACKET_LEN, 200), PACKET[z3.BitVecVal(14, 64)] == 0x45)
@@ -156,7 +165,7 @@ def test_kernel_output_equals_tc_model(stem):
         for p in _witnesses(stem, 3, rng):
             words = list(tcflower.run(lines, p))
             hit = next(x for x in lines if x.action == words) if words != ["pass"] else None
-            if hit is None or hit.action[0] not in ("pedit", "csum"):
+            if hit is None or hit.action[0] not in ("pedit", "csum", "vlan"):
                 continue
             verdict, expected = tcflower.act(hit.action, p)
             got = loaded.run(e.program.name, p)
@@ -176,6 +185,8 @@ def test_kernel_output_equals_tc_model(stem):
         ("tx_ttl_set", (f"redirect dev {DEV}", "redirect dev eth9")),
         ("tx_ttl_set", ("ttl set 64", "ttl set 65")),
         ("mac_rewrite", ("pipe action pass", "pipe action drop")),
+        ("tx_vlan_push", ("id 100", "id 101")),
+        ("tx_vlan_push", ("protocol 802.1Q", "protocol 802.1ad")),
     ],
 )
 def test_printed_proof_rejects_wrong_actions(stem, mutation):

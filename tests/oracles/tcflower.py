@@ -232,7 +232,8 @@ def run(lines: list[Line], frame: bytes) -> tuple[str, ...]:
 # Written from tc-pedit(8), tc-csum(8) and net/sched/act_pedit.c / act_csum.c: pedit `ex munge`
 # eth fields are offsets from the MAC header (dst 0, src 6), ip fields from the network header
 # (tos 1, ttl 8), which is byte 14 of an untagged frame; `decrement` is ttl - 1 (mod 256); csum
-# ip4h writes ~(one's-complement sum of the header's 16-bit words, check field taken as 0).
+# ip4h writes ~(one's-complement sum of the header's 16-bit words, check field taken as 0); vlan
+# push id V priority P protocol T puts the tag T, P << 13 | V after the MACs (as the egress sends it).
 # An action ends the list unless its control is `pipe`.
 
 _PEDIT = {
@@ -281,6 +282,13 @@ def act(words: list[str], frame: bytes) -> tuple[tuple[str, ...], bytes]:
                 out[at : at + size] = value
                 i += 5
             control = part[i] if i < len(part) else "pass"
+        elif kind == "vlan":  # push: the tag the egress device sends, after the MACs
+            assert part[1:3] == ["push", "id"], part
+            opts = dict(zip(part[4::2], part[5::2]))
+            tpid = {"802.1Q": 0x8100, "802.1ad": 0x88A8}[opts.get("protocol", "802.1Q")]
+            tci = int(opts.get("priority", "0")) << 13 | int(part[3])
+            out[12:12] = struct.pack("!HH", tpid, tci)
+            control = part[-1] if len(part) % 2 == 1 else "pipe"
         elif kind == "csum":
             assert part[1] == "ip4h", part
             if out[12:14] == b"\x08\x00":
