@@ -17,6 +17,7 @@ int xdp_tx_vlan_push(struct xdp_md *ctx)
 	void *data_end = XDP_DATA_END(ctx);
 	struct ethhdr *eth = data;
 	struct iphdr *iph = (void *)(eth + 1);
+	unsigned char *b;
 	__u16 *tag;
 
 	if ((void *)(iph + 1) > data_end) // expect: stateless
@@ -32,7 +33,12 @@ int xdp_tx_vlan_push(struct xdp_md *ctx)
 	data_end = XDP_DATA_END(ctx);
 	if (data + 18 > data_end) // expect: constant (the packet grew by 4)
 		return XDP_PASS;
-	__builtin_memmove(data, data + 4, 12);
+	b = data;
+	/* the MACs 4 bytes up, first byte first (written out: gcc turns a loop into a call to
+	 * memmove, which BPF does not have) */
+	b[0] = b[4]; b[1] = b[5]; b[2] = b[6]; b[3] = b[7];
+	b[4] = b[8]; b[5] = b[9]; b[6] = b[10]; b[7] = b[11];
+	b[8] = b[12]; b[9] = b[13]; b[10] = b[14]; b[11] = b[15];
 	tag = data + 12;
 	tag[0] = bpf_htons(0x8100);
 	tag[1] = bpf_htons((PCP << 13) | VID);
