@@ -37,7 +37,7 @@ from .flower import render
 from .reasons import account, summary, summary_lines
 from .ruleset import RuleSet
 from .synthesis import ASSUMPTIONS
-from .tc import qdisc_line, teardown_lines
+from .tc import INGRESS_DEV, qdisc_line, teardown_lines
 
 SCHEMA = "xdp2tc.rules/1"
 
@@ -77,7 +77,7 @@ def rules_json(e: Exploration, rs: RuleSet, dev: str, skip: str, explain: bool =
                 "prio": r.prio,
                 "protocol": r.match.protocol,
                 "keys": render(r.match),
-                "action": list(r.action),
+                "action": [dev if t == INGRESS_DEV else t for t in r.action],  # XDP_TX: its own device
                 "role": r.role,
                 "paths": r.paths,
                 "lines": source_lines(e, r.paths, rs.lines),

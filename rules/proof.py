@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 
 import z3
 
+from .actionmodel import ActionError, parse_actions
 from .dissector import match_formula
 from .script import Filter
 from .synthesis import DROP, Outcome, solver
+from .tc import INGRESS_DEV
 
 
 @dataclass
@@ -54,10 +56,14 @@ class ScriptProof:
         return self.ok and all(self.complete)
 
 
-def outcome_of(action: tuple[str, ...], ifnames: dict[int, str]) -> Outcome | None:
-    """The program outcome a non-pass action stands for (None: pass or goto)."""
+def outcome_of(action: tuple[str, ...], ifnames: dict[int, str], dev: str | None = None) -> Outcome | None:
+    """The program outcome a non-pass action stands for (None: pass or goto). `dev`: the
+    filter's device (a redirect back out of it is XDP_TX)."""
     if action == ("drop",):
         return DROP
+    rewrite = rewrite_outcome(action, ifnames, dev)
+    if rewrite is not None:
+        return rewrite
     if action[0] == "mirred":
         ifindex = next((i for i, n in ifnames.items() if n == action[4]), None)
         return Outcome(action, ("REDIRECT",), ifindex)
@@ -106,7 +112,7 @@ def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:
     `blocks`: the synthesised blocks the script is meant to implement)."""
     proof = ScriptProof(filters, errors=structure_errors(filters))
     if proof.errors:
-        proof.sound = [None if outcome_of(f.action, synth.ifnames) is None else False for f in filters]
+        proof.sound = [None if outcome_of(f.action, synth.ifnames, f.dev) is None else False for f in filters]
         proof.reached = {p: False for f, s in zip(filters, proof.sound) if s is not None for p in f.claims}
         proof.complete = [False] * len(blocks)
         return proof
@@ -114,14 +120,14 @@ def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:
     good: dict[Outcome, z3.BoolRef] = {}
     groups: dict[tuple, list[int]] = {}  # filters of one (chain, prio): one action
     for i, f in enumerate(filters):
-        o = outcome_of(f.action, synth.ifnames)
+        o = outcome_of(f.action, synth.ifnames, f.dev)
         proof.sound.append(None)
         if o is not None:
             groups.setdefault((f.chain, f.prio), []).append(i)
             if o not in good:
                 good[o] = synth.good(o)
     for members in groups.values():
-        bad = z3.Not(good[outcome_of(filters[members[0]].action, synth.ifnames)])
+        bad = z3.Not(good[outcome_of(filters[members[0]].action, synth.ifnames, filters[members[0]].dev)])
         # one query for the whole prio; filter by filter only when it fails
         if solver(*synth.env, z3.Or([hit[i] for i in members]), bad).check() == z3.unsat:
             for i in members:
@@ -138,7 +144,7 @@ def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:
         proof.reached[p] = cond is not None and solver(*synth.env, cond, z3.Or(hs)).check() == z3.sat
     takes: dict[Outcome, list[z3.BoolRef]] = {}
     for f, h in zip(filters, hit):
-        o = outcome_of(f.action, synth.ifnames)
+        o = outcome_of(f.action, synth.ifnames, f.dev)
         if o is not None:
             takes.setdefault(o, []).append(h)
     for i, b in enumerate(blocks):
@@ -148,3 +154,28 @@ def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:
         taken = z3.Or(takes.get(b.outcome) or [z3.BoolVal(False)])
         proof.complete.append(solver(*synth.env, intended, z3.Not(taken)).check() == z3.unsat)
     return proof
+
+
+# --- rewriting actions (pedit, csum; XDP_TX) -------------------------------------------------
+
+
+def rewrite_outcome(action: tuple[str, ...], ifnames: dict[int, str], dev: str | None) -> Outcome | None:
+    """The outcome of an action list that rewrites the packet (pedit, csum, vlan push) or sends it back out of the
+    filter's device (None for the plain actions above). The verdict is read with the action
+    model (actionmodel.py); a redirect to `dev` is XDP_TX, written INGRESS_DEV as synthesis
+    writes it, so both name the same outcome whatever the device is called."""
+    own = action[0] == "mirred" and dev and action[-1] == dev and dev not in ifnames.values()
+    if action[0] not in ("pedit", "csum", "vlan") and not own:
+        return None
+    try:
+        verdict = parse_actions(action).verdict
+    except ActionError:
+        return Outcome(action, ("unmodelled",))  # good() of it is empty: never proven
+    if verdict == ("pass",):
+        return Outcome(action, ("PASS",))
+    if verdict[0] == "mirred" and dev and verdict[4] == dev:
+        return Outcome(action[:-1] + (INGRESS_DEV,), ("TX",))
+    if verdict[0] == "mirred":
+        ifindex = next((i for i, n in ifnames.items() if n == verdict[4]), None)
+        return Outcome(action, ("REDIRECT",), ifindex)
+    return Outcome(action, ("unmodelled",))

@@ -73,8 +73,8 @@ REASONS: dict[str, ReasonCode] = {
             "rewrite",
             "XT007",
             "warning",
-            "the program rewrites the packet or sends it back out (XDP_TX, header rewrites): "
-            "not translated to tc actions yet",
+            "the program rewrites the packet in a way no derived tc action redoes (MAC swap, "
+            "values computed from the packet, fields other than MACs/TOS/TTL, adjust_head/tail)",
         ),
         ReasonCode(
             "redirect-device",
@@ -219,7 +219,7 @@ def account(e, rs, map_classes: dict[str, str]) -> list[PathFate]:
             # the filters of its block, shields and chain jumps included
             filters = [i for i, r in enumerate(rs.rules) if p.id in r.paths]
             out.append(PathFate(p.id, p.verdict, True, filters, None, rs.partly.get(p.id)))
-        elif p.verdict == "PASS" and not p.truncated and not p.notes:
+        elif p.verdict == "PASS" and not p.truncated and not p.notes and p.id not in given:
             out.append(PathFate(p.id, p.verdict, False, [], Reason("pass-to-host")))
         else:
             why = _reason(given.get(p.id), e, p, map_classes, rs.assumptions)
@@ -273,7 +273,7 @@ def summary_lines(counts: dict[str, dict]) -> list[str]:
     `offloaded 2 (3 filters; 1 in part)` when the script takes some path only in part."""
     lines = []
     for verdict, v in counts.items():
-        if verdict == "PASS" and set(v["reasons"]) <= {"pass-to-host"}:
+        if verdict == "PASS" and set(v["reasons"]) <= {"pass-to-host"} and not v["offloaded"]:
             lines.append(f"PASS paths {v['paths']}: pass to host (the program runs anyway)")
             continue
         reasons = ", ".join(f"{k} {n}" for k, n in sorted(v["reasons"].items()))

@@ -16,10 +16,12 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from .actionmodel import ActionError, parse_actions
 from .flower import FLOWER_KEYS, IPPROTO, PROTOCOLS, Exact, FlowerMatch, Range
 
-#: tc's words after `action` that xdp2tc's proof understands.
-ACTIONS = ("drop", "pass", "goto", "mirred")
+#: tc's words after `action` that xdp2tc's proof understands (pedit, csum, vlan: rewrites,
+#: read by actionmodel.py).
+ACTIONS = ("drop", "pass", "goto", "mirred", "pedit", "csum", "vlan")
 
 
 class ScriptError(ValueError):
@@ -38,6 +40,7 @@ class Filter:
     match: FlowerMatch
     action: tuple[str, ...]
     claims: tuple[int, ...] = ()
+    dev: str = ""  # the device the filter is on (XDP_TX redirects back out of it)
 
     @property
     def goto(self) -> int | None:
@@ -73,7 +76,7 @@ def parse_script(text: str) -> list[Filter]:
 
 def _filter(n: int, words: list[str], claims) -> Filter:
     where = f"line {n}"
-    chain, prio, protocol = 0, None, None
+    chain, prio, protocol, dev = 0, None, None, ""
     i = 0
     while i < len(words) and words[i] != "flower":
         w = words[i]
@@ -83,6 +86,8 @@ def _filter(n: int, words: list[str], claims) -> Filter:
             v = words[i + 1]
             if w == "protocol":
                 protocol = v
+            elif w == "dev":
+                dev = v
             elif w in ("prio", "pref"):
                 prio = _int(v, where, 10)
             elif w == "chain":
@@ -121,7 +126,7 @@ def _filter(n: int, words: list[str], claims) -> Filter:
         match = FlowerMatch(protocol, tuple(keys))
     except ValueError as err:
         raise ScriptError(f"{where}: {err}") from None
-    return Filter(n, chain, prio, match, action, tuple(claims))
+    return Filter(n, chain, prio, match, action, tuple(claims), dev)
 
 
 def _int(text: str, where: str, base: int = 0) -> int:
@@ -193,5 +198,11 @@ def _action(words: list[str], where: str) -> tuple[str, ...]:
     if words[0] == "goto" and len(words) == 3 and words[1] == "chain":
         return ("goto", "chain", str(_int(words[2], where, 10)))
     if words[:4] == ["mirred", "egress", "redirect", "dev"] and len(words) == 5:
+        return tuple(words)
+    if words[0] in ("pedit", "csum", "vlan"):  # a rewrite, then the verdict (actionmodel reads it)
+        try:
+            parse_actions(words)
+        except ActionError as err:
+            raise ScriptError(f"{where}: {err}") from None
         return tuple(words)
     raise ScriptError(f"{where}: action {' '.join(words)!r} has trailing or missing words")

@@ -40,6 +40,8 @@ from analyzer.symbolic import PACKET, PACKET_LEN, const_value
 from .dissector import dissect, match_formula
 from .flower import FAMILIES, FLOWER_KEYS, IP_FLAG_FRAG, PORT_PROTOS, Exact, FlowerMatch, protocol_name
 from .reasons import Reason
+from .rewrite import derive, tx_terminal
+from .rewriteproof import is_rewrite, rewrite_good
 
 #: Values a key may take on a path and still be enumerated (else it is left free).
 MAX_VALUES = 64
@@ -95,6 +97,9 @@ ASSUMPTIONS = {
     "Ethernet MAC discards runts, shorter frames arrive padded)",
     "no-ip-options": "every IPv4 packet has a 20-byte header (ihl = 5)",
     "no-fragments": "no IPv4 packet is a fragment, and no IPv6 packet starts with a Fragment header",
+    "valid-ip-checksum": "every untagged IPv4 header arrives whole (ihl >= 5, inside the frame) with a "
+    "correct header checksum, never 0xffff (RFC 1624) (needed to offload a program that updates "
+    "the checksum incrementally: tc's csum ip4h recomputes it)",
     "no-ipv6-ext": "no IPv6 packet has extension headers (the IPv6 header's next header is not "
     "hop-by-hop, routing, fragment, ESP, AH, destination options, mobility, HIP, shim6 or 253/254)",
 }
@@ -190,6 +195,8 @@ class Synthesizer:
         self.extracted: dict[tuple[int, Outcome], tuple | None] = {}
         #: blocks given up, by path: with the shields tried (counterexample.py shows why)
         self.failed: dict[int, Block] = {}
+        #: rewrite outcomes' good sets (rewriteproof.py), by outcome
+        self.rewrite_goods: dict[Outcome, z3.BoolRef] = {}
 
     # --- what each path asks for ---------------------------------------------------------
 
@@ -206,28 +213,34 @@ class Synthesizer:
         if p.verdict in ("DROP", "ABORTED"):
             return Reason("data-plane-state", "side effects beyond counters: " + ", ".join(bad)) if bad else DROP
         if p.verdict == "PASS":
-            return PASS
+            # a rewrite without other effects may be redone by tc (rewrite.py); else the host does it
+            return derive(self, p, ("pass",), ("PASS",)) if p.writes and not bad else PASS
         if bad:
             return Reason("data-plane-state", "side effects beyond counters: " + ", ".join(bad))
         if p.verdict == "REDIRECT" and p.redirect and p.redirect[0] == "ifindex":
             ifindex = const_value(self.e.expand(p.redirect[1]))
-            if p.writes:
-                return Reason("rewrite", "redirect of a rewritten packet (pedit not synthesised yet)")
             if ifindex is None:
                 return Reason("redirect-device", "redirect to an ifindex computed from the packet")
             if ifindex not in self.ifnames:
                 return Reason(
                     "redirect-device", f"redirect to ifindex {ifindex}: no device name (use --ifname {ifindex}=DEV)"
                 )
-            return Outcome(("mirred", "egress", "redirect", "dev", self.ifnames[ifindex]), ("REDIRECT",), ifindex)
+            redirect = ("mirred", "egress", "redirect", "dev", self.ifnames[ifindex])
+            if p.writes:
+                return derive(self, p, redirect, ("REDIRECT",), ifindex)
+            return Outcome(redirect, ("REDIRECT",), ifindex)
         if p.verdict == "REDIRECT":
             return Reason("redirect-device", "redirect through a map (the target is control-plane state)")
         if p.verdict == "TX":
-            return Reason("rewrite", "XDP_TX (header rewrites are not synthesised yet)")
+            return derive(self, p, tx_terminal(), ("TX",))
         return Reason("unknown", f"verdict {p.verdict}")
 
     def good(self, outcome: Outcome) -> z3.BoolRef:
         """Packets for which the program does what `outcome` does (cleanly)."""
+        if is_rewrite(outcome):  # the output bytes matter too (rewriteproof.py)
+            if outcome not in self.rewrite_goods:
+                self.rewrite_goods[outcome] = rewrite_good(self, outcome)
+            return self.rewrite_goods[outcome]
         conds = [self.conds[p.id] for p in self.e.paths if self.outcomes[p.id] == outcome]
         return z3.Or(conds) if conds else z3.BoolVal(False)
 
@@ -238,7 +251,7 @@ class Synthesizer:
         for p in self.e.paths:
             o = self.outcomes[p.id]
             if isinstance(o, Reason):
-                if p.verdict not in ("PASS",):
+                if p.verdict not in ("PASS",) or p.writes:  # a rewrite tc cannot redo says why
                     self.software.append(([p.id], o))
                 continue
             if o.is_pass:
@@ -606,7 +619,8 @@ def _common(a: FlowerMatch, b: FlowerMatch) -> FlowerMatch:
         if mask == 0 or (row.mask == "none" and mask != full):
             continue
         keys.append((name, Exact(x.value & mask, mask)))
-    return FlowerMatch(a.protocol, tuple(keys))
+    valid = _valid(a.protocol, {n: (x.value,) for n, x in keys})  # ports lose a dropped ip_proto
+    return FlowerMatch(a.protocol, tuple((n, x) for n, x in keys if n in valid))
 
 
 def _prefix_part(mask: int, width: int) -> int:

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from .flower import FlowerMatch, render
 
 SKIPS = ("skip_sw", "skip_hw", None)
+#: Stands for the filter's own device in action tokens (XDP_TX: `mirred egress redirect dev
+#: <the ingress device>`); filter_line writes the device in its place.
+INGRESS_DEV = "@ingress-dev"
 #: What tc prints when its parser accepted the line and the kernel refused it.
 KERNEL_ERROR = "We have an error talking to the kernel"
 
@@ -76,7 +79,7 @@ def filter_line(
     if skip:
         words.append(skip)
     words += render(match)
-    actions = [_token(t, "action") for t in action_tokens]
+    actions = [_token(dev if t == INGRESS_DEV else t, "action") for t in action_tokens]
     if actions:
         words += (["action"] if actions[0] != "action" else []) + actions
     return " ".join(words)

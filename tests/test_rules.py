@@ -65,12 +65,11 @@ NO_FILTER = {
     "random_drop": "a random verdict",
     "rate_limiter": "depends on time and state the program writes",
     "redirect_devmap": "redirects to a devmap slot the control plane fills: templates not yet",
-    "rewrite_tos": "a header rewrite (pedit) is not emitted yet",
     "syn_tracker": "depends on state the program writes",
     "tailcall_variable": "tail-calls into slots filled at run time",
     "thesis_ddos_blacklist": "map-dependent: without --maps-from; filled in tests/test_templates.py",
     "thesis_nested_maps": "map-dependent: without --maps-from; filled in tests/test_templates.py",
-    "tx_mac_swap": "XDP_TX with a MAC swap has no flower action",
+    "tx_mac_swap": "XDP_TX with a MAC swap: pedit writes constants (rules/rewrite.py)",
 }
 #: Corpus programs whose `Offload:` header promises filters that `rules` does not emit today:
 #: expected failures, strict, so the tests fail (XPASS) the day that changes.
@@ -89,6 +88,8 @@ DEFECTS = {
 }
 #: Assumptions beside ASSUME a corpus program's filters need, and why (issue 11).
 ASSUME_FOR = {
+    # an RFC 1624 checksum update equals tc's csum ip4h only on packets with a right checksum
+    **{stem: ("valid-ip-checksum",) for stem in ("rewrite_tos", "fwd_ttl_dec", "tx_ttl_set")},
     "ipv6_filter": (
         "no-ipv6-ext",  # flower walks IPv6 extension headers, the program reads L4 right after 40 bytes
     ),
@@ -96,7 +97,7 @@ ASSUME_FOR = {
 #: Paths ending UNKNOWN (cut), by name; every other program has none.
 CUT_PATHS = {"tailcall_variable": 1}  # tail-calls into a slot filled at run time
 #: Device names for the ifindexes a program redirects to (redirect_ifindex.c: ifindex 4).
-IFNAMES = {"redirect_ifindex": {4: "eth4"}}
+IFNAMES = {"redirect_ifindex": {4: "eth4"}, "fwd_ttl_dec": {4: "eth4"}}
 
 
 def _objects() -> list:

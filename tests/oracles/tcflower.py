@@ -226,3 +226,77 @@ def run(lines: list[Line], frame: bytes) -> tuple[str, ...]:
                 raise ValueError("goto loop")
             continue
         return tuple(hit.action)
+
+
+# --- actions on the frame (pedit, csum, mirred) ----------------------------------------------
+# Written from tc-pedit(8), tc-csum(8) and net/sched/act_pedit.c / act_csum.c: pedit `ex munge`
+# eth fields are offsets from the MAC header (dst 0, src 6), ip fields from the network header
+# (tos 1, ttl 8), which is byte 14 of an untagged frame; `decrement` is ttl - 1 (mod 256); csum
+# ip4h writes ~(one's-complement sum of the header's 16-bit words, check field taken as 0); vlan
+# push id V priority P protocol T puts the tag T, P << 13 | V after the MACs (as the egress sends it).
+# An action ends the list unless its control is `pipe`.
+
+_PEDIT = {
+    ("eth", "dst"): (0, 6),
+    ("eth", "src"): (6, 6),
+    ("ip", "tos"): (15, 1),
+    ("ip", "dsfield"): (15, 1),
+    ("ip", "ttl"): (22, 1),
+}
+
+
+def ipv4_checksum(header: bytes) -> int:
+    """RFC 1071: the checksum a sender writes for `header` (its check field counted as 0)."""
+    h = header[:10] + b"\0\0" + header[12:]
+    total = sum(struct.unpack(f"!{len(h) // 2}H", h))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def act(words: list[str], frame: bytes) -> tuple[tuple[str, ...], bytes]:
+    """(verdict words, frame after) for the action words of a line (after its first `action`)."""
+    out = bytearray(frame)
+    parts: list[list[str]] = [[]]
+    for w in words:
+        if w == "action":
+            parts.append([])
+        else:
+            parts[-1].append(w)
+    for part in parts:
+        kind = part[0]
+        if kind in ("pass", "drop", "mirred", "goto"):
+            return tuple(part), bytes(out)
+        if kind == "pedit":
+            assert part[1] == "ex", part
+            i = 2
+            while i < len(part) and part[i] == "munge":
+                at, size = _PEDIT[(part[i + 1], part[i + 2])]
+                if part[i + 3] == "decrement":
+                    out[at] = (out[at] - 1) % 256
+                    i += 4
+                    continue
+                assert part[i + 3] == "set", part
+                text = part[i + 4]
+                value = bytes.fromhex(text.replace(":", "")) if size == 6 else _num(text, 10).to_bytes(1, "big")
+                out[at : at + size] = value
+                i += 5
+            control = part[i] if i < len(part) else "pass"
+        elif kind == "vlan":  # push: the tag the egress device sends, after the MACs
+            assert part[1:3] == ["push", "id"], part
+            opts = dict(zip(part[4::2], part[5::2]))
+            tpid = {"802.1Q": 0x8100, "802.1ad": 0x88A8}[opts.get("protocol", "802.1Q")]
+            tci = int(opts.get("priority", "0")) << 13 | int(part[3])
+            out[12:12] = struct.pack("!HH", tpid, tci)
+            control = part[-1] if len(part) % 2 == 1 else "pipe"
+        elif kind == "csum":
+            assert part[1] == "ip4h", part
+            if out[12:14] == b"\x08\x00":
+                ihl = (out[14] & 15) * 4
+                out[24:26] = ipv4_checksum(bytes(out[14 : 14 + ihl])).to_bytes(2, "big")
+            control = part[2] if len(part) > 2 else "pass"
+        else:
+            raise ValueError(f"action {kind!r} not known to the oracle")
+        if control != "pipe":
+            return (control,), bytes(out)
+    raise ValueError("action list ends in pipe")
