@@ -501,6 +501,14 @@ def _view(match: FlowerMatch, d: Dissection) -> tuple[z3.BoolRef, _Part]:
     return cond, part
 
 
+def chain_keys(match: FlowerMatch, d: Dissection) -> dict[str, z3.BitVecRef]:
+    """Every key's value for packets of the protocol chain `match` names (its protocol,
+    vlan_ethtype and cvlan_ethtype; other keys ignored): equal to `d.keys` on those packets,
+    built from that chain's layers only (smaller terms for z3)."""
+    _, part = _view(FlowerMatch(match.protocol, tuple((n, v) for n, v in match.keys if n.endswith("ethtype"))), d)
+    return {n: part.get(n) for n in WIDTHS}
+
+
 def _conditions(match: FlowerMatch, values, symbolic=None) -> tuple[list[z3.BoolRef], list[str]]:
     """What fl_set_key turns the match into, over key values: the implicit fields (n_proto from
     the eth type chain, vlan/cvlan tpid and next ethertype, addr_type) and every key, masked or

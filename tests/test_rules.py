@@ -73,19 +73,7 @@ NO_FILTER = {
 }
 #: Corpus programs whose `Offload:` header promises filters that `rules` does not emit today:
 #: expected failures, strict, so the tests fail (XPASS) the day that changes.
-DEFECTS = {
-    "tcp_flags": "the drop is an OR of masked flag tests (0x3/0x3, 0x0/0xff, 0x29/0x29): synthesis "
-    "extracts a key's value set or one masked value, not a union of masks, so tcp_flags is left "
-    "free and the pass shields take every packet of the path (its counterexample: flags syn, "
-    "which the program passes; on IPv4 fragments flower also reads no tcp_flags)",
-    "vlan_tags": "the vlan_id 666 and dst_ip 10.0.0.1 (0-2 tags) drops stay in software "
-    "(not-expressible): synthesis extracts no vlan_id/cvlan keys, so the pass shields it "
-    "needs take every packet of those paths (issue 14)",
-    "vlan_sections": "issue 14: the vlan_id 4011 drop needs VLAN match keys, not emitted yet",
-    "ip_fragments": "the ip_flags frag drop stays in software (atypical-packets): only fragments "
-    "take it and synthesis extracts blocks from non-fragment packets, so no `ip_flags frag` "
-    "filter is built yet",
-}
+DEFECTS: dict[str, str] = {}
 #: Assumptions beside ASSUME a corpus program's filters need, and why (issue 11).
 ASSUME_FOR = {
     "ipv6_filter": (
