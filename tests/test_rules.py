@@ -79,6 +79,7 @@ ASSUME_FOR = {
     "ipv6_filter": (
         "no-ipv6-ext",  # flower walks IPv6 extension headers, the program reads L4 right after 40 bytes
     ),
+    "icmpv6_filter": ("no-ipv6-ext",),  # the same: ICMPv6 read right after the fixed header
 }
 #: Paths ending UNKNOWN (cut), by name; every other program has none.
 CUT_PATHS = {"tailcall_variable": 1}  # tail-calls into a slot filled at run time
@@ -148,6 +149,10 @@ def test_cover_is_exact():
     ips = tuple(range(0x0A000000, 0x0A000000 + 6))  # 10.0.0.0 .. 10.0.0.5 = /30 + /31
     assert ruleset.value_cover("src_ip", ips) == [Exact(0x0A000000, 0xFFFFFFFC), Exact(0x0A000004, 0xFFFFFFFE)]
     assert ruleset.value_cover("ip_proto", (6, 7)) == [Exact(6, 0xFF), Exact(7, 0xFF)]
+    # flag keys: the fewest masked values, exactly the set (frag and frag+firstfrag: `ip_flags frag`)
+    assert ruleset.value_cover("ip_flags", (1, 3)) == [Exact(1, 1)]
+    assert ruleset.value_cover("ip_flags", (1, 2)) == [Exact(1, 3), Exact(2, 3)]
+    assert ruleset.value_cover("tcp_flags", (3, 7, 0x29)) == [Exact(3, 0xFFB), Exact(0x29, 0xFFF)]
 
 
 # ---------------------------------------------------------------- the tc parser accepts them
