@@ -367,7 +367,8 @@ class Synthesizer:
         prefixes or fixed bits (many), or a union of masked values (a flag key)."""
         fixed = {n: exact(n, v) for n, v in chain.items()}
         names = _key_names(protocol, fixed, frags)
-        keys = self.d.keys if protocol == "all" else chain_keys(FlowerMatch(protocol, tuple(fixed.items())), self.d)
+        vlan = PROTOCOLS[protocol] in VLAN_TYPES  # a chain view only where tags are: smaller terms
+        keys = chain_keys(FlowerMatch(protocol, tuple(fixed.items())), self.d) if vlan else self.d.keys
         sets: dict[str, tuple[int, ...]] = {}
         masked: dict[str, Exact] = {}
         set_masks: dict[str, int] = {}
@@ -407,11 +408,12 @@ class Synthesizer:
         return [block]
 
     def _cubes(self, s: z3.Solver, term: z3.BitVecRef, block: Block, typical: z3.BoolRef) -> list[Exact] | None:
-        """Masked values of a flag key (its value `term`) whose union holds every value the key takes in the
-        models of `s` (the path: an OR of masked flag tests). Each starts at a value the path
-        takes and is widened bit by bit while the values it adds hold no typical packet of
-        `block` that gets another outcome (the proof then judges each). None: the key does
-        not matter in the block, or no such union of at most MAX_CUBES exists."""
+        """Masked values of a flag key (its value `term`) whose union holds every value the
+        key takes in the models of `s` (the path: an OR of masked flag tests). Each starts at
+        a value the path takes and is widened bit by bit while the values it adds hold no
+        typical packet of `block` that gets another outcome (the proof then judges each).
+        None: the key does not matter in the block, a value cannot be widened at all, or more
+        than MAX_CUBES are needed."""
         width = term.size()
         bad = [*self.env, typical, block.formula(self.d), z3.Not(self.good(block.outcome))]
         if not maybe_sat(*bad):
@@ -428,6 +430,8 @@ class Synthesizer:
                     trial = mask & ~(1 << i)
                     if not maybe_sat(*bad, term & trial == v & trial, term & mask != v & mask):
                         mask = trial
+                if mask == (1 << width) - 1:
+                    return None  # not a test of some bits: values one by one are not worth it
                 cubes.append(Exact(v & mask, mask))
                 s.add(term & mask != v & mask)
         finally:
