@@ -111,6 +111,9 @@ TAG_KEYS = {"vlan": ("vlan_prio", "vlan_id", "vlan_ethtype"), "cvlan": ("cvlan_p
 MAX_CHAINS = 4
 #: Ethertypes a filter's protocol chain can name.
 _NAMEABLE = frozenset(FAMILIES) | VLAN_TYPES
+#: VLAN protocol chains a program's paths are split into at most (shields and reports
+#: extract paths as one block).
+MAX_SPLIT_CHAINS = 12
 #: Masked values tried as a union for a flag key (`tcp_flags`) before it is left free.
 MAX_CUBES = 8
 
@@ -209,6 +212,11 @@ class Synthesizer:
         self._blocks: dict[int, list[Block]] = {}
         #: blocks given up, by path: with the shields tried (counterexample.py shows why)
         self.failed: dict[int, Block] = {}
+        #: VLAN protocol chains left to split paths into (each costs a whole key extraction;
+        #: beyond, a path is one block as if untagged frames were all it takes)
+        self.chain_budget = MAX_SPLIT_CHAINS
+        #: paths offloaded by some of their blocks while another was given up: why the rest stays
+        self.partial: dict[int, Reason] = {}
 
     # --- what each path asks for ---------------------------------------------------------
 
@@ -272,13 +280,22 @@ class Synthesizer:
                     continue
                 blocks.append(block)
         kept = []
+        failed = []
         for b in blocks:
             self.prove(b, kept)
             if b.proved:
                 kept.append(b)
             else:
-                self.software.append((b.paths, b.why))
-                self.failed.update({p: b for p in b.paths})
+                failed.append(b)
+        # A path with several blocks (protocol chains, flag masks) some of which were proved
+        # is offloaded in part: the failed blocks' packets stay in software, said per path.
+        offloaded = {p for b in kept for p in b.paths}
+        for b in failed:
+            gone = [p for p in b.paths if p not in offloaded]
+            if gone:
+                self.software.append((gone, b.why))
+            self.partial.update({p: b.why for p in b.paths if p in offloaded})
+            self.failed.update({p: b for p in gone})
         return Synthesis(kept, self.software, self.assume, self.e.options.max_len)
 
     def extract(self, p: Path, outcome: Outcome, quiet: bool = False) -> Block | None:
@@ -310,8 +327,11 @@ class Synthesizer:
                         )
                     )
                 return []
+        chains = self._chains(s) if not quiet and self.chain_budget > 0 else [self._one_chain(s)]
+        if len(chains) > 1 or chains[0][1]:
+            self.chain_budget -= len(chains)
         out: list[Block] = []
-        for protocol, chain in self._chains(s):
+        for protocol, chain in chains:
             s.push()
             if protocol != "all":
                 s.add(self.d.skb_protocol == PROTOCOLS[protocol])
@@ -320,6 +340,12 @@ class Synthesizer:
             out += self._extract_chain(s, p, outcome, protocol, chain, frags)
             s.pop()
         return out
+
+    def _one_chain(self, s: z3.Solver) -> tuple[str, dict[str, int]]:
+        """The protocol of all models of `s`, or `all` (no split into VLAN chains)."""
+        protocols = _values(s, self.d.skb_protocol, 2)
+        eth = protocols[0] if len(protocols) == 1 else None
+        return (protocol_name(eth) if eth in FAMILIES else "all", {})
 
     def _chains(self, s: z3.Solver) -> list[tuple[str, dict[str, int]]]:
         """(protocol, fixed vlan_ethtype/cvlan_ethtype) per protocol chain the models of `s`
@@ -349,7 +375,8 @@ class Synthesizer:
             return [{}]
         term = self.d.keys[names[0]]
         values = _values(s, term, MAX_CHAINS + 1)
-        if not values or len(values) > MAX_CHAINS or not set(values) <= _NAMEABLE:
+        nameable = _NAMEABLE if len(names) > 1 else set(FAMILIES)  # flower matches two tags, no third
+        if not values or len(values) > MAX_CHAINS or not set(values) <= nameable:
             return [{}]
         out = []
         for v in sorted(values):
