@@ -2,7 +2,7 @@
  * What: Drops TCP packets with impossible flag combinations: SYN+FIN, no flags at all (NULL scan) and FIN+PSH+URG (XMAS scan).
  * Seed: none
  * Verdicts: DROP PASS
- * Offload: ip_proto tcp tcp_flags 0x3/0x3 -> drop; tcp_flags 0x0/0xff -> drop; tcp_flags 0x29/0x29 -> drop; everything else pass.
+ * Offload: ip_proto tcp tcp_flags 0x3/0x3 -> drop; tcp_flags 0x29/0x29 -> drop; the NULL scan (tcp_flags 0x0/0xff) stays in software: flower reads tcp_flags 0 from a TCP header with doff < 5 (__skb_flow_dissect_tcp), which the program passes when its flag byte is not 0; everything else pass.
  */
 // nobtf: yes
 #include "xdp2tc_corpus.h"

@@ -46,6 +46,17 @@ GROUPS = [
     ("802.1Q/ip/dst_port", "802.1Q", (("vlan_ethtype", 0x0800), ("ip_proto", 6)), "dst_port"),
     ("802.1ad/cvlan_id", "802.1ad", (("vlan_ethtype", 0x8100),), "cvlan_id"),
     ("802.1ad/ip/ip_ttl", "802.1ad", (("vlan_ethtype", 0x8100), ("cvlan_ethtype", 0x0800)), "ip_ttl"),
+    ("802.1Q/vlan_prio", "802.1Q", (), "vlan_prio"),
+    ("802.1ad/vlan_id", "802.1ad", (), "vlan_id"),
+    ("802.1ad/cvlan_prio", "802.1ad", (("vlan_ethtype", 0x8100),), "cvlan_prio"),
+    ("802.1ad/cvlan_ethtype", "802.1ad", (("vlan_ethtype", 0x8100),), "cvlan_ethtype"),
+    ("802.1Q/ip/dst_ip", "802.1Q", (("vlan_ethtype", 0x0800),), "dst_ip"),
+    ("802.1Q/ip/ip_flags", "802.1Q", (("vlan_ethtype", 0x0800),), "ip_flags"),
+    ("802.1ad/ip/dst_ip", "802.1ad", (("vlan_ethtype", 0x8100), ("cvlan_ethtype", 0x0800)), "dst_ip"),
+    ("ipv6/dst_ip6", "ipv6", (), "dst_ip6"),
+    ("ipv6/icmpv6/icmp_type", "ipv6", (("ip_proto", 58),), "icmp_type"),
+    ("ipv6/icmpv6/icmp_code", "ipv6", (("ip_proto", 58),), "icmp_code"),
+    ("ipv6/tcp/tcp_flags", "ipv6", (("ip_proto", 6),), "tcp_flags"),
 ]
 #: All-zero address masks (issue 21): in Linux such a filter matches nothing, and so must the
 #: model. The product never emits them (rules/tc.filter_line refuses), so their lines are

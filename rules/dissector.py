@@ -14,6 +14,32 @@ What is modelled (Linux 6.18; function names are from the kernel sources):
   ASSUMPTION: no hardware VLAN stripping (rx-vlan-offload off, so XDP sees the tag bytes
   flower sees as metadata), a plain Ethernet device (no DSA tagging), and no BPF flow
   dissector attached to the netns (it would replace everything below).
+- Tags as flower sees them (__skb_flow_dissect, case ETH_P_8021Q/ETH_P_8021AD; the same in
+  Linux 6.1, the flower VM's kernel, and 6.18): the walk starts at skb->vlan_proto when
+  skb_vlan_tag_present(), else at skb->protocol. For the first tag with a tag present it
+  reads nothing from the data: vlan_id/vlan_prio come from skb->vlan_tci, vlan_tpid is the
+  protocol it started with and vlan_eth_type is skb->protocol; a second tag is read from the
+  data (TCI at the network header, next ethertype after it) as cvlan; a third and later
+  are skipped (PROTO_AGAIN without a key). A tag the hardware took out (hardware-accelerated
+  RX, NETIF_F_HW_VLAN_CTAG_RX/STAG_RX) and one skb_vlan_untag() took out reach flower the
+  same way, so the model has one case for both; what differs is XDP, which never sees a
+  stripped tag's bytes (hence the assumption above: with stripping on, a tag rule would
+  match frames the program saw untagged). An untagged frame: skb_protocol() is its
+  ethertype, so a `protocol 802.1Q`/`802.1ad` filter (the only ones that may carry
+  vlan_*/cvlan_* keys: fl_set_key reads them under a VLAN eth type only, f_flower.c refuses
+  them elsewhere) never matches it; the vlan/cvlan keys stay 0 (fl_clear_masked_range).
+  A single-tagged frame under `vlan_ethtype 802.1Q` gets no cvlan (the key stays 0, and
+  cvlan_tpid 0 differs from the filter's, so it never matches).
+- IPv6 extension headers (__skb_flow_dissect's ip_proto switch, Linux 6.1 and 6.18 alike):
+  NEXTHDR_HOP, NEXTHDR_ROUTING and NEXTHDR_DEST (only under ETH_P_IPV6) read 2 bytes (next
+  header, length) - OUT_BAD when they do not fit, leaving ip_proto at the header's type -
+  and go on (IPPROTO_AGAIN) at +(len + 1) * 8; NEXTHDR_FRAGMENT reads 8 bytes (OUT_BAD if
+  short), sets FLOW_DIS_IS_FRAGMENT (and FIRST_FRAG when the offset is 0), takes its next
+  header as ip_proto and stops (OUT_GOOD: no PARSE_1ST_FRAG in flower), so no L4 key of any
+  IPv6 fragment is read. Other next headers (ESP, AH, mobility, ...) end the walk: ip_proto
+  is that value. The kernel stops after MAX_FLOW_DISSECT_HDRS (15) headers; the model walks
+  MAX_EXT and leaves ip_proto and below fresh beyond. ICMPv6 type/code: the same 8-byte
+  read as ICMP (skb_flow_get_icmp_tci).
 - tcf_classify() skips a filter whose protocol is not skb_protocol(skb, false): the outer
   tag's TPID for a tagged frame, else skb->protocol.
 - fl_classify() clears the key (fl_clear_masked_range), then skb_flow_dissect() with
@@ -499,6 +525,14 @@ def _view(match: FlowerMatch, d: Dissection) -> tuple[z3.BoolRef, _Part]:
                 if n in general.unknown:
                     part.unknown[n] = general.unknown[n]
     return cond, part
+
+
+def chain_keys(match: FlowerMatch, d: Dissection) -> dict[str, z3.BitVecRef]:
+    """Every key's value for packets of the protocol chain `match` names (its protocol,
+    vlan_ethtype and cvlan_ethtype; other keys ignored): equal to `d.keys` on those packets,
+    built from that chain's layers only (smaller terms for z3)."""
+    _, part = _view(FlowerMatch(match.protocol, tuple((n, v) for n, v in match.keys if n.endswith("ethtype"))), d)
+    return {n: part.get(n) for n in WIDTHS}
 
 
 def _conditions(match: FlowerMatch, values, symbolic=None) -> tuple[list[z3.BoolRef], list[str]]:

@@ -119,6 +119,8 @@ def finish(rs, dev: str, skip: str | None, relayout) -> list[str]:
     for b, done in zip(rs.blocks, proof.complete):
         if not done:
             rs.partly.update({p: PARTLY for p in b.paths if proof.reached.get(p)})
+    if rs.synth is not None:  # some of the path's blocks were given up in synthesis
+        rs.partly.update({p: why for p, why in rs.synth.partial.items() if proof.reached.get(p)})
     for r, s in zip(rs.rules, proof.sound):
         r.proved = s
     rs.proved = sum(1 for s in proof.sound if s)

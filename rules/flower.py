@@ -210,7 +210,7 @@ class FlowerMatch:
     @property
     def family(self) -> str | None:
         """What the protocol chain (protocol, vlan_ethtype, cvlan_ethtype) resolves to."""
-        return _family(self.protocol, dict(self.keys))
+        return chain_family(self.protocol, dict(self.keys))
 
     def mask_shape(self) -> tuple:
         """What "one mask per prio" compares: the protocol (one protocol per prio in tc) and,
@@ -225,7 +225,9 @@ class FlowerMatch:
         return f"protocol {self.protocol} flower {' '.join(render(self))}".rstrip()
 
 
-def _family(protocol: str, keys: dict) -> str | None:
+def chain_family(protocol: str, keys: dict) -> str | None:
+    """What the protocol chain of `protocol` and the keys (name -> Exact) vlan_ethtype and
+    cvlan_ethtype resolves to: a FAMILIES value, or None (no L3 keys are allowed)."""
     eth = PROTOCOLS[protocol]
     if eth in VLAN_TYPES:
         v = keys.get("vlan_ethtype")
@@ -238,6 +240,13 @@ def _family(protocol: str, keys: dict) -> str | None:
                 return None
             eth = c.value
     return FAMILIES.get(eth)
+
+
+def allowed(name: str, protocol: str, keys: dict) -> bool:
+    """Does the protocol chain (`protocol` and the keys' vlan_ethtype/cvlan_ethtype, name ->
+    Exact) allow key `name` (its `family` column)? ip_proto needs are checked apart."""
+    need = FLOWER_KEYS[name].family
+    return need is None or _has(chain_family(protocol, keys), need, protocol, keys)
 
 
 def _has(family: str | None, need: str, protocol: str, keys: dict) -> bool:
@@ -262,7 +271,7 @@ def _normalise(protocol: str, keys) -> tuple:
         if name in seen:
             raise ValueError(f"{where}: key {name} given twice")
         seen[name] = _check_value(row, value, where)
-    family = _family(protocol, seen)
+    family = chain_family(protocol, seen)
     for name in seen:
         row = FLOWER_KEYS[name]
         if row.family and not _has(family, row.family, protocol, seen):

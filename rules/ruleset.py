@@ -327,6 +327,8 @@ def value_cover(
             Exact(v << shift, (m << shift) & full)
             for v, m in (_aligned_cover(tuple(x >> shift for x in values), mask.bit_count()))
         ]
+    if row.kind == "flags":
+        return [Exact(v, m) for v, m in _cubes(values, row.width)]
     out: list[Exact | Range] = []
     for lo, hi in _runs(values):
         if lo == hi or row.mask == "none":
@@ -335,6 +337,33 @@ def value_cover(
             out.append(Range(lo, hi))
         else:
             out += [Exact(b, m) for b, m in _aligned(lo, hi, row.width)]
+    return out
+
+
+def _cubes(values: tuple[int, ...], width: int) -> list[tuple[int, int]]:
+    """(value, mask) pairs whose union is exactly `values`, few of them (flag keys: `ip_flags
+    frag` for {frag, frag/firstfrag}): values differing in one bit merge until none do
+    (the prime implicants), then the widest cover the values first."""
+    full = (1 << width) - 1
+    level = {(v, full) for v in values}
+    primes: set[tuple[int, int]] = set()
+    while level:
+        merged: set[tuple[int, int]] = set()
+        used: set[tuple[int, int]] = set()
+        for v, m in level:
+            for bit in range(width):
+                if m >> bit & 1 and (v ^ 1 << bit, m) in level:
+                    merged.add((v & ~(1 << bit), m & ~(1 << bit)))
+                    used |= {(v, m), (v ^ 1 << bit, m)}
+        primes |= level - used
+        level = merged
+    out: list[tuple[int, int]] = []
+    left = set(values)
+    for v, m in sorted(primes, key=lambda vm: (vm[1].bit_count(), vm)):
+        covered = {x for x in left if x & m == v}
+        if covered:
+            out.append((v, m))
+            left -= covered
     return out
 
 

@@ -37,8 +37,21 @@ from analyzer.exploration import Exploration, Path
 from analyzer.fields import IPV6_EXT_HEADERS, IPV6_FRAGMENT
 from analyzer.symbolic import PACKET, PACKET_LEN, const_value
 
-from .dissector import dissect, match_formula
-from .flower import FAMILIES, FLOWER_KEYS, IP_FLAG_FRAG, PORT_PROTOS, Exact, FlowerMatch, protocol_name
+from .dissector import chain_keys, dissect, match_formula
+from .flower import (
+    FAMILIES,
+    FLOWER_KEYS,
+    IP_FLAG_FRAG,
+    PORT_PROTOS,
+    PROTOCOLS,
+    VLAN_TYPES,
+    Exact,
+    FlowerMatch,
+    allowed,
+    chain_family,
+    exact,
+    protocol_name,
+)
 from .reasons import Reason
 from .rewrite import derive, tx_terminal
 from .rewriteproof import is_rewrite, rewrite_good
@@ -90,6 +103,21 @@ EXTRACTED = {
 MIN_FRAME = 60
 #: Shields may also say "fragment or not".
 SHIELD_ONLY = ("ip_flags",)
+#: Keys flower reads from the L4 header: never extracted from fragments (flower reads none).
+L4_KEYS = ("tcp_flags", "icmp_code", "icmp_type", "src_port", "dst_port")
+#: The tag keys of a VLAN protocol chain (outer tag, and inner when vlan_ethtype is a VLAN
+#: type), extracted before the family's keys and generalised away last.
+TAG_KEYS = {"vlan": ("vlan_prio", "vlan_id", "vlan_ethtype"), "cvlan": ("cvlan_prio", "cvlan_id", "cvlan_ethtype")}
+#: Ethertypes a path's frames may have (skb protocol, vlan_ethtype) and still be split into
+#: one block per protocol chain.
+MAX_CHAINS = 4
+#: Ethertypes a filter's protocol chain can name.
+_NAMEABLE = frozenset(FAMILIES) | VLAN_TYPES
+#: VLAN protocol chains a program's paths are split into at most (shields and reports
+#: extract paths as one block).
+MAX_SPLIT_CHAINS = 12
+#: Masked values tried as a union for a flag key (`tcp_flags`) before it is left free.
+MAX_CUBES = 8
 
 #: Assumptions a user may add (`--assume`): name -> (what it says, constraint builder).
 ASSUMPTIONS = {
@@ -188,15 +216,22 @@ class Synthesizer:
         self.conds = {p.id: e.condition(p) for p in e.paths}
         self.env = e.environment() + assumption_constraints(self.assume)
         self.typical = typical_packet()
+        self.typical_fragment = typical_packet(fragments=True)
         self.outcomes = {p.id: self.outcome(p) for p in e.paths}
         self.software: list[tuple[list[int], Reason]] = []
-        self._blocks: dict[int, Block | None] = {}
-        #: (path id, outcome) -> extract's z3 findings (shared by with_assumption)
-        self.extracted: dict[tuple[int, Outcome], tuple | None] = {}
+        self._blocks: dict[int, list[Block]] = {}
+        #: (path id, outcome, split into VLAN chains) -> extract_all's z3 findings (shared by
+        #: with_assumption): blocks' (protocol, sets, masked, set_masks), None: atypical only
+        self.extracted: dict[tuple[int, Outcome, bool], list[tuple] | None] = {}
         #: blocks given up, by path: with the shields tried (counterexample.py shows why)
         self.failed: dict[int, Block] = {}
         #: rewrite outcomes' good sets (rewriteproof.py), by outcome
         self.rewrite_goods: dict[Outcome, z3.BoolRef] = {}
+        #: VLAN protocol chains left to split paths into (each costs a whole key extraction;
+        #: beyond, a path is one block as if untagged frames were all it takes)
+        self.chain_budget = MAX_SPLIT_CHAINS
+        #: paths offloaded by some of their blocks while another was given up: why the rest stays
+        self.partial: dict[int, Reason] = {}
 
     # --- what each path asks for ---------------------------------------------------------
 
@@ -256,68 +291,161 @@ class Synthesizer:
                 continue
             if o.is_pass:
                 continue
-            block = self.extract(p, o)
-            if block is None:
-                continue
-            same = next((b for b in blocks if _covers(b, block)), None)
-            if same is not None:
-                same.paths.append(p.id)
-                continue
-            if blocks and _merge_into(blocks[-1], block):
-                continue
-            blocks.append(block)
+            for block in self.extract_all(p, o):
+                same = next((b for b in blocks if _covers(b, block)), None)
+                if same is not None:
+                    if p.id not in same.paths:
+                        same.paths.append(p.id)
+                    continue
+                if blocks and _merge_into(blocks[-1], block):
+                    continue
+                blocks.append(block)
         kept = []
+        failed = []
         for b in blocks:
             self.prove(b, kept)
             if b.proved:
                 kept.append(b)
             else:
-                self.software.append((b.paths, b.why))
-                self.failed.update({p: b for p in b.paths})
+                failed.append(b)
+        # A path with several blocks (protocol chains, flag masks) some of which were proved
+        # is offloaded in part: the failed blocks' packets stay in software, said per path.
+        offloaded = {p for b in kept for p in b.paths}
+        for b in failed:
+            gone = [p for p in b.paths if p not in offloaded]
+            if gone:
+                self.software.append((gone, b.why))
+            self.partial.update({p: b.why for p in b.paths if p in offloaded})
+            self.failed.update({p: b for p in gone})
         return Synthesis(kept, self.software, self.assume, self.e.options.max_len)
 
     def extract(self, p: Path, outcome: Outcome, quiet: bool = False) -> Block | None:
-        """Path `p`'s block for `outcome`, unproved (a new Block each time; the z3 work is
-        done once per path and shared with `block_for`, the counterexamples and the
-        suggestions' synthesis when its assumption adds nothing under typical packets)."""
-        key = (p.id, outcome)
+        """Path `p`'s first block (extract_all), or None."""
+        blocks = self.extract_all(p, outcome, quiet)
+        return blocks[0] if blocks else None
+
+    def extract_all(self, p: Path, outcome: Outcome, quiet: bool = False) -> list[Block]:
+        """Path `p`'s blocks: one per protocol chain its frames take where a VLAN tag is in
+        it (flower has one `protocol` and one vlan_ethtype per filter), and per masked value
+        of a flag key the path reads as an OR of flag tests. Extracted under typical packets;
+        a path only fragments take is extracted from them (no L4 keys, with ip_flags). New
+        Blocks each time: the z3 work is done once per path and shared with `blocks_for`, the
+        counterexamples and the suggestions' synthesis (`with_assumption`)."""
+        split = not quiet and self.chain_budget > 0
+        key = (p.id, outcome, split)
         if key not in self.extracted:
-            self.extracted[key] = self._extract(p)
+            found = self._extract_all(p, outcome, split)
+            self.extracted[key] = (
+                None if found is None else [(b.protocol, b.sets, b.masked, b.set_masks) for b in found]
+            )
         found = self.extracted[key]
         if found is None:
             if not quiet:
                 self.software.append(([p.id], ATYPICAL_ONLY))
-            return None
-        protocol, sets, masked, set_masks = found
-        return Block(protocol, dict(sets), outcome, [p.id], masked=dict(masked), set_masks=dict(set_masks))
+            return []
+        return [
+            Block(protocol, dict(sets), outcome, [p.id], masked=dict(masked), set_masks=dict(set_masks))
+            for protocol, sets, masked, set_masks in found
+        ]
 
     def with_assumption(self, name: str) -> Synthesizer:
         """A synthesizer for the same program under one more assumption. When typical packets
-        (the only ones extraction looks at) already satisfy it, the extracted blocks are the
-        same: they are shared (z3 proves that implication first)."""
+        and typical fragments (the only ones extraction looks at) already satisfy it, the
+        extracted blocks are the same: they are shared (z3 proves that implication first)."""
         other = Synthesizer(self.e, self.assume + (name,), self.ifnames)
         added = z3.And(assumption_constraints([name]))
-        if not maybe_sat(*self.env, self.typical, z3.Not(added)):
+        if not maybe_sat(*self.env, z3.Or(self.typical, self.typical_fragment), z3.Not(added)):
             other.extracted = self.extracted
         return other
 
-    def _extract(self, p: Path) -> tuple | None:
-        """(protocol, sets, masked, set_masks) of path `p` under typical packets; None when
-        only atypical packets take it."""
-        cond = z3.And(self.conds[p.id], *self.env, self.typical)
-        s = solver(cond)
+    def _extract_all(self, p: Path, outcome: Outcome, split: bool) -> list[Block] | None:
+        """extract_all's work: None when only atypical packets take the path."""
+        cond = z3.And(self.conds[p.id], *self.env)
+        frags = False
+        s = solver(cond, self.typical)
         if s.check() != z3.sat:
-            return None
+            s = solver(cond, self.typical_fragment)
+            frags = s.check() == z3.sat
+            if not frags:
+                return None
+        chains = self._chains(s) if split else [self._one_chain(s)]
+        if len(chains) > 1 or chains[0][1]:
+            self.chain_budget -= len(chains)
+        out: list[Block] = []
+        for protocol, chain in chains:
+            s.push()
+            if protocol != "all":
+                s.add(self.d.skb_protocol == PROTOCOLS[protocol])
+            for name, value in chain.items():
+                s.add(self.d.keys[name] == value)
+            out += self._extract_chain(s, p, outcome, protocol, chain, frags)
+            s.pop()
+        return out
+
+    def _one_chain(self, s: z3.Solver) -> tuple[str, dict[str, int]]:
+        """The protocol of all models of `s`, or `all` (no split into VLAN chains)."""
         protocols = _values(s, self.d.skb_protocol, 2)
         eth = protocols[0] if len(protocols) == 1 else None
-        family = FAMILIES.get(eth)
-        protocol = protocol_name(eth) if family else "all"
+        return (protocol_name(eth) if eth in FAMILIES else "all", {})
+
+    def _chains(self, s: z3.Solver) -> list[tuple[str, dict[str, int]]]:
+        """(protocol, fixed vlan_ethtype/cvlan_ethtype) per protocol chain the models of `s`
+        take: one chain when no VLAN tag is involved (protocol `all` when the ethertype
+        varies), else every combination of nameable ethertypes (at most MAX_CHAINS per level;
+        a level with more, or with another ethertype, is left free)."""
+        d = self.d
+        protocols = _values(s, d.skb_protocol, MAX_CHAINS + 1)
+        if not VLAN_TYPES & set(protocols) or len(protocols) > MAX_CHAINS or not set(protocols) <= _NAMEABLE:
+            eth = protocols[0] if len(protocols) == 1 else None
+            return [(protocol_name(eth) if eth in FAMILIES else "all", {})]
+        out: list[tuple[str, dict[str, int]]] = []
+        for eth in sorted(protocols):
+            if eth not in VLAN_TYPES:
+                out.append((protocol_name(eth), {}))
+                continue
+            s.push()
+            s.add(d.skb_protocol == eth)
+            out += [(protocol_name(eth), chain) for chain in self._levels(s, ("vlan_ethtype", "cvlan_ethtype"))]
+            s.pop()
+        return out
+
+    def _levels(self, s: z3.Solver, names: tuple[str, ...]) -> list[dict[str, int]]:
+        """The combinations of values of the ethertype keys `names` (vlan_ethtype, then
+        cvlan_ethtype under a VLAN type) in the models of `s`."""
+        if not names:
+            return [{}]
+        term = self.d.keys[names[0]]
+        values = _values(s, term, MAX_CHAINS + 1)
+        nameable = _NAMEABLE if len(names) > 1 else set(FAMILIES)  # flower matches two tags, no third
+        if not values or len(values) > MAX_CHAINS or not set(values) <= nameable:
+            return [{}]
+        out = []
+        for v in sorted(values):
+            s.push()
+            s.add(term == v)
+            deeper = self._levels(s, names[1:]) if v in VLAN_TYPES else [{}]
+            out += [{names[0]: v, **rest} for rest in deeper]
+            s.pop()
+        return out
+
+    def _extract_chain(
+        self, s: z3.Solver, p: Path, outcome: Outcome, protocol: str, chain: dict[str, int], frags: bool
+    ) -> list[Block]:
+        """The block(s) of one protocol chain: per key, its value set (few values), its
+        prefixes or fixed bits (many), or a union of masked values (a flag key)."""
+        fixed = {n: exact(n, v) for n, v in chain.items()}
+        names = _key_names(protocol, fixed, frags)
+        vlan = PROTOCOLS[protocol] in VLAN_TYPES  # a chain view only where tags are: smaller terms
+        keys = chain_keys(FlowerMatch(protocol, tuple(fixed.items())), self.d) if vlan else self.d.keys
         sets: dict[str, tuple[int, ...]] = {}
         masked: dict[str, Exact] = {}
         set_masks: dict[str, int] = {}
-        for name in EXTRACTED[family]:
-            term = self.d.keys[name]
+        free: list[str] = []
+        for name in names:
+            term = keys[name]
             values = _values(s, term, MAX_VALUES + 1)
+            if len(values) == 1 << FLOWER_KEYS[name].width:
+                continue  # every value (vlan_prio, ip_flags): the key does not matter
             if len(values) <= MAX_VALUES:
                 sets[name] = tuple(sorted(values))
                 continue
@@ -330,10 +458,53 @@ class Synthesizer:
                     bits = Exact(bits.value, _prefix_part(bits.mask, FLOWER_KEYS[name].width))
                 if bits.mask:
                     masked[name] = Exact(bits.value & bits.mask, bits.mask)
+                else:
+                    free.append(name)
         sets = _valid(protocol, sets)
         masked = {n: v for n, v in masked.items() if n in _valid(protocol, {**sets, n: (0,)})}
         set_masks = {n: m for n, m in set_masks.items() if n in sets}
-        return protocol, sets, masked, set_masks
+        block = Block(protocol, sets, outcome, [p.id], masked=masked, set_masks=set_masks)
+        for name in free:
+            if FLOWER_KEYS[name].kind != "flags" or name not in _valid(protocol, {**sets, name: (0,)}):
+                continue
+            cubes = self._cubes(s, keys[name], block, self.typical_fragment if frags else self.typical)
+            if cubes:
+                return [
+                    Block(protocol, dict(sets), outcome, [p.id], masked={**masked, name: c}, set_masks=dict(set_masks))
+                    for c in cubes
+                ]
+        return [block]
+
+    def _cubes(self, s: z3.Solver, term: z3.BitVecRef, block: Block, typical: z3.BoolRef) -> list[Exact] | None:
+        """Masked values of a flag key (its value `term`) whose union holds every value the
+        key takes in the models of `s` (the path: an OR of masked flag tests). Each starts at
+        a value the path takes and is widened bit by bit while the values it adds hold no
+        typical packet of `block` that gets another outcome (the proof then judges each).
+        None: the key does not matter in the block, a value cannot be widened at all, or more
+        than MAX_CUBES are needed."""
+        width = term.size()
+        bad = [*self.env, typical, block.formula(self.d), z3.Not(self.good(block.outcome))]
+        if not maybe_sat(*bad):
+            return None  # the block is right without the key
+        cubes: list[Exact] = []
+        s.push()
+        try:
+            while s.check() == z3.sat:
+                if len(cubes) == MAX_CUBES:
+                    return None
+                v = s.model().eval(term, model_completion=True).as_long()
+                mask = (1 << width) - 1
+                for i in reversed(range(width)):
+                    trial = mask & ~(1 << i)
+                    if not maybe_sat(*bad, term & trial == v & trial, term & mask != v & mask):
+                        mask = trial
+                if mask == (1 << width) - 1:
+                    return None  # not a test of some bits: values one by one are not worth it
+                cubes.append(Exact(v & mask, mask))
+                s.add(term & mask != v & mask)
+        finally:
+            s.pop()
+        return cubes
 
     def prove(self, b: Block, earlier: list[Block]) -> None:
         good = self.good(b.outcome)
@@ -367,19 +538,26 @@ class Synthesizer:
         )
 
     def path_block(self, model: z3.ModelRef) -> Block | None:
-        """The extracted block of the path the model's packet takes (None if it is only
-        taken by atypical packets)."""
+        """The extracted block of the path the model's packet takes, of the packet's protocol
+        chain where the path has several (None if it is only taken by atypical packets)."""
         for p in self.e.paths:
             if z3.is_true(model.eval(self.conds[p.id], model_completion=True)):
-                return self.block_for(p)
+                blocks = self.blocks_for(p)
+                hit = [b for b in blocks if z3.is_true(model.eval(b.formula(self.d), model_completion=True))]
+                return (hit or blocks or [None])[0]
         return None
 
     def block_for(self, p: Path) -> Block | None:
-        """Path `p`'s own extracted block, unproved (cached; None: only atypical packets
+        """Path `p`'s first extracted block (blocks_for), or None."""
+        blocks = self.blocks_for(p)
+        return blocks[0] if blocks else None
+
+    def blocks_for(self, p: Path) -> list[Block]:
+        """Path `p`'s own extracted blocks, unproved (cached; none: only atypical packets
         take it). A path without a rule outcome is extracted as if it passed."""
         if p.id not in self._blocks:
             o = self.outcomes[p.id]
-            self._blocks[p.id] = self.extract(p, o if isinstance(o, Outcome) else PASS, quiet=True)
+            self._blocks[p.id] = self.extract_all(p, o if isinstance(o, Outcome) else PASS, quiet=True)
         return self._blocks[p.id]
 
     def reach(self, earlier: list[Block]) -> z3.BoolRef:
@@ -393,8 +571,9 @@ class Synthesizer:
     def shield(self, b: Block, model: z3.ModelRef, good: z3.BoolRef) -> FlowerMatch:
         """The widest pass rule through the counterexample that takes none of the packets
         the block is meant for."""
-        family = FAMILIES.get(FlowerMatch(b.protocol).ethertype)
-        names = [n for n in EXTRACTED[family] + (SHIELD_ONLY if family in ("ip", "ipv6") else ())]
+        chain = {n: v for n, v in _fixed(b.sets) if n in ("vlan_ethtype", "cvlan_ethtype")}
+        only = SHIELD_ONLY if chain_family(b.protocol, chain) in ("ip", "ipv6") else ()
+        names = _key_names(b.protocol, chain, False, only)
         seen = {n: model.eval(self.d.keys[n], model_completion=True).as_long() for n in names}
         taken = self.path_block(model)
         if taken is not None and taken.protocol == b.protocol:
@@ -471,12 +650,28 @@ def _merge_into(a: Block, b: Block) -> bool:
     ):
         return False
     differ = [n for n in a.sets if a.sets[n] != b.sets[n]]
-    if len(differ) != 1:
+    if len(differ) != 1 or differ[0] in ("vlan_ethtype", "cvlan_ethtype"):  # these fix the protocol chain
         return False
     n = differ[0]
     a.sets[n] = tuple(sorted(set(a.sets[n]) | set(b.sets[n])))
-    a.paths += b.paths
+    a.paths += [p for p in b.paths if p not in a.paths]
     return True
+
+
+def _key_names(protocol: str, chain: dict[str, Exact], frags: bool, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The keys extracted for a protocol chain (`chain`: its vlan_ethtype/cvlan_ethtype), in
+    the order shields generalise them: the family's (EXTRACTED; from fragments without L4
+    keys, with ip_flags), `extra`, then the tag keys."""
+    names = EXTRACTED[chain_family(protocol, chain)]
+    if frags:
+        names = tuple(n for n in names if n not in L4_KEYS) + ("ip_flags",)
+    tags: tuple[str, ...] = ()
+    if PROTOCOLS[protocol] in VLAN_TYPES:
+        tags = TAG_KEYS["vlan"]
+        v = chain.get("vlan_ethtype")
+        if v is not None and v.value in VLAN_TYPES:
+            tags = TAG_KEYS["cvlan"] + tags
+    return names + extra + tags
 
 
 # --- assumptions and typical packets ---------------------------------------------------------
@@ -486,17 +681,26 @@ def _byte(o: int) -> z3.BitVecRef:
     return PACKET[z3.BitVecVal(o, 64)]
 
 
-def _is_ipv4() -> z3.BoolRef:
-    return z3.And(z3.UGE(PACKET_LEN, 34), _byte(12) == 0x08, _byte(13) == 0x00)
+def _tpid(o: int) -> z3.BoolRef:
+    return z3.Or(_be16(o) == 0x8100, _be16(o) == 0x88A8)
+
+
+def _ipv4_headers() -> list[tuple[z3.BoolRef, int]]:
+    """(the frame is IPv4 after 0, 1 or 2 VLAN tags, the offset of its IPv4 header)."""
+    out = []
+    for tags in range(3):
+        at = 14 + 4 * tags
+        here = [_tpid(12 + 4 * i) for i in range(tags)] + [_be16(at - 2) == 0x0800, z3.UGE(PACKET_LEN, at + 20)]
+        out.append((z3.And(here), at))
+    return out
 
 
 def _ipv6_next_headers() -> list[tuple[z3.BoolRef, z3.BitVecRef]]:
     """(the frame is IPv6 after 0, 1 or 2 VLAN tags, its IPv6 header's next-header byte)."""
     out = []
-    tpid = lambda o: z3.Or(_be16(o) == 0x8100, _be16(o) == 0x88A8)  # noqa: E731
     for tags in range(3):
         at = 14 + 4 * tags
-        here = [tpid(12 + 4 * i) for i in range(tags)] + [_be16(at - 2) == 0x86DD, z3.UGE(PACKET_LEN, at + 40)]
+        here = [_tpid(12 + 4 * i) for i in range(tags)] + [_be16(at - 2) == 0x86DD, z3.UGE(PACKET_LEN, at + 40)]
         out.append((z3.And(here), _byte(at + 6)))
     return out
 
@@ -511,23 +715,31 @@ def assumption_constraints(names) -> list[z3.BoolRef]:
         if n == "min-frame":
             out.append(z3.UGE(PACKET_LEN, MIN_FRAME))
         elif n == "no-ip-options":
-            out.append(z3.Implies(_is_ipv4(), _byte(14) & 0x0F == 5))
+            out += [z3.Implies(is4, _byte(at) & 0x0F == 5) for is4, at in _ipv4_headers()]
         elif n == "no-fragments":
-            out.append(z3.Implies(_is_ipv4(), z3.And(_byte(20) & 0x3F == 0, _byte(21) == 0)))
+            out += [z3.Implies(is4, _not_fragment(at)) for is4, at in _ipv4_headers()]
             out += [z3.Implies(is6, nh != IPV6_FRAGMENT) for is6, nh in _ipv6_next_headers()]
         elif n == "no-ipv6-ext":
             out += [z3.Implies(is6, z3.And([nh != x for x in IPV6_EXT_HEADERS])) for is6, nh in _ipv6_next_headers()]
     return out
 
 
-def typical_packet() -> z3.BoolRef:
+def _not_fragment(at: int) -> z3.BoolRef:
+    """The IPv4 header at `at` has neither MF nor a fragment offset."""
+    return z3.And(_byte(at + 6) & 0x3F == 0, _byte(at + 7) == 0)
+
+
+def typical_packet(fragments: bool = False) -> z3.BoolRef:
     """Where fixed-offset header reads and flower keys agree: a frame of at least the
     Ethernet minimum (60 bytes without FCS, so a TCP header after a plain IPv4 header is
-    never cut), IPv4 without options and not a fragment (other ethertypes unconstrained)."""
-    return z3.And(
-        z3.UGE(PACKET_LEN, MIN_FRAME),
-        z3.Implies(_is_ipv4(), z3.And(_byte(14) == 0x45, _byte(20) & 0x3F == 0, _byte(21) == 0)),
-    )
+    never cut), IPv4 (untagged or behind one or two VLAN tags) without options and not a
+    fragment (other ethertypes unconstrained). With `fragments`, IPv4 fragments are typical
+    too (for paths only fragments take: flower's ip_flags and L3 keys still agree)."""
+    ipv4 = [
+        z3.Implies(is4, z3.And(_byte(at) == 0x45, *([] if fragments else [_not_fragment(at)])))
+        for is4, at in _ipv4_headers()
+    ]
+    return z3.And(z3.UGE(PACKET_LEN, MIN_FRAME), *ipv4)
 
 
 # --- small helpers ---------------------------------------------------------------------------
@@ -633,13 +845,21 @@ def _prefix_part(mask: int, width: int) -> int:
 
 def _valid(protocol: str, sets: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
     """Drop keys flower would refuse in this combination (ports without a port protocol,
-    ICMP keys without ICMP, tcp_flags without TCP, a zero address that only says "no IP
-    header was read")."""
+    ICMP keys without ICMP, tcp_flags without TCP, keys the protocol chain does not allow,
+    an ethertype that is not one nameable protocol)."""
     proto = sets.get("ip_proto")
     one = proto[0] if proto and len(proto) == 1 else None
+    sets = dict(sets)
+    for name, nameable in (("vlan_ethtype", _NAMEABLE), ("cvlan_ethtype", FAMILIES)):
+        v = sets.get(name)
+        if v is not None and (len(v) != 1 or v[0] not in nameable):
+            del sets[name]  # only one nameable ethertype can be a filter's protocol chain
+    chain = {n: v for n, v in _fixed(sets) if n in ("vlan_ethtype", "cvlan_ethtype")}
     out = {}
     for name, values in sets.items():
         row = FLOWER_KEYS[name]
+        if not allowed(name, protocol, chain):
+            continue
         if row.ip_protos is not None:
             if name.startswith("icmp_"):
                 need = {1} if protocol == "ip" else {58}

@@ -97,6 +97,7 @@ def _probe_packets() -> list[flowercheck.Probe]:
         frame(6, struct.pack("!HHIIBBHHH", 40000, 22, 1, 0, 0x50, 0x12, 512, 0, 0)),
         frame(17, struct.pack("!HHHH", 5353, 53, 8, 0) + b"abcd"),
         frame(1, struct.pack("!BBHHH", 8, 0, 0, 1, 1) + b"ping"),
+        frame(58, struct.pack("!BBHHH", 128, 0, 0, 1, 1) + b"ping"),  # ICMPv6 in the IPv6 variants
     ]
     return flowercheck.probe_set(seeds, PROBE_RANDOM, seed=13)
 

@@ -73,19 +73,7 @@ NO_FILTER = {
 }
 #: Corpus programs whose `Offload:` header promises filters that `rules` does not emit today:
 #: expected failures, strict, so the tests fail (XPASS) the day that changes.
-DEFECTS = {
-    "tcp_flags": "the drop is an OR of masked flag tests (0x3/0x3, 0x0/0xff, 0x29/0x29): synthesis "
-    "extracts a key's value set or one masked value, not a union of masks, so tcp_flags is left "
-    "free and the pass shields take every packet of the path (its counterexample: flags syn, "
-    "which the program passes; on IPv4 fragments flower also reads no tcp_flags)",
-    "vlan_tags": "the vlan_id 666 and dst_ip 10.0.0.1 (0-2 tags) drops stay in software "
-    "(not-expressible): synthesis extracts no vlan_id/cvlan keys, so the pass shields it "
-    "needs take every packet of those paths (issue 14)",
-    "vlan_sections": "issue 14: the vlan_id 4011 drop needs VLAN match keys, not emitted yet",
-    "ip_fragments": "the ip_flags frag drop stays in software (atypical-packets): only fragments "
-    "take it and synthesis extracts blocks from non-fragment packets, so no `ip_flags frag` "
-    "filter is built yet",
-}
+DEFECTS: dict[str, str] = {}
 #: Assumptions beside ASSUME a corpus program's filters need, and why (issue 11).
 ASSUME_FOR = {
     # an RFC 1624 checksum update equals tc's csum ip4h only on packets with a right checksum
@@ -93,6 +81,7 @@ ASSUME_FOR = {
     "ipv6_filter": (
         "no-ipv6-ext",  # flower walks IPv6 extension headers, the program reads L4 right after 40 bytes
     ),
+    "icmpv6_filter": ("no-ipv6-ext",),  # the same: ICMPv6 read right after the fixed header
 }
 #: Paths ending UNKNOWN (cut), by name; every other program has none.
 CUT_PATHS = {"tailcall_variable": 1}  # tail-calls into a slot filled at run time
@@ -162,6 +151,10 @@ def test_cover_is_exact():
     ips = tuple(range(0x0A000000, 0x0A000000 + 6))  # 10.0.0.0 .. 10.0.0.5 = /30 + /31
     assert ruleset.value_cover("src_ip", ips) == [Exact(0x0A000000, 0xFFFFFFFC), Exact(0x0A000004, 0xFFFFFFFE)]
     assert ruleset.value_cover("ip_proto", (6, 7)) == [Exact(6, 0xFF), Exact(7, 0xFF)]
+    # flag keys: the fewest masked values, exactly the set (frag and frag+firstfrag: `ip_flags frag`)
+    assert ruleset.value_cover("ip_flags", (1, 3)) == [Exact(1, 1)]
+    assert ruleset.value_cover("ip_flags", (1, 2)) == [Exact(1, 3), Exact(2, 3)]
+    assert ruleset.value_cover("tcp_flags", (3, 7, 0x29)) == [Exact(3, 0xFFB), Exact(0x29, 0xFFF)]
 
 
 # ---------------------------------------------------------------- the tc parser accepts them

@@ -6,8 +6,9 @@ protocol, keys as (value, mask) or (lo, hi) ranges, action words). `run(lines, f
 classifies one Ethernet frame the way tc does: chain 0 first, prios ascending, first
 match acts, `goto chain N` continues in chain N, `pass` or no match ends it (the frame
 goes to the host). Matching reads the frame with a small flow dissector of its own
-(Ethernet, one 802.1Q/802.1ad tag, IPv4 with options and fragments, IPv6 without
-extension headers, TCP/UDP/SCTP ports, TCP flags, ICMP type/code) and applies
+(Ethernet, up to two 802.1Q/802.1ad tags recorded as vlan_* and cvlan_* (up to four
+walked), IPv4 with options and fragments, IPv6 with hop-by-hop, routing, destination
+options and fragment headers, TCP/UDP/SCTP ports, TCP flags, ICMP/ICMPv6 type/code) and applies
 cls_flower's rule that address keys whose masks are all zero match nothing.
 
 Only what xdp2tc's scripts use is read; anything else raises ValueError, so a test never
@@ -34,6 +35,9 @@ WIDTH = {
     "vlan_id": 12,
     "vlan_prio": 3,
     "vlan_ethtype": 16,
+    "cvlan_id": 12,
+    "cvlan_prio": 3,
+    "cvlan_ethtype": 16,
     "dst_mac": 48,
     "src_mac": 48,
 }
@@ -114,7 +118,7 @@ def _key(line: Line, name: str, text: str, n: int) -> None:
     if name == "ip_proto":
         line.keys[name] = (L4_NAMES[text] if text in L4_NAMES else int(text, 16), full)
         return
-    if name == "vlan_ethtype":
+    if name in ("vlan_ethtype", "cvlan_ethtype"):
         line.keys[name] = (ETHERTYPES[text] if text in ETHERTYPES else int(text, 16), full)
         return
     if name.endswith("_mac"):
@@ -146,12 +150,21 @@ def fields(frame: bytes) -> dict:
     eth = struct.unpack("!H", frame[12:14])[0]
     off = 14
     f["tc_protocol"] = eth
-    if eth in (0x8100, 0x88A8):
-        if len(frame) < 18:
-            return {"reaches": False}
-        tci, inner = struct.unpack("!HH", frame[14:18])
-        f["vlan_id"], f["vlan_prio"], f["vlan_ethtype"] = tci & 0xFFF, tci >> 13, inner
-        eth, off = inner, 18
+    if eth in (0x8100, 0x88A8) and len(frame) < 20:
+        return {"reaches": False}  # the untagging needs the tag and the 2 bytes after it
+    tags = 0
+    while eth in (0x8100, 0x88A8):  # tags: the first two are recorded, later ones skipped
+        if len(frame) < off + 4:
+            f["n_proto"] = eth
+            return f
+        tci, inner = struct.unpack("!HH", frame[off : off + 4])
+        if tags < 2:
+            pre = ("vlan_", "cvlan_")[tags]
+            f[pre + "id"], f[pre + "prio"], f[pre + "ethtype"], f[pre + "tpid"] = tci & 0xFFF, tci >> 13, inner, eth
+        tags += 1
+        eth, off = inner, off + 4
+        if tags > 4:
+            raise ValueError("more than four VLAN tags: not read by this oracle")
     f["n_proto"] = eth
     if eth == 0x0800 and len(frame) >= off + 20 and frame[off] & 15 >= 5:  # no version check
         ihl = (frame[off] & 15) * 4
@@ -169,8 +182,20 @@ def fields(frame: bytes) -> dict:
         f["ip_proto"], f["ip_ttl"] = frame[off + 6], frame[off + 7]
         f["src_ip6"] = int.from_bytes(frame[off + 8 : off + 24], "big")
         f["dst_ip6"] = int.from_bytes(frame[off + 24 : off + 40], "big")
-        if f["ip_proto"] not in (0, 43, 44, 60):
-            _l4(f, frame, off + 40)
+        at, f["ip_flags"] = off + 40, 0
+        for _ in range(15):  # extension headers (RFC 8200 section 4), as the kernel walks them
+            if f["ip_proto"] in (0, 43, 60):  # hop-by-hop, routing, destination options
+                if len(frame) < at + 2:
+                    return f  # cut short: ip_proto stays the header's type
+                f["ip_proto"], at = frame[at], at + (frame[at + 1] + 1) * 8
+            elif f["ip_proto"] == 44:  # fragment: its next header, then no L4 keys
+                if len(frame) >= at + 8:
+                    first = not struct.unpack("!H", frame[at + 2 : at + 4])[0] & 0xFFF8
+                    f["ip_flags"], f["ip_proto"] = 1 | (2 if first else 0), frame[at]
+                return f
+            else:
+                break
+        _l4(f, frame, at)
     return f
 
 
@@ -192,6 +217,15 @@ def matches(line: Line, f: dict) -> bool:
         return False
     if "vlan_ethtype" in line.keys and f.get("vlan_ethtype") != line.keys["vlan_ethtype"][0]:
         return False
+    if "cvlan_ethtype" in line.keys and f.get("cvlan_ethtype") != line.keys["cvlan_ethtype"][0]:
+        return False
+    if "vlan_ethtype" in line.keys and line.keys["vlan_ethtype"][0] in (0x8100, 0x88A8):
+        if f.get("cvlan_tpid") != line.keys["vlan_ethtype"][0]:
+            return False  # the inner tag's TPID is the outer tag's ethertype
+        if "cvlan_ethtype" in line.keys and f["n_proto"] != line.keys["cvlan_ethtype"][0]:
+            return False
+    elif "vlan_ethtype" in line.keys and f["n_proto"] != line.keys["vlan_ethtype"][0]:
+        return False
     if line.protocol in ("ip", "ipv6") and f["n_proto"] != want:
         return False
     fams = {4 if k in ADDRESS_KEYS else 6 for k in line.keys if k.rstrip("6") in ADDRESS_KEYS}
@@ -200,7 +234,7 @@ def matches(line: Line, f: dict) -> bool:
         if not any(masks) or f.get("addr") != fam:
             return False
     for k, (a, b) in line.keys.items():
-        if k == "vlan_ethtype":
+        if k in ("vlan_ethtype", "cvlan_ethtype"):
             continue
         x = f.get(k, 0)
         if k in line.ranges:
