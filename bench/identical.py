@@ -6,8 +6,9 @@
 A refactor that claims "no behaviour change" records the outputs of the commit before it (e.g.
 `git archive main | tar -x -C /tmp/main` then `record /tmp/before --tree /tmp/main`) and of its own
 tree, then compares. Each output is the command's stdout, stderr and exit code for `analyze --json`,
-`rules`, `check --format json` and `cost --json` on every object in corpus/build/ (the objects of
-this checkout, so both trees see the same bytecode). Commands run in-process through
+`rules`, `check --format json` and `cost --json` on every object of every toolchain in
+corpus/build/ (`TOOLCHAINS`: clang, clang-v4, gcc and nobtf; a toolchain not built is an error,
+not a smaller check), the objects of this checkout, so both trees see the same bytecode. Commands run in-process through
 `offload.cli.main` (one interpreter per tree): far quicker than one process per command.
 
 In-process outputs can differ where a fresh process would not: the order of an Or/And that z3
@@ -30,15 +31,23 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 COMMANDS = {
     "analyze": ["analyze", "--json"],
-    "rules": ["rules"],
+    "rules": ["rules", "--dev", "eth0"],
     "check": ["check", "--format", "json"],
     "cost": ["cost", "--json"],
 }
 
 
+#: The corpus's toolchains (corpus/Makefile), each of which must be built.
+TOOLCHAINS = ("clang", "clang-v4", "gcc", "nobtf")
+
+
 def objects() -> list[Path]:
     """The corpus objects both trees are run on, in a stable order."""
-    return sorted((HERE / "corpus" / "build").glob("*/*.o"))
+    build = HERE / "corpus" / "build"
+    missing = [t for t in TOOLCHAINS if not any((build / t).glob("*.o"))]
+    if missing:
+        sys.exit(f"identical.py: no objects in corpus/build/{{{','.join(missing)}}}: run `make corpus` first")
+    return sorted(p for t in TOOLCHAINS for p in (build / t).glob("*.o"))
 
 
 def record(out: Path, tree: Path, only: list[str]) -> int:
@@ -96,6 +105,9 @@ def compare(a: Path, b: Path) -> int:
     differ = [n for n in rerun if _fresh(ta, n) != _fresh(tb, n)]
     for n in differ:
         print(f"differs: {n}")
+    for toolchain in TOOLCHAINS:
+        mine = [n for n in names if n.startswith(f"{toolchain}__")]
+        print(f"{toolchain}: {len([n for n in mine if n not in differ])} of {len(mine)} outputs identical")
     print(
         f"{len(names) - len(differ)} of {len(names)} outputs identical "
         f"({len(rerun)} differed in-process and were re-run in fresh processes)"

@@ -1,4 +1,4 @@
-"""The cost model (analyzer/cost.py, calibrate.py, tailgraph.py; `xdp2tc cost`/`calibrate`).
+"""The cost model (analyzer/cost/; `xdp2tc cost`/`calibrate`).
 
 Counts are checked against an independent oracle: tests/oracles/interp.py single-steps the
 lifter's IR concretely on each path's witness (packet, ctx fields, map contents and helper
@@ -20,25 +20,16 @@ from conftest import require, require_kernel
 from oracles import interp
 
 import corpus
-from analyzer import calibrate, fit, kernel
-from analyzer.cost import (
-    DEFAULT_PROFILE,
-    INSN_CLASSES,
-    Profile,
-    ProfileError,
-    Site,
-    count,
-    cpu_model,
-    load_profile,
-    path_costs,
-    price,
-    taken_tail_calls,
-)
+from analyzer import kernel
+from analyzer.cost import calibrate, fit
+from analyzer.cost.count import INSN_CLASSES, Site, count
+from analyzer.cost.price import path_costs, price, taken_tail_calls
+from analyzer.cost.profile import DEFAULT_PROFILE, Profile, ProfileError, cpu_model, load_profile
+from analyzer.cost.tailgraph import parse_mapping
 from analyzer.exploration import UNKNOWN
 from analyzer.explore import explore
 from analyzer.helpers import HELPER_BY_ID
 from analyzer.symbolic import ctx_field, map_found, map_val, symbols
-from analyzer.tailgraph import parse_mapping
 from analyzer.verify import Verifier
 from lifter.maps import is_global_data_section
 from lifter.program import load_object
@@ -399,7 +390,7 @@ def test_chain_deeper_than_33_is_an_error():
     """A synthetic graph of 35 programs in a row (34 tail calls), without 35 objects."""
     import networkx as nx
 
-    from analyzer.tailgraph import Node, TailGraph
+    from analyzer.cost.tailgraph import Node, TailGraph
 
     g = TailGraph.__new__(TailGraph)
     g.graph = nx.DiGraph()

@@ -25,11 +25,13 @@ import z3
 from lifter.insn import Call
 from lifter.program import load_object
 
-from . import kernel
-from .cost import Profile, count, price, taken_tail_calls
-from .explore import UNKNOWN
-from .symbolic import PACKET, symbols
-from .verify import Verifier
+from .. import kernel
+from ..exploration import UNKNOWN
+from ..symbolic import PACKET, symbols
+from ..verify import Verifier
+from .count import count
+from .price import price, taken_tail_calls
+from .profile import Profile
 
 #: Sections the kernel cannot test-run (devmap/cpumap egress programs).
 NO_TEST_RUN = ("xdp/devmap", "xdp/cpumap", "xdp.frags/devmap", "xdp.frags/cpumap")

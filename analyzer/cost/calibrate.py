@@ -20,9 +20,9 @@ Fit on real code. Micro-programs time instructions as throughput in isolation; r
 programs overlap them differently, so summed micro prices mispredict long paths. With
 `fit_objects` (`xdp2tc calibrate` defaults to the corpus's clang builds; `--fit FILE.o`
 names others, `--no-fit` skips), every path of those objects with a witness is timed on
-the kernel (analyzer/pathtiming.py) and the instruction-class prices plus a per-path
+the kernel (analyzer/cost/pathtiming.py) and the instruction-class prices plus a per-path
 term are fitted by non-negative least squares, judged by grouped cross-validation
-(analyzer/fit.py); the profile's `fit` keeps the held-back error. Helpers, lookups,
+(analyzer/cost/fit.py); the profile's `fit` keeps the held-back error. Helpers, lookups,
 updates, tail calls and calls keep their micro-program prices.
 
 The fixed cost of a test run (the kernel's loop around the program and the program's
@@ -66,19 +66,19 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lifter import btf
+from lifter.asm import FIRST_FUNC_TYPE, Asm, add, alu, func_btf, ld_map, mov
 from lifter.encode import encode_all
 from lifter.errors import LiftError
-from lifter.insn import Alu, AluOp, Atomic, Call, Cond, Exit, Goto, Imm, Jump, Load, LoadImm64, Reg, Store, slots
+from lifter.insn import AluOp, Atomic, Call, Cond, Exit, Imm, Jump, Load, LoadImm64, Reg, Store, slots
 from lifter.maptypes import map_type_by_name
-from lifter.opcodes import AtomicOp, CallSrc, PseudoSrc
+from lifter.opcodes import AtomicOp, CallSrc
 
-from . import kernel
-from .cost import Profile, cpu_model
-from .explore import ExplorationError
+from .. import kernel
+from ..exploration import ExplorationError
+from ..helpers import HELPER_BY_NAME
 from .fit import fit_profile
-from .helpers import HELPER_BY_NAME
 from .pathtiming import time_object
+from .profile import Profile, cpu_model
 
 #: The packet every micro-benchmark runs on: Ethernet + IPv4 + TCP, zero padded.
 PACKET = (
@@ -103,8 +103,6 @@ BPF_F_NO_PREALLOC = 1
 XDP_PASS = 2
 TAIL_SLOTS = 64
 EMPTY_SLOT = TAIL_SLOTS - 1
-#: BTF type id of the first FUNC record func_btf writes (after its six fixed types).
-FIRST_FUNC_TYPE = 7
 
 
 class CalibrationError(Exception):
@@ -121,114 +119,6 @@ class Settings:
     scale: float = 1.0
     fit_repeat: int = 20_000  # per path timing of the fit's programs
     fit_rounds: int = 3
-
-
-# --------------------------------------------------------------------------- assembling
-
-
-class Asm:
-    """A tiny assembler: instructions and labels; jumps and calls name labels."""
-
-    def __init__(self):
-        self.items: list = []
-
-    def __call__(self, *insns) -> Asm:
-        self.items.extend(insns)
-        return self
-
-    def label(self, name: str) -> Asm:
-        self.items.append(("label", name))
-        return self
-
-    def jump(self, cond: Cond, dst: int, src: int | Imm, target: str) -> Asm:
-        self.items.append(("jump", cond, dst, src if isinstance(src, Imm) else Reg(src), target))
-        return self
-
-    def goto(self, target: str) -> Asm:
-        self.items.append(("goto", target))
-        return self
-
-    def call_local(self, target: str) -> Asm:
-        self.items.append(("call", target))
-        return self
-
-    def func_addr(self, dst: int, target: str) -> Asm:
-        self.items.append(("func", dst, target))
-        return self
-
-    def build(self) -> list:
-        pcs, pc = {}, 0
-        for it in self.items:
-            if isinstance(it, tuple) and it[0] == "label":
-                pcs[it[1]] = pc
-            elif isinstance(it, tuple):
-                pc += 2 if it[0] == "func" else 1
-            else:
-                pc += slots(it)
-        out, pc = [], 0
-        for it in self.items:
-            if isinstance(it, tuple):
-                kind = it[0]
-                if kind == "label":
-                    continue
-                if kind == "jump":
-                    out.append(Jump(pc, it[1], True, it[2], it[3], pcs[it[4]] - pc - 1))
-                elif kind == "goto":
-                    out.append(Goto(pc, pcs[it[1]] - pc - 1))
-                elif kind == "call":
-                    out.append(Call(pc, CallSrc.LOCAL, pcs[it[1]] - pc - 1))
-                elif kind == "func":
-                    out.append(LoadImm64(pc, it[1], (pcs[it[2]] - pc - 1) % (1 << 64), PseudoSrc.FUNC))
-                pc += 2 if kind == "func" else 1
-            else:
-                out.append(it)
-                pc += slots(it)
-        return out
-
-
-def func_btf(funcs: list[tuple[str, str]]) -> bytes:
-    """A minimal BTF blob for `bpf_loop` programs (the verifier wants func_info for
-    callbacks): `funcs` = (name, "main" | "callback"), in func_info order. Types:
-    1 int, 2 struct xdp_md, 3 xdp_md *, 4 void *, 5 int(struct xdp_md *),
-    6 int(int, void *), then one FUNC per entry."""
-    strings = bytearray(b"\0")
-
-    def name(text: str) -> int:
-        off = len(strings)
-        strings.extend(text.encode() + b"\0")
-        return off
-
-    def head(name_off: int, kind: int, vlen: int, size_or_type: int) -> bytes:
-        return struct.pack("<III", name_off, (kind << 24) | vlen, size_or_type)
-
-    types = bytearray()
-    types += head(name("int"), btf.KIND_INT, 0, 4) + struct.pack("<I", (btf.INT_SIGNED << 24) | 32)
-    types += head(name("xdp_md"), btf.KIND_STRUCT, 0, 24)  # without members
-    types += head(0, btf.KIND_PTR, 0, 2) + head(0, btf.KIND_PTR, 0, 0)  # xdp_md *, void *
-    types += head(0, btf.KIND_FUNC_PROTO, 1, 1) + struct.pack("<II", name("ctx"), 3)  # main
-    types += head(0, btf.KIND_FUNC_PROTO, 2, 1) + struct.pack("<IIII", name("index"), 1, name("data"), 4)
-    for fname, kind in funcs:
-        types += head(name(fname), btf.KIND_FUNC, 1 if kind == "main" else 0, 5 if kind == "main" else 6)
-    hdr = struct.pack(
-        "<HBBIIIII", btf.BTF_MAGIC, btf.BTF_VERSION, 0, btf.HEADER_MIN_LEN, 0, len(types), len(types), len(strings)
-    )
-    return hdr + bytes(types) + bytes(strings)
-
-
-def mov(dst: int, src: int | Imm) -> Alu:
-    return Alu(0, AluOp.MOV, True, dst, src if isinstance(src, Imm) else Reg(src))
-
-
-def add(dst: int, src: int | Imm) -> Alu:
-    return Alu(0, AluOp.ADD, True, dst, src if isinstance(src, Imm) else Reg(src))
-
-
-def alu(op: AluOp, dst: int, src: int | Imm) -> Alu:
-    return Alu(0, op, True, dst, src if isinstance(src, Imm) else Reg(src))
-
-
-def ld_map(dst: int, fd: int) -> LoadImm64:
-    return LoadImm64(0, dst, fd, PseudoSrc.MAP_FD)
 
 
 def helper_call(name: str) -> Call:
@@ -840,7 +730,7 @@ def calibrate(
     fit_objects: list[str] | None = None,
 ) -> Profile:
     """Measure everything (see the module doc) and return the profile; with `fit_objects`,
-    time their paths and fit the instruction prices on them (analyzer/fit.py). Raises
+    time their paths and fit the instruction prices on them (analyzer/cost/fit.py). Raises
     kernel.KernelUnavailable without the privileges, CalibrationError when a micro-program
     is refused or the objects give too few timed paths to fit."""
     settings = settings or Settings()
