@@ -429,6 +429,10 @@ class LoadedObject:
         except Exception:
             pass
 
+    def own(self, fd: int) -> None:
+        """Close `fd` with this object (the `Loader` hands over what it creates)."""
+        self._own_fds.append(fd)
+
     # -- running
     def _prog_fd(self, program: str) -> int:
         fd = self.programs.get(program)
@@ -1234,6 +1238,47 @@ def load_program(
     return fd
 
 
+class Loader:
+    """Maps, BTF and programs created with plain bpf() calls, gathered into one
+    LoadedObject (`object`; closing it closes them all). The one raw load path: `load`
+    falls back to it for what libbpf cannot load, and calibration builds its
+    micro-programs on it. A refusal is a KernelLoadError (one line, then the verifier
+    log's tail for programs)."""
+
+    def __init__(self, path: str):
+        self.object = LoadedObject(path, None, {}, {}, [], {}, {})
+
+    def map(self, name: str, type_id: int, key_size: int, value_size: int, max_entries: int, flags: int = 0) -> MapInfo:
+        fd = create_map(type_id, name, key_size, value_size, max_entries, flags)
+        self.object.own(fd)
+        info = self.object.maps[name] = MapInfo(name, fd, type_id, key_size, value_size, max_entries)
+        return info
+
+    def btf(self, data: bytes) -> int:
+        fd = load_btf(data)
+        self.object.own(fd)
+        return fd
+
+    def program(
+        self,
+        name: str,
+        prog_type: int,
+        code: bytes,
+        license: bytes = b"GPL",
+        section: str | None = None,
+        btf_fd: int | None = None,
+        func_info: list[tuple[int, int]] | None = None,
+    ) -> int:
+        """Load `code` as program `name` (see `load_program`); `section` names its ELF section."""
+        fd = load_program(prog_type, name, code, license, btf_fd, func_info)
+        self.object.own(fd)
+        self.object.programs[name] = fd
+        self.object.types[name] = prog_type
+        if section is not None:
+            self.object.sections[name] = section
+        return fd
+
+
 BPF_PSEUDO_MAP_FD = 1
 LD_IMM64 = 0x18
 
@@ -1266,21 +1311,16 @@ def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | 
     missing = sorted(set(programs or ()) - set(names))
     if missing:
         raise KernelLoadError(f"{path}: no program {', '.join(missing)}; programs: {', '.join(names)}")
-    fds: list[int] = []
+    loader = Loader(path)
     try:
-        maps: dict[str, MapInfo] = {}
         for m in obj.maps:
             if m.type is None or m.max_entries is None:
                 raise unsupported(f"map {m.name} has no usable definition")
             try:
-                fd = create_map(m.type.id, m.name, m.key_size, m.value_size, m.max_entries, m.flags)
+                loader.map(m.name, m.type.id, m.key_size, m.value_size, m.max_entries, m.flags)
             except KernelLoadError as err:
                 raise KernelLoadError(f"{path}: {err}") from None
-            fds.append(fd)
-            maps[m.name] = MapInfo(m.name, fd, m.type.id, m.key_size, m.value_size, m.max_entries)
         license = (obj.license or "GPL").encode()
-        progs: dict[str, int] = {}
-        types: dict[str, int] = {}
         for prog in obj.programs:
             if programs is not None and prog.name not in programs:
                 continue
@@ -1300,20 +1340,12 @@ def _load_raw(path: str, programs: list[str] | None, rodata: dict[str, bytes] | 
                 if insns[at] != LD_IMM64:
                     raise unsupported(f"relocated instruction at {entry.section}+{rel.offset} is not ld_imm64")
                 insns[at + 1] = (insns[at + 1] & 0x0F) | (BPF_PSEUDO_MAP_FD << 4)
-                insns[at + 4 : at + 8] = maps[target[0].name].fd.to_bytes(4, "little", signed=True)
-            ptype = program_type(prog.section)
+                insns[at + 4 : at + 8] = loader.object.maps[target[0].name].fd.to_bytes(4, "little", signed=True)
             try:
-                fd = load_program(ptype, prog.name, bytes(insns), license)
+                loader.program(prog.name, program_type(prog.section), bytes(insns), license, prog.section)
             except KernelLoadError as err:
                 raise KernelLoadError(f"{path}: {err}") from None
-            fds.append(fd)
-            progs[prog.name] = fd
-            types[prog.name] = ptype
-        loaded = LoadedObject(
-            path, None, progs, maps, fds, {p.name: p.section for p in obj.programs if p.name in progs}, types
-        )
-        fds = []
-        return loaded
-    finally:
-        for fd in fds:
-            os.close(fd)
+    except BaseException:
+        loader.object.close()
+        raise
+    return loader.object

@@ -137,18 +137,12 @@ class Rig:
 
     def __init__(self):
         kernel.check_kernel()
-        self.fds: list[int] = []
-        self.runner = kernel.LoadedObject("<calibrate>", None, {}, {}, [])
+        self.loader = kernel.Loader("<calibrate>")
+        self.runner = self.loader.object
         self.maps: dict[str, int] = {}
 
     def close(self) -> None:
-        self.runner.programs, self.runner.maps = {}, {}
-        for fd in self.fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.fds = []
+        self.runner.close()
 
     def __enter__(self) -> Rig:
         return self
@@ -159,13 +153,11 @@ class Rig:
     def map(self, name: str, type_name: str, key_size: int, value_size: int, max_entries: int, flags: int = 0) -> int:
         mtype = map_type_by_name(type_name)
         try:
-            fd = kernel.create_map(mtype.id, name, key_size, value_size, max_entries, flags)
+            info = self.loader.map(name, mtype.id, key_size, value_size, max_entries, flags)
         except kernel.KernelLoadError as err:
             raise CalibrationError(f"a {type_name} map: {err}") from None
-        self.fds.append(fd)
-        self.runner.maps[name] = kernel.MapInfo(name, fd, mtype.id, key_size, value_size, max_entries)
-        self.maps[name] = fd
-        return fd
+        self.maps[name] = info.fd
+        return info.fd
 
     def update(self, name: str, key: bytes, value: bytes) -> None:
         try:
@@ -179,15 +171,13 @@ class Rig:
         btf_fd, info = None, None
         try:
             if funcs:
-                btf_fd = kernel.load_btf(func_btf([(n, k) for _, n, k in funcs]))
-                self.fds.append(btf_fd)
+                btf_fd = self.loader.btf(func_btf([(n, k) for _, n, k in funcs]))
                 info = [(pc, FIRST_FUNC_TYPE + i) for i, (pc, _, _) in enumerate(funcs)]
-            fd = kernel.load_program(kernel.BPF_PROG_TYPE_XDP, name, encode_all(insns), b"GPL", btf_fd, info)
+            return self.loader.program(
+                name, kernel.BPF_PROG_TYPE_XDP, encode_all(insns), b"GPL", btf_fd=btf_fd, func_info=info
+            )
         except kernel.KernelLoadError as err:
             raise CalibrationError(f"micro-program {name} refused by the kernel: {str(err).splitlines()[0]}") from None
-        self.fds.append(fd)
-        self.runner.programs[name] = fd
-        return fd
 
     def run(self, name: str, repeat: int) -> int:
         try:
