@@ -41,16 +41,18 @@ COMMANDS = {
 TOOLCHAINS = ("clang", "clang-v4", "gcc", "nobtf")
 
 
-def objects() -> list[Path]:
+def objects(toolchains=TOOLCHAINS) -> list[Path]:
     """The corpus objects both trees are run on, in a stable order."""
     build = HERE / "corpus" / "build"
-    missing = [t for t in TOOLCHAINS if not any((build / t).glob("*.o"))]
+    missing = [t for t in toolchains if not any((build / t).glob("*.o"))]
     if missing:
         sys.exit(f"identical.py: no objects in corpus/build/{{{','.join(missing)}}}: run `make corpus` first")
-    return sorted(p for t in TOOLCHAINS for p in (build / t).glob("*.o"))
+    return sorted(p for t in toolchains for p in (build / t).glob("*.o"))
 
 
-def record(out: Path, tree: Path, only: list[str]) -> int:
+def record(out: Path, tree: Path, only: list[str], toolchains: list[str], resume: bool = False) -> int:
+    """Record the outputs of `tree`'s code into `out` (`toolchains`: a part of the corpus, so
+    that several processes can share one recording; `resume`: skip outputs already there)."""
     sys.path.insert(0, str(tree))
     for name in [m for m in sys.modules if m.split(".")[0] in ("lifter", "analyzer", "rules", "offload")]:
         del sys.modules[name]
@@ -60,9 +62,10 @@ def record(out: Path, tree: Path, only: list[str]) -> int:
         sys.exit(f"identical.py: offload.cli came from {cli.__file__}, not from {tree}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "tree").write_text(str(tree.resolve()))
-    for obj in objects():
+    for obj in objects(toolchains or TOOLCHAINS):
         for cmd, argv in COMMANDS.items():
-            if only and cmd not in only:
+            name = f"{obj.parent.name}__{obj.stem}__{cmd}.txt"
+            if (only and cmd not in only) or (resume and (out / name).exists()):
                 continue
             stdout, stderr = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -70,7 +73,6 @@ def record(out: Path, tree: Path, only: list[str]) -> int:
                     rc = cli.main([*argv, str(obj)])
                 except Exception as err:  # a crash is an output too: both trees must agree on it
                     rc = f"exception {type(err).__name__}: {err}"
-            name = f"{obj.parent.name}__{obj.stem}__{cmd}.txt"
             (out / name).write_text(_output(rc, stdout.getvalue(), stderr.getvalue()))
         print(f"{obj.parent.name}/{obj.name}", file=sys.stderr)
     return 0
@@ -122,12 +124,14 @@ def main() -> int:
     r.add_argument("out", type=Path)
     r.add_argument("--tree", type=Path, default=HERE)
     r.add_argument("--only", action="append", choices=list(COMMANDS), default=[])
+    r.add_argument("--toolchain", action="append", choices=TOOLCHAINS, default=[])
+    r.add_argument("--resume", action="store_true", help="keep the outputs already recorded in OUT_DIR")
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
     args = top.parse_args()
     if args.mode == "record":
-        return record(args.out, args.tree, args.only)
+        return record(args.out, args.tree, args.only, args.toolchain, args.resume)
     return compare(args.a, args.b)
 
 
