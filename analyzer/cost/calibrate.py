@@ -2,7 +2,7 @@
 
 `calibrate()` builds micro-programs directly as bytecode (lifter/insn.py instructions
 encoded by lifter/encode.py; no compiler), loads them with bpf(BPF_PROG_LOAD) together with
-the maps they use, and times them with BPF_PROG_TEST_RUN (analyzer/kernel.py) on one
+the maps they use, and times them with BPF_PROG_TEST_RUN (analyzer/kernel/) on one
 128-byte packet.
 
 Method. BPF_PROG_TEST_RUN reports the mean ns per run as an integer, so one instruction
@@ -354,6 +354,13 @@ def _helper_bench(
     return Bench(entry, _straight(name, lambda i: unit, setup), size, per_unit, extra)
 
 
+def _grow_shrink_bench(helper: str) -> Bench:
+    """A packet-geometry helper (adjust_head/tail/meta): a unit moves the edge by -4 then
+    +4, two calls, so the packet is the same after every unit."""
+    unit = [mov(1, 6), mov(2, Imm(-4)), helper_call(helper), mov(1, 6), mov(2, Imm(4)), helper_call(helper)]
+    return _helper_bench(f"helper.{helper}", unit, {"insn.alu": 4}, per_unit=2)
+
+
 def _key_setup(key: bytes) -> Callable[[Rig, Asm], None]:
     """Write `key` at fp-16 (and a value at fp-32) before the units."""
 
@@ -595,45 +602,7 @@ def benches() -> list[Bench]:
         Bench(
             "helper.redirect_map", _straight("redirmap", lambda i: [], None), 16, 1, {"insn.ld_imm64": 1, "insn.alu": 2}
         ),
-        _helper_bench(
-            "helper.xdp_adjust_head",
-            [
-                mov(1, 6),
-                mov(2, Imm(-4)),
-                helper_call("xdp_adjust_head"),
-                mov(1, 6),
-                mov(2, Imm(4)),
-                helper_call("xdp_adjust_head"),
-            ],
-            {"insn.alu": 4},
-            per_unit=2,
-        ),
-        _helper_bench(
-            "helper.xdp_adjust_tail",
-            [
-                mov(1, 6),
-                mov(2, Imm(-4)),
-                helper_call("xdp_adjust_tail"),
-                mov(1, 6),
-                mov(2, Imm(4)),
-                helper_call("xdp_adjust_tail"),
-            ],
-            {"insn.alu": 4},
-            per_unit=2,
-        ),
-        _helper_bench(
-            "helper.xdp_adjust_meta",
-            [
-                mov(1, 6),
-                mov(2, Imm(-4)),
-                helper_call("xdp_adjust_meta"),
-                mov(1, 6),
-                mov(2, Imm(4)),
-                helper_call("xdp_adjust_meta"),
-            ],
-            {"insn.alu": 4},
-            per_unit=2,
-        ),
+        *(_grow_shrink_bench(name) for name in ("xdp_adjust_head", "xdp_adjust_tail", "xdp_adjust_meta")),
         _helper_bench("helper.xdp_get_buff_len", [mov(1, 6), helper_call("xdp_get_buff_len")], {"insn.alu": 1}),
         _helper_bench(
             "helper.xdp_load_bytes",

@@ -1,7 +1,7 @@
 """Whole-program path timings on the running kernel: what `calibrate` fits the instruction
 prices against and what bench/cost.py judges the cost model with.
 
-Every path of an object with a witness: the object is loaded (analyzer/kernel.py), the
+Every path of an object with a witness: the object is loaded (analyzer/kernel/), the
 path's witness packet and map entries are built as `xdp2tc verify` builds them
 (analyzer/verify.py), the packet is run once and must give the predicted verdict and
 output, then it is timed with BPF_PROG_TEST_RUN (`repeat` runs, maps reset before each of
