@@ -54,6 +54,7 @@ from rules.reasons import REASONS, Reason, account, summary, summary_lines
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
 from . import traffic
+from .options import exploration_options
 from .programs import device_programs
 from .targets import DEFAULT_TARGETS, TARGETS, Target
 
@@ -545,9 +546,7 @@ def run(args) -> int:
             raise LiftError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
     baseline = baseline_fingerprints(args.baseline) if args.baseline else None
     frames = traffic.read_capture(args.pcap) if args.pcap else None
-    options = Options(
-        max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns, max_paths=args.max_paths
-    )
+    options = exploration_options(args)
     report = Report(targets)
     for path in args.files:
         check_object(

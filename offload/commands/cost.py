@@ -1,6 +1,5 @@
-"""`xdp2tc cost` and `xdp2tc calibrate`: the front-ends of the cost model (analyzer/cost/).
-
-The `cost --json` schema is documented where the report is rendered, analyzer/cost/report.py.
+"""`xdp2tc cost`: per-path cost in ns, tail-call share and savings, and the tail-call graph
+(the cost model is analyzer/cost/; the `--json` schema is documented in its report.py).
 
 Exit codes: 0, 1 when the tail-call graph has a cycle or a chain deeper than the kernel's 33
 tail calls (the report is still printed), 2 for bad input (one line).
@@ -11,13 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 
-import corpus
-from analyzer import kernel
-from analyzer.cost.calibrate import CalibrationError, Settings, calibrate
 from analyzer.cost.count import count
 from analyzer.cost.price import path_costs
 from analyzer.cost.profile import ProfileError, foreign_profile, load_profile
@@ -26,14 +20,15 @@ from analyzer.cost.tailgraph import Mapping, Node, ProgramCost, TailGraph, parse
 from analyzer.exploration import ExplorationError, Options
 from lifter.errors import LiftError
 from lifter.program import BpfObject, Program, load_object
-from offload.options import at_least
+from offload.console import clear_progress, progress_printer, svg
+from offload.options import exploration_flags, exploration_options
 from offload.programs import device_programs, entry_programs
 
 #: Exit code when the tail-call graph is unbounded (cycle) or deeper than the kernel allows.
 EXIT_GRAPH = 1
 
 
-def add_parsers(sub, exploration_flags) -> None:
+def add_parser(sub) -> None:
     p = sub.add_parser("cost", help="per-path cost in ns, tail-call share and savings, tail-call graph")
     p.add_argument("files", nargs="+", metavar="FILE.o")
     exploration_flags(p)
@@ -48,95 +43,9 @@ def add_parsers(sub, exploration_flags) -> None:
     p.add_argument("--json", action="store_true", help=f"machine-readable output (schema {SCHEMA})")
     p.add_argument("--graph", action="store_true", help="print the tail-call graph (graphviz dot) instead")
     p.add_argument("--svg", action="store_true", help="with --graph: SVG through graphviz's `dot`")
-    p = sub.add_parser("calibrate", help="measure the cost model's prices on this kernel")
-    p.add_argument("--out", "-o", metavar="PROFILE.json", help="write the profile here (default: stdout)")
-    d = Settings()
-    p.add_argument("--repeat", type=at_least(1), default=d.repeat, help=f"runs per timing (default {d.repeat})")
-    p.add_argument("--rounds", type=at_least(1), default=d.rounds, help=f"rounds, median kept (default {d.rounds})")
-    p.add_argument("--scale", type=float, default=d.scale, help=argparse.SUPPRESS)
-    p.add_argument(
-        "--fit",
-        action="append",
-        default=[],
-        metavar="FILE.o",
-        help="fit the instruction prices on the paths of these XDP objects (repeatable; "
-        "default: the corpus's clang builds when they are built)",
-    )
-    p.add_argument("--no-fit", action="store_true", help="micro-program prices only (no fit on real paths)")
-    p.add_argument("--fit-repeat", type=at_least(1), default=d.fit_repeat, help=argparse.SUPPRESS)
-    p.add_argument("--fit-rounds", type=at_least(1), default=d.fit_rounds, help=argparse.SUPPRESS)
 
 
-# --------------------------------------------------------------------------- calibrate
-
-
-def run_calibrate(args: argparse.Namespace) -> int:
-    if not 0 < args.scale <= 10:  # --repeat and --rounds are range-checked by the parser
-        raise LiftError("--scale must be in (0, 10]")
-    progress = None
-    if sys.stderr.isatty():
-
-        def progress(msg: str) -> None:
-            print(f"\rcalibrating: {msg}", end="", file=sys.stderr, flush=True)
-
-    if args.no_fit and args.fit:
-        raise LiftError("--fit and --no-fit contradict each other")
-    for f in args.fit:
-        if not os.path.isfile(f):
-            raise LiftError("no such file", file=f)
-    fit_objects = [] if args.no_fit else (args.fit or default_fit_objects())
-    if not fit_objects and not args.no_fit:
-        print(
-            "xdp2tc: calibrate: no objects to fit instruction prices on (build the corpus or pass --fit FILE.o); "
-            "micro-program prices only",
-            file=sys.stderr,
-        )
-    settings = Settings(args.repeat, args.rounds, args.scale, args.fit_repeat, args.fit_rounds)
-    try:
-        profile = calibrate(settings, progress, fit_objects)
-    except kernel.KernelUnavailable as err:
-        print(f"xdp2tc: calibrate: {err}", file=sys.stderr)
-        return kernel.EXIT_UNAVAILABLE
-    except CalibrationError as err:
-        raise LiftError(f"calibrate: {err}") from None
-    finally:
-        if progress:
-            print("\r\033[K", end="", file=sys.stderr)
-    text = json.dumps(profile.to_json(), indent=2) + "\n"
-    if args.out:
-        try:
-            with open(args.out, "w") as fh:
-                fh.write(text)
-        except OSError as err:
-            raise LiftError(f"cannot write the profile: {err.strerror}", file=args.out) from None
-        cv = profile.fit.get("cross_validation") if profile.fit else None
-        print(
-            f"{args.out}: profile for kernel {profile.kernel} on {profile.cpu}: overhead "
-            f"{profile.overhead_ns:g} ns per test run; tail call {profile.tail_call['constant']:.1f} ns "
-            f"(constant index) / {profile.tail_call['variable']:.1f} ns (variable index)"
-            + (
-                f"; instruction prices fitted on {cv['paths']} paths, {100 * cv['within_20pct']:.0f}% "
-                f"within ±20% on held-back programs"
-                if cv
-                else ""
-            )
-        )
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-def default_fit_objects() -> list[str]:
-    """The corpus's clang builds (hand-written XDP programs covering the instruction
-    classes, helpers and map types), when built."""
-    build = corpus.BUILD_DIR / "clang"
-    return [str(p) for p in sorted(build.glob("*.o"))] if build.is_dir() else []
-
-
-# --------------------------------------------------------------------------- cost
-
-
-def run_cost(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     try:
         profile = load_profile(args.profile)
     except ProfileError as err:
@@ -154,9 +63,7 @@ def run_cost(args: argparse.Namespace) -> int:
             "run `xdp2tc calibrate -o PROFILE.json` here and pass --profile PROFILE.json",
             file=sys.stderr,
         )
-    options = Options(
-        max_len=args.max_len, loop_bound=args.loop_bound, max_insns=args.max_insns, max_paths=args.max_paths
-    )
+    options = exploration_options(args)
     objects = [load_object(f) for f in args.files]
     programs: list[ProgramCost] = []
     for obj in objects:
@@ -176,9 +83,7 @@ def run_cost(args: argparse.Namespace) -> int:
     if args.graph:
         dot = graph.dot()
         if args.svg:
-            if shutil.which("dot") is None:
-                raise LiftError("--svg needs graphviz's `dot` (apt-get install graphviz)")
-            dot = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, check=True).stdout
+            dot = svg(dot, "--svg")
         sys.stdout.write(dot)
     elif args.json:
         print(json.dumps(cost_json(programs, graph, profile), indent=2))
@@ -224,23 +129,12 @@ def _check_mapping(m: Mapping, objects: list[BpfObject]) -> None:
 
 def _analyse(obj: BpfObject, prog: Program, options: Options, profile, root: bool) -> ProgramCost:
     try:
-        counted = count(obj, prog, options, _progress(prog.name))
+        counted = count(obj, prog, options, progress_printer(prog.name))
     except ExplorationError as err:
         raise LiftError(str(err), file=obj.path, program=prog.name) from err
     finally:
-        if sys.stderr.isatty():
-            print("\r\033[K", end="", file=sys.stderr)
+        clear_progress()
     return ProgramCost(Node(obj.path, prog.name), counted, path_costs(counted, profile), root)
-
-
-def _progress(name: str):
-    if not sys.stderr.isatty():
-        return None
-
-    def show(paths: int, queued: int, insns: int) -> None:
-        print(f"\r{name}: {paths} paths, {queued} states queued", end="", file=sys.stderr, flush=True)
-
-    return show
 
 
 def _same(a: str, b: str) -> bool:
@@ -248,6 +142,3 @@ def _same(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return a == b
-
-
-COMMANDS = {"cost": run_cost, "calibrate": run_calibrate}
