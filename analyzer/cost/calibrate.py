@@ -399,18 +399,16 @@ def _update_bench(type_name: str) -> Bench:
     key = _lookup_key(type_name, LOOKUP_MAPS[type_name][0])
 
     def make(rig: Rig, n: int) -> str:
-        unit = [
-            ld_map(1, rig.maps[f"cal_up_{type_name}"]),
-            mov(2, 10),
-            add(2, Imm(-16)),
-            mov(3, 10),
-            add(3, Imm(-32)),
-            mov(4, Imm(0)),
-            helper_call("map_update_elem"),
-        ]
+        unit = _update_call(rig.maps[f"cal_up_{type_name}"])
         return _straight(f"up_{type_name[-9:]}", lambda i: unit, _key_setup(key))(rig, n)
 
     return Bench(f"update.{type_name}", make, 16, 1.0, {"insn.ld_imm64": 1, "insn.alu": 5})
+
+
+def _update_call(fd: int) -> list:
+    """map_update_elem(map `fd`, key at fp-16, value at fp-32, BPF_ANY)."""
+    key, value = [mov(2, 10), add(2, Imm(-16))], [mov(3, 10), add(3, Imm(-32))]
+    return [ld_map(1, fd), *key, *value, mov(4, Imm(0)), helper_call("map_update_elem")]
 
 
 def _lookup_key(type_name: str, key_size: int) -> bytes:
@@ -659,15 +657,7 @@ def _finish_benches(rig: Rig, out: list[Bench]) -> None:
         "redirmap", lambda i: [ld_map(1, devmap), mov(2, Imm(0)), mov(3, Imm(0)), helper_call("redirect_map")]
     )
     upd = rig.maps["cal_upd"]
-    update = [
-        ld_map(1, upd),
-        mov(2, 10),
-        add(2, Imm(-16)),
-        mov(3, 10),
-        add(3, Imm(-32)),
-        mov(4, Imm(0)),
-        helper_call("map_update_elem"),
-    ]
+    update = _update_call(upd)
     delete = [ld_map(1, upd), mov(2, 10), add(2, Imm(-16)), helper_call("map_delete_elem")]
     key = _key_setup(_lookup_key("hash", 4))
     by["helper.map_update_elem"].make = _straight("update", lambda i: update, key)
