@@ -61,8 +61,7 @@ def device_programs(obj: BpfObject, name: str | None, per_program_output: bool) 
             "devmap/cpumap program); name one with --program: " + ", ".join(p.name for p in xdp),
             file=obj.path,
         )
-    sections = ", ".join(sorted({p.section for p in obj.programs})) or "none"
-    raise LiftError(f"no XDP program (sections: {sections})", file=obj.path)
+    raise _no_xdp_program(obj)
 
 
 def xdp_programs(obj: BpfObject, name: str | None) -> list[Program]:
@@ -72,6 +71,10 @@ def xdp_programs(obj: BpfObject, name: str | None) -> list[Program]:
         return [obj.program(name)]
     progs = [p for p in obj.programs if p.is_xdp]
     if not progs:
-        sections = ", ".join(sorted({p.section for p in obj.programs})) or "none"
-        raise LiftError(f"no XDP program (sections: {sections})", file=obj.path)
+        raise _no_xdp_program(obj)
     return progs
+
+
+def _no_xdp_program(obj: BpfObject) -> LiftError:
+    sections = ", ".join(sorted({p.section for p in obj.programs})) or "none"
+    return LiftError(f"no XDP program (sections: {sections})", file=obj.path)
