@@ -108,8 +108,11 @@ def compare(a: Path, b: Path) -> int:
     for n in differ:
         print(f"differs: {n}")
     for toolchain in TOOLCHAINS:
-        mine = [n for n in names if n.startswith(f"{toolchain}__")]
-        print(f"{toolchain}: {len([n for n in mine if n not in differ])} of {len(mine)} outputs identical")
+        for cmd in COMMANDS:
+            these = [n for n in names if n.startswith(f"{toolchain}__") and n.endswith(f"__{cmd}.txt")]
+            if these:
+                same = len([n for n in these if n not in differ])
+                print(f"{toolchain} {cmd}: {same} of {len(these)} outputs identical")
     print(
         f"{len(names) - len(differ)} of {len(names)} outputs identical "
         f"({len(rerun)} differed in-process and were re-run in fresh processes)"
