@@ -21,6 +21,7 @@ tree's own path are not outputs and are masked.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import io
 import re
@@ -99,12 +100,14 @@ def _fresh(tree: str, name: str) -> str:
     return _normal(_output(p.returncode, p.stdout, p.stderr), tree)
 
 
-def compare(a: Path, b: Path) -> int:
+def compare(a: Path, b: Path, jobs: int = 1) -> int:
     """Outputs both recordings hold; a difference is re-run fresh for both trees (module doc)."""
     ta, tb = (a / "tree").read_text(), (b / "tree").read_text()
     names = sorted({p.name for p in a.glob("*.txt")} & {p.name for p in b.glob("*.txt")})
     rerun = [n for n in names if _normal((a / n).read_text(), ta) != _normal((b / n).read_text(), tb)]
-    differ = [n for n in rerun if _fresh(ta, n) != _fresh(tb, n)]
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:  # each fresh run is its own process
+        fresh_a, fresh_b = pool.map(lambda n: _fresh(ta, n), rerun), pool.map(lambda n: _fresh(tb, n), rerun)
+        differ = [n for n, x, y in zip(rerun, list(fresh_a), list(fresh_b)) if x != y]
     for n in differ:
         print(f"differs: {n}")
     for toolchain in TOOLCHAINS:
@@ -132,10 +135,11 @@ def main() -> int:
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
+    c.add_argument("--jobs", type=int, default=1, help="fresh re-runs at a time")
     args = top.parse_args()
     if args.mode == "record":
         return record(args.out, args.tree, args.only, args.toolchain, args.resume)
-    return compare(args.a, args.b)
+    return compare(args.a, args.b, args.jobs)
 
 
 if __name__ == "__main__":
