@@ -11,7 +11,7 @@ engine must agree on them:
 "Satisfy" leaves helper results (time, random numbers) free in the other engine: only the
 inputs are fixed. Paths that end UNKNOWN or carry notes (values an engine approximates) are
 not compared, and are listed with the reason. A disagreement is run through the kernel
-(BPF_PROG_TEST_RUN, analyzer/kernel.py) with the same packet and map entries, and the kernel's
+(BPF_PROG_TEST_RUN, analyzer/kernel/) with the same packet and map entries, and the kernel's
 answer says which engine is wrong.
 
 Inputs are restricted to what the kernel's test run can take (see verify.py): 14..3520-byte

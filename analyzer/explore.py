@@ -104,15 +104,38 @@ MAX_DEPTH = 32
 MAX_NONLINEAR_DEPTH = 8
 
 
+class Observer:
+    """Watches an exploration instruction by instruction (the cost model counts with one).
+
+    Every method does nothing here; an observer overrides what it needs. The engine calls
+    `on_start` with the program's initial state before the first instruction,
+    `on_instruction` before each instruction runs (the state's `steps` already counts it),
+    and `on_path_end` with each path as it ends. An observer may set the state's `steps` to
+    any value that supports `+ 1` and merging (the cost model packs a vector into it); it
+    must not change anything else the engine reads."""
+
+    def on_start(self, state: State) -> None:
+        """The initial state of the explored program, before it runs."""
+
+    def on_instruction(self, state: State, insn) -> None:
+        """`insn` is about to run on `state`."""
+
+    def on_path_end(self, state: State, path: Path) -> None:
+        """`state` ended as `path`."""
+
+
 class Explorer:
     """One exploration; `calls.py` adds the helper and call semantics (it sees this class only
     through its `Engine` interface)."""
 
-    def __init__(self, obj: BpfObject, program: Program, options: Options, progress=None):
+    def __init__(
+        self, obj: BpfObject, program: Program, options: Options, progress=None, observer: Observer | None = None
+    ):
         self.obj = obj
         self.program = program
         self.options = options
         self.progress = progress
+        self.observer = observer or Observer()
         self.fresh = Fresh()
         self.solver = z3.Solver()
         self.definitions: list[tuple[z3.BoolRef, z3.BoolRef]] = []
@@ -153,7 +176,9 @@ class Explorer:
         start = time.perf_counter()
         opts = self.options
         deadline = self._deadline = None if opts.timeout is None else start + opts.timeout
-        self._push(self._initial(self.program))
+        initial = self._initial(self.program)
+        self.observer.on_start(initial)
+        self._push(initial)
         last_report = start
         self._ran_out = False
         while self._heap:
@@ -378,6 +403,7 @@ class Explorer:
                 return
             state.steps = state.steps + 1 if isinstance(state.steps, int) else state.steps + 1
             func, depth = state.func, state.depth
+            self.observer.on_instruction(state, insn)
             successors = self.step(state, insn)
             for t in successors:  # a back edge may be taken, fall through or be a goto
                 if t.frames and t.func is func and t.depth == depth:
@@ -863,6 +889,7 @@ class Explorer:
                 tuple(sorted(s.maps.items())),
             )
         )
+        self.observer.on_path_end(s, self.paths[-1])
         s.frames = []
 
 
@@ -881,9 +908,12 @@ def describe(v: Value | None) -> str:
     return f"a {v.region.kind} pointer"
 
 
-def explore(obj: BpfObject, program: Program, options: Options | None = None, progress=None) -> Exploration:
-    """Explore every path of `program` (an XDP program of `obj`). A program of another type
-    (a tc section's struct __sk_buff ctx) is refused with a LiftError naming it."""
+def explore(
+    obj: BpfObject, program: Program, options: Options | None = None, progress=None, observer: Observer | None = None
+) -> Exploration:
+    """Explore every path of `program` (an XDP program of `obj`), `observer` watching (see
+    `Observer`). A program of another type (a tc section's struct __sk_buff ctx) is refused
+    with a LiftError naming it."""
     if not program.is_xdp:
         raise LiftError(
             f"not an XDP program: section {program.section} names another program "
@@ -891,4 +921,4 @@ def explore(obj: BpfObject, program: Program, options: Options | None = None, pr
             file=obj.path,
             program=program.name,
         )
-    return Explorer(obj, program, options or Options(), progress).run()
+    return Explorer(obj, program, options or Options(), progress, observer).run()

@@ -2,13 +2,13 @@
 
 For each path z3 builds a witness: a packet, the xdp_md fields and the map entries the
 path looks up (from the model of the path condition). The object is loaded once
-(analyzer/kernel.py), the entries are written, the packet is run with BPF_PROG_TEST_RUN,
+(analyzer/kernel/), the entries are written, the packet is run with BPF_PROG_TEST_RUN,
 and the kernel's return code and output packet are compared with the path's verdict and
 rewritten bytes evaluated in the same model. Then random packets (mutated witnesses and
 noise) are run with empty maps, and for each the one path whose condition holds is looked
 up by evaluating every path condition on the concrete input.
 
-What the test run imposes (see analyzer/kernel.py): packets of 14..3520 bytes, ingress on an
+What the test run imposes (see analyzer/kernel/): packets of 14..3520 bytes, ingress on an
 existing device's queue 0, no fragments, .rodata fixed at load (a different value means a
 reload). A path that needs something else is reported as not witnessable, with the reason.
 Paths whose outcome depends on helper results (time, random numbers) or on values xdp2tc

@@ -1,11 +1,11 @@
-"""Accuracy of the cost model (analyzer/cost.py) against the running kernel.
+"""Accuracy of the cost model (analyzer/cost/) against the running kernel.
 
-Part 1, every corpus path with a witness, timed on the kernel by analyzer/pathtiming.py
+Part 1, every corpus path with a witness, timed on the kernel by analyzer/cost/pathtiming.py
 (witness packet and map entries as `xdp2tc verify` builds them; paths the kernel cannot
 repeat the same way are left out with the reason). The prediction is the profile's overhead
 plus the price of the counters of the sub-path the witness takes. Then the held-back check
 (`--hold-back`, default 0.3 of the source programs, every build of one source together):
-the instruction prices are refitted (analyzer/fit.py) on the other programs' paths and
+the instruction prices are refitted (analyzer/cost/fit.py) on the other programs' paths and
 judged on the held-back ones -- what a user gets after `calibrate` on programs the fit
 never saw; run it with a micro-program-only profile of this machine
 (`xdp2tc calibrate --no-fit -o micro.json`) so nothing in the prices saw those paths.
@@ -42,8 +42,11 @@ sys.path.insert(0, str(ROOT))
 import z3  # noqa: E402
 
 import corpus  # noqa: E402
-from analyzer import fit, kernel, pathtiming  # noqa: E402
-from analyzer.cost import count, load_profile, price, taken_tail_calls  # noqa: E402
+from analyzer import kernel  # noqa: E402
+from analyzer.cost import fit, pathtiming  # noqa: E402
+from analyzer.cost.count import count  # noqa: E402
+from analyzer.cost.price import price, taken_tail_calls  # noqa: E402
+from analyzer.cost.profile import load_profile  # noqa: E402
 from lifter.program import load_object  # noqa: E402
 
 BANDS = (0.10, 0.20, 0.30, 0.50)

@@ -6,8 +6,9 @@
 A refactor that claims "no behaviour change" records the outputs of the commit before it (e.g.
 `git archive main | tar -x -C /tmp/main` then `record /tmp/before --tree /tmp/main`) and of its own
 tree, then compares. Each output is the command's stdout, stderr and exit code for `analyze --json`,
-`rules`, `check --format json` and `cost --json` on every object in corpus/build/ (the objects of
-this checkout, so both trees see the same bytecode). Commands run in-process through
+`rules`, `check --format json` and `cost --json` on every object of every toolchain in
+corpus/build/ (`TOOLCHAINS`: clang, clang-v4, gcc and nobtf; a toolchain not built is an error,
+not a smaller check), the objects of this checkout, so both trees see the same bytecode. Commands run in-process through
 `offload.cli.main` (one interpreter per tree): far quicker than one process per command.
 
 In-process outputs can differ where a fresh process would not: the order of an Or/And that z3
@@ -20,6 +21,7 @@ tree's own path are not outputs and are masked.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import io
 import re
@@ -30,18 +32,28 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 COMMANDS = {
     "analyze": ["analyze", "--json"],
-    "rules": ["rules"],
+    "rules": ["rules", "--dev", "eth0"],
     "check": ["check", "--format", "json"],
     "cost": ["cost", "--json"],
 }
 
 
-def objects() -> list[Path]:
+#: The corpus's toolchains (corpus/Makefile), each of which must be built.
+TOOLCHAINS = ("clang", "clang-v4", "gcc", "nobtf")
+
+
+def objects(toolchains=TOOLCHAINS) -> list[Path]:
     """The corpus objects both trees are run on, in a stable order."""
-    return sorted((HERE / "corpus" / "build").glob("*/*.o"))
+    build = HERE / "corpus" / "build"
+    missing = [t for t in toolchains if not any((build / t).glob("*.o"))]
+    if missing:
+        sys.exit(f"identical.py: no objects in corpus/build/{{{','.join(missing)}}}: run `make corpus` first")
+    return sorted(p for t in toolchains for p in (build / t).glob("*.o"))
 
 
-def record(out: Path, tree: Path, only: list[str]) -> int:
+def record(out: Path, tree: Path, only: list[str], toolchains: list[str], resume: bool = False) -> int:
+    """Record the outputs of `tree`'s code into `out` (`toolchains`: a part of the corpus, so
+    that several processes can share one recording; `resume`: skip outputs already there)."""
     sys.path.insert(0, str(tree))
     for name in [m for m in sys.modules if m.split(".")[0] in ("lifter", "analyzer", "rules", "offload")]:
         del sys.modules[name]
@@ -51,9 +63,10 @@ def record(out: Path, tree: Path, only: list[str]) -> int:
         sys.exit(f"identical.py: offload.cli came from {cli.__file__}, not from {tree}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "tree").write_text(str(tree.resolve()))
-    for obj in objects():
+    for obj in objects(toolchains or TOOLCHAINS):
         for cmd, argv in COMMANDS.items():
-            if only and cmd not in only:
+            name = f"{obj.parent.name}__{obj.stem}__{cmd}.txt"
+            if (only and cmd not in only) or (resume and (out / name).exists()):
                 continue
             stdout, stderr = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -61,7 +74,6 @@ def record(out: Path, tree: Path, only: list[str]) -> int:
                     rc = cli.main([*argv, str(obj)])
                 except Exception as err:  # a crash is an output too: both trees must agree on it
                     rc = f"exception {type(err).__name__}: {err}"
-            name = f"{obj.parent.name}__{obj.stem}__{cmd}.txt"
             (out / name).write_text(_output(rc, stdout.getvalue(), stderr.getvalue()))
         print(f"{obj.parent.name}/{obj.name}", file=sys.stderr)
     return 0
@@ -88,14 +100,22 @@ def _fresh(tree: str, name: str) -> str:
     return _normal(_output(p.returncode, p.stdout, p.stderr), tree)
 
 
-def compare(a: Path, b: Path) -> int:
+def compare(a: Path, b: Path, jobs: int = 1) -> int:
     """Outputs both recordings hold; a difference is re-run fresh for both trees (module doc)."""
     ta, tb = (a / "tree").read_text(), (b / "tree").read_text()
     names = sorted({p.name for p in a.glob("*.txt")} & {p.name for p in b.glob("*.txt")})
     rerun = [n for n in names if _normal((a / n).read_text(), ta) != _normal((b / n).read_text(), tb)]
-    differ = [n for n in rerun if _fresh(ta, n) != _fresh(tb, n)]
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:  # each fresh run is its own process
+        fresh_a, fresh_b = pool.map(lambda n: _fresh(ta, n), rerun), pool.map(lambda n: _fresh(tb, n), rerun)
+        differ = [n for n, x, y in zip(rerun, list(fresh_a), list(fresh_b)) if x != y]
     for n in differ:
         print(f"differs: {n}")
+    for toolchain in TOOLCHAINS:
+        for cmd in COMMANDS:
+            these = [n for n in names if n.startswith(f"{toolchain}__") and n.endswith(f"__{cmd}.txt")]
+            if these:
+                same = len([n for n in these if n not in differ])
+                print(f"{toolchain} {cmd}: {same} of {len(these)} outputs identical")
     print(
         f"{len(names) - len(differ)} of {len(names)} outputs identical "
         f"({len(rerun)} differed in-process and were re-run in fresh processes)"
@@ -110,13 +130,16 @@ def main() -> int:
     r.add_argument("out", type=Path)
     r.add_argument("--tree", type=Path, default=HERE)
     r.add_argument("--only", action="append", choices=list(COMMANDS), default=[])
+    r.add_argument("--toolchain", action="append", choices=TOOLCHAINS, default=[])
+    r.add_argument("--resume", action="store_true", help="keep the outputs already recorded in OUT_DIR")
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
+    c.add_argument("--jobs", type=int, default=1, help="fresh re-runs at a time")
     args = top.parse_args()
     if args.mode == "record":
-        return record(args.out, args.tree, args.only)
-    return compare(args.a, args.b)
+        return record(args.out, args.tree, args.only, args.toolchain, args.resume)
+    return compare(args.a, args.b, args.jobs)
 
 
 if __name__ == "__main__":

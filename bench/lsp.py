@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results import load_note, write_json
+
 ROOT = Path(__file__).resolve().parent.parent
 STEMS = ("thesis_static_rules", "thesis_ddos_blacklist", "tcp_flags", "ipv4_options")
 CLANG = ["clang-19", "-O2", "-target", "bpf", "-Wall", "-Werror", "-I/usr/include/x86_64-linux-gnu", "-Iinclude", "-g"]
@@ -207,8 +209,8 @@ def main() -> int:
             f"(+ warm spare process {row['rss_idle_spare_process_mb']:.0f} MB)",
             flush=True,
         )
-    load = os.getloadavg()[0]
-    print(f"(machine load average {load:.1f} on {os.cpu_count()} CPUs: wall times stretch with it)")
+    load, note = load_note()
+    print(note)
     changed = statistics.median(r["save_changed_s"]["p50"] for r in rows)
     decision = statistics.median(r["save_decision_s"]["p50"] for r in rows)
     idle = max(r["rss_idle_after_saves_mb"] for r in rows)
@@ -217,9 +219,7 @@ def main() -> int:
         f"{'met' if changed < 1 else 'MISSED'}; idle RSS max {idle:.0f} MB (target < 150 MB): "
         f"{'met' if idle < 150 else 'MISSED'}; a save that changes a decision: {decision:.2f}s"
     )
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"load_average": load, "programs": rows}, indent=2) + "\n")
+    write_json(args.json, {"load_average": load, "programs": rows})
     return 0
 
 

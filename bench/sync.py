@@ -24,7 +24,6 @@ Root and `make corpus watcher` needed. Medians over --repeat runs of each run's 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import queue
 import shutil
@@ -35,6 +34,8 @@ import threading
 import time
 import uuid
 from pathlib import Path
+
+from results import load_note, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -183,9 +184,9 @@ def main() -> int:
         f"median of {args.repeat} runs: p50 {summary['p50_us']:.0f} us, p99 {summary['p99_us']:.0f} us "
         f"(targets: p50 < 1000 us, p99 < 5000 us); initial fill {summary['initial_fill_ms']:.0f} ms"
     )
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"runs": runs, "median": summary}, indent=2) + "\n")
+    load, note = load_note()
+    print(note)
+    write_json(args.json, {"load_average": load, "runs": runs, "median": summary})
     return 0
 
 

@@ -1,8 +1,8 @@
 """IR instruction -> bytes: the inverse of `decode`.
 
 Built from the typed fields only (never from the bytes an instruction was decoded from), so
-`encode(decode(b)) == b` checks that the IR loses nothing. Also used to build the calibration
-micro-programs that need no compiler.
+`encode(decode(b)) == b` checks that the IR loses nothing. Also turns the programs built with
+asm.py (calibration's micro-programs, no compiler) into bytes.
 """
 
 from __future__ import annotations

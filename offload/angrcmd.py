@@ -1,4 +1,4 @@
-"""`xdp2tc analyze --engine angr` and `xdp2tc analyze --cross-check` (issue 16).
+"""`xdp2tc analyze --engine angr` and `xdp2tc analyze --cross-check`.
 
 angr is imported here only inside the commands, so the other commands never pay its import
 time. `--cross-check` exits 1 when the engines disagree on some input (each disagreement is
@@ -15,7 +15,8 @@ from analyzer import kernel
 from analyzer.report import SCHEMA, angr_analysis_json, render_text
 from lifter.errors import LiftError
 from lifter.program import load_object
-from offload.programs import EGRESS_SECTIONS
+from offload.options import exploration_options
+from offload.programs import EGRESS_SECTIONS, xdp_programs
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -44,17 +45,16 @@ def _angr_module(path: str):
     return angr_engine
 
 
-def analyze(args: argparse.Namespace, programs, options) -> int:
-    """Run the angr engine (or both, with --cross-check) on each program of `args.file`;
-    `programs` and `options` read the shared flags."""
+def analyze(args: argparse.Namespace) -> int:
+    """Run the angr engine (or both, with --cross-check) on each program of `args.file`."""
     obj = load_object(args.file)
     engine = _angr_module(obj.path)
     if args.cross_check:
-        return _cross_check(obj, programs(obj, args.program), options(args), engine)
+        return _cross_check(obj, xdp_programs(obj, args.program), exploration_options(args), engine)
     docs = []
-    for prog in programs(obj, args.program):
+    for prog in xdp_programs(obj, args.program):
         try:
-            a = engine.explore_angr(obj, prog, options(args))
+            a = engine.explore_angr(obj, prog, exploration_options(args))
         except engine.AngrEngineError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
         doc = angr_analysis_json(a, conditions=args.json)

@@ -54,7 +54,8 @@ from rules.flower import FLOWER_KEYS, Range, prefix_len
 from rules.reasons import REASONS, Reason, account, summary, summary_lines
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
-from . import budget, flowercheck, flowervm, traffic
+from . import flowercheck, flowervm, traffic
+from .options import exploration_options
 from .programs import device_programs
 from .targets import DEFAULT_TARGETS, TARGETS, Target
 
@@ -635,7 +636,7 @@ def run(args) -> int:
             raise LiftError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
     baseline = baseline_fingerprints(args.baseline) if args.baseline else None
     frames = traffic.read_capture(args.pcap) if args.pcap else None
-    options = budget.options(args)
+    options = exploration_options(args)
     report = Report(targets)
     for path in args.files:
         check_object(

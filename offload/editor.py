@@ -43,11 +43,14 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from analyzer.cost import Counted, ProfileError, count, load_profile, path_costs
+from analyzer.cost.count import Counted, count
+from analyzer.cost.price import path_costs
+from analyzer.cost.profile import ProfileError, load_profile
+from analyzer.cost.report import program_json
+from analyzer.cost.tailgraph import Node, ProgramCost, TailGraph
 from analyzer.explore import ExplorationError, Options
 from analyzer.helpers import helper_name
 from analyzer.report import analysis_json
-from analyzer.tailgraph import Node, ProgramCost, TailGraph
 from analyzer.verify import witness_packet
 from lifter.errors import LiftError
 from lifter.insn import Call
@@ -59,7 +62,7 @@ from rules.reasons import REASONS
 from rules.ruleset import RuleSet
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
-from . import check, costcmd, mapfill
+from . import check, mapfill
 from .mapsource import parse_spec
 from .programs import device_programs
 from .targets import DEFAULT_TARGETS, TARGETS
@@ -376,7 +379,7 @@ def program_result(counted: Counted, rs: RuleSet, dev: str, profile, contents=No
     cost = None
     if profile is not None:
         pc = ProgramCost(Node(e.obj.path, e.program.name), counted, path_costs(counted, profile), True)
-        cost = costcmd.program_json(pc, TailGraph([pc], [], profile))
+        cost = program_json(pc, TailGraph([pc], [], profile))
     return ProgramResult(
         e.program.name,
         rules_output.rules_json(e, rs, dev, "skip_sw"),

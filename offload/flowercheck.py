@@ -41,7 +41,8 @@ from lifter.program import load_object
 from rules.synthesis import assumption_constraints
 from rules.tc import qdisc_line
 
-from . import budget, flowervm
+from . import flowervm
+from .options import exploration_options
 
 #: What a tc action means as a program verdict (the verdicts that agree with it).
 ACTION_VERDICTS = {"drop": ("DROP", "ABORTED"), "egress redirect": ("REDIRECT",)}
@@ -499,7 +500,7 @@ def check_command(args: argparse.Namespace, printed: str) -> int:
     except (kernel.KernelUnavailable, flowervm.VmUnavailable) as err:
         print(f"xdp2tc: {args.file}: --check-flower: {err}", file=sys.stderr)
         return 2
-    options = budget.options(args)
+    options = exploration_options(args)
     checks = []
     for script in parse_printed(printed):
         if not has_non_pass(script):

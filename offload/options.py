@@ -1,6 +1,7 @@
-"""Command-line values checked before any work (issue 11, item 5): interface names,
-`IFINDEX=NAME` pairs and numeric bounds, as argparse `type=` functions, and a parser whose
-errors are one line with exit code 2.
+"""The options several commands share, and command-line values checked before any work:
+the exploration bounds (`exploration_flags`, read back by `exploration_options`), `--assume`,
+interface names, `IFINDEX=NAME` pairs and numeric bounds as argparse `type=` functions, and a
+parser whose errors are one line with exit code 2.
 """
 
 from __future__ import annotations
@@ -9,8 +10,14 @@ import argparse
 import sys
 import unicodedata
 
-from lifter.errors import EXIT_BAD_INPUT
+from analyzer.exploration import Options
+from lifter.errors import EXIT_BAD_INPUT, LiftError
 from offload.mapsource import parse_spec
+from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
+
+#: The smallest `--max-len`: an Ethernet header (every program reads one; `rules` assumes
+#: frames of at least 60 bytes and refuses a smaller bound).
+MIN_PACKET = 14
 
 #: IFNAMSIZ in include/uapi/linux/if.h: 16 bytes with the terminating NUL.
 IFNAMSIZ = 16
@@ -113,3 +120,81 @@ def netns_name(text: str) -> str:
         why = f"contains {''.join(bad)!r}" if bad else "empty, '.' or '..'"
         raise argparse.ArgumentTypeError(f"{text!r} is not a valid network namespace name: {why}")
     return text
+
+
+def exploration_flags(
+    p: argparse.ArgumentParser, program_help: str = "only this program (default: every XDP program)"
+) -> None:
+    """`--program` and the exploration bounds (analyzer.exploration.Options), as every
+    command that explores takes them."""
+    d = Options()
+    p.add_argument("--program", "-p", help=program_help)
+    p.add_argument(
+        "--max-len",
+        type=at_least(MIN_PACKET),
+        default=d.max_len,
+        help=f"largest packet in bytes, at least {MIN_PACKET} (default {d.max_len})",
+    )
+    p.add_argument(
+        "--loop-bound",
+        type=at_least(1),
+        default=d.loop_bound,
+        help=f"iterations of one loop per path before the path is cut (default {d.loop_bound})",
+    )
+    p.add_argument(
+        "--max-insns",
+        type=at_least(1),
+        default=d.max_insns,
+        help=f"instructions explored before remaining paths are cut (default {d.max_insns})",
+    )
+    p.add_argument("--max-paths", type=at_least(1), default=d.max_paths, help=f"paths (default {d.max_paths})")
+    # Time budgets: what cannot be explored in time still gives a report. The paths cut are
+    # UNKNOWN (so never offloaded), each names the instruction and source line it was cut at,
+    # and `analyze` lists the functions explored and those not reached (analyzer/report.py).
+    p.add_argument(
+        "--timeout",
+        type=seconds,
+        metavar="SECONDS",
+        help="time budget of each program's exploration: past it the paths not finished are cut "
+        "(UNKNOWN, kept in software) and the report says what was explored and where paths were cut",
+    )
+    p.add_argument(
+        "--path-timeout",
+        type=seconds,
+        metavar="SECONDS",
+        help="time budget of one path (counted over the branches it came from); past it the path is cut",
+    )
+
+
+def exploration_options(args: argparse.Namespace) -> Options:
+    """The Options the `exploration_flags` of a parsed command line ask for."""
+    return Options(
+        max_len=args.max_len,
+        loop_bound=args.loop_bound,
+        max_insns=args.max_insns,
+        max_paths=args.max_paths,
+        timeout=getattr(args, "timeout", None),
+        path_timeout=getattr(args, "path_timeout", None),
+    )
+
+
+def assume_flag(p: argparse.ArgumentParser) -> None:
+    """--assume, as `rules` and `sync` take it (the proofs' assumptions beyond the default)."""
+    p.add_argument(
+        "--assume",
+        action="append",
+        default=[],
+        choices=sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)),
+        help="prove under this assumption too (repeatable): "
+        + "; ".join(f"{k}: {v}" for k, v in ASSUMPTIONS.items() if k not in DEFAULT_ASSUMPTIONS)
+        + f" (always assumed: {ASSUMPTIONS['min-frame']})",
+    )
+
+
+def refuse_duplicates(option: str, values: list) -> None:
+    """A repeatable option given the same value twice is bad usage."""
+    seen = set()
+    for value in values:
+        if value in seen:
+            raise LiftError(f"{option} {value} given twice")
+        seen.add(value)

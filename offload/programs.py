@@ -1,5 +1,5 @@
-"""Which programs of an object a command acts on: the one rule shared by `rules` (and, when
-they exist, `check` and `sync`).
+"""Which programs of an object a command acts on: every XDP program (`xdp_programs`: `analyze`,
+`verify`) or the programs attached to a device (`device_programs`: `rules`, `check`, `sync`).
 
 A device runs one XDP program, so a script for one device must come from one program
 (issue 20). The *entry programs* of an object are the XDP programs a loader attaches to a
@@ -61,5 +61,20 @@ def device_programs(obj: BpfObject, name: str | None, per_program_output: bool) 
             "devmap/cpumap program); name one with --program: " + ", ".join(p.name for p in xdp),
             file=obj.path,
         )
+    raise _no_xdp_program(obj)
+
+
+def xdp_programs(obj: BpfObject, name: str | None) -> list[Program]:
+    """The program asked for, or every XDP program of the object (legacy sections such as
+    `prog` count as XDP); a clear error when there is none."""
+    if name:
+        return [obj.program(name)]
+    progs = [p for p in obj.programs if p.is_xdp]
+    if not progs:
+        raise _no_xdp_program(obj)
+    return progs
+
+
+def _no_xdp_program(obj: BpfObject) -> LiftError:
     sections = ", ".join(sorted({p.section for p in obj.programs})) or "none"
-    raise LiftError(f"no XDP program (sections: {sections})", file=obj.path)
+    return LiftError(f"no XDP program (sections: {sections})", file=obj.path)

@@ -122,8 +122,9 @@ class SyncDaemon:
             self.watcher.watch([self.live.maps[n].kernel.id for n in self.filling.maps])
         self.contents = self.live.contents(sorted(self.filling.maps))
         self._index(self.filling.fill(self.contents))
-        if self.apply and self.filling.counter_maps:
-            self.folder = CounterFolder({n: self.live.maps[n].kernel for n in self.filling.counter_maps}, fold_slot())
+        counters = {n: self.live.maps[n].kernel for n in self.filling.counter_maps if n in self.live.maps}
+        if self.apply and counters:
+            self.folder = CounterFolder(counters, fold_slot())
         self._next_poll = time.monotonic() + self.interval
         desired = self._desired()
         batch = self.device.plan(desired)

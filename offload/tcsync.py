@@ -25,7 +25,9 @@ tc/m_action.c prints an action's `cookie` and `stats` object; tc/tc_util.c
 print_tcstats_basic_hw adds `hw_packets`/`hw_bytes` next to the totals `packets`/`bytes`).
 The delta since the last reading is added to the counter entries the filter names
 (CounterRef) in one CPU's slot: a possible CPU that is not online when there is one (the
-program never writes its slot, so the read-modify-write races with nothing), else CPU 0.
+program never writes that slot), else CPU 0. The update syscall writes every CPU's slot of a
+per-CPU value at once (there is no single-slot update), so an increment another CPU makes
+between the read and the write of one fold is lost: a window of two syscalls per entry.
 """
 
 from __future__ import annotations
@@ -408,7 +410,7 @@ class CounterFolder:
             db = d.bytes - last[1] if d.bytes >= last[1] else d.bytes
             for ref in f.counters:
                 delta = (dp if ref.what == "packets" else db) * ref.scale
-                if delta:
+                if delta and ref.map in self.maps:  # else a map the sources lack (sync warned)
                     self._add(ref, delta)
                     added[(ref.map, ref.key)] = added.get((ref.map, ref.key), 0) + delta
         return added

@@ -1,4 +1,4 @@
-"""The cost model (analyzer/cost.py, calibrate.py, tailgraph.py; `xdp2tc cost`/`calibrate`).
+"""The cost model (analyzer/cost/; `xdp2tc cost`/`calibrate`).
 
 Counts are checked against an independent oracle: tests/oracles/interp.py single-steps the
 lifter's IR concretely on each path's witness (packet, ctx fields, map contents and helper
@@ -20,25 +20,16 @@ from conftest import require, require_kernel
 from oracles import interp
 
 import corpus
-from analyzer import calibrate, fit, kernel
-from analyzer.cost import (
-    DEFAULT_PROFILE,
-    INSN_CLASSES,
-    Profile,
-    ProfileError,
-    Site,
-    count,
-    cpu_model,
-    load_profile,
-    path_costs,
-    price,
-    taken_tail_calls,
-)
+from analyzer import kernel
+from analyzer.cost import calibrate, fit
+from analyzer.cost.count import INSN_CLASSES, Site, count
+from analyzer.cost.price import path_costs, price, taken_tail_calls
+from analyzer.cost.profile import DEFAULT_PROFILE, Profile, ProfileError, cpu_model, load_profile
+from analyzer.cost.tailgraph import parse_mapping
 from analyzer.exploration import UNKNOWN
-from analyzer.explore import explore
+from analyzer.explore import Observer, explore
 from analyzer.helpers import HELPER_BY_ID
 from analyzer.symbolic import ctx_field, map_found, map_val, symbols
-from analyzer.tailgraph import parse_mapping
 from analyzer.verify import Verifier
 from lifter.maps import is_global_data_section
 from lifter.program import load_object
@@ -216,6 +207,33 @@ def test_tail_call_sites_as_the_kernel_sees_them():
     assert counted.site_kind(sites[0]) == "variable"
     taken = [p for p in counted.exploration.paths if p.tail_calls]
     assert len(taken) == 9 and all(len(p.tail_calls) == 1 for p in taken)
+
+
+def test_observer_sees_the_start_every_instruction_and_every_path_end():
+    """The engine's hook (explore.Observer) that counting uses: one start, one call per
+    executed instruction, each path handed over as it ends, in the result's order; an
+    observer that changes nothing leaves the exploration as it was."""
+
+    class Watch(Observer):
+        def __init__(self):
+            self.starts, self.insns, self.ended = 0, 0, []
+
+        def on_start(self, state):
+            self.starts += 1
+
+        def on_instruction(self, state, insn):
+            self.insns += 1
+
+        def on_path_end(self, state, path):
+            self.ended.append(path)
+
+    obj = load_object(built("clang/tailcall_dispatch.o"))
+    watch = Watch()
+    e = explore(obj, obj.program("xdp_dispatch"), observer=watch)
+    assert watch.starts == 1 and watch.insns == e.insns_executed > 0
+    assert [p.id for p in watch.ended] == [p.id for p in e.paths] and all(a is b for a, b in zip(watch.ended, e.paths))
+    plain = explore(obj, obj.program("xdp_dispatch"))
+    assert [(p.verdict, str(p.steps)) for p in plain.paths] == [(p.verdict, str(p.steps)) for p in e.paths]
 
 
 def test_merged_paths_list_only_feasible_subpaths():
@@ -399,7 +417,7 @@ def test_chain_deeper_than_33_is_an_error():
     """A synthetic graph of 35 programs in a row (34 tail calls), without 35 objects."""
     import networkx as nx
 
-    from analyzer.tailgraph import Node, TailGraph
+    from analyzer.cost.tailgraph import Node, TailGraph
 
     g = TailGraph.__new__(TailGraph)
     g.graph = nx.DiGraph()

@@ -15,6 +15,7 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lifter.asm import Asm, mov
 from lifter.decode import decode, decode_one
 from lifter.encode import encode, encode_all
 from lifter.errors import LiftError
@@ -42,7 +43,7 @@ from lifter.insn import (
 from lifter.insn import (
     Cond as C,
 )
-from lifter.opcodes import AtomicOp, CallSrc
+from lifter.opcodes import AtomicOp, CallSrc, PseudoSrc
 
 DATA = Path(__file__).parent / "data"
 
@@ -286,3 +287,30 @@ def test_raw_forms_print_as_llvm_objdump(tmp_path):
         else:
             assert ours == theirs[insn.pc]
     assert encode_all(insns) == code
+
+
+def test_assembler_resolves_labels_as_counted_by_hand():
+    """lifter/asm.py (calibration's micro-programs): jump, goto, call and function-address
+    offsets are relative to the next slot, and a 16-byte ld_imm64 takes two slots. The
+    expected offsets are counted by hand from the layout in the comments."""
+    a = Asm()
+    a(mov(0, Imm(0)))  # 0
+    a.jump(C.EQ, 1, 2, "skip")  # 1 -> 4
+    a.func_addr(3, "cb")  # 2-3 -> 6
+    a.label("skip")
+    a.call_local("cb")  # 4 -> 6
+    a.goto("out")  # 5 -> 8
+    a.label("cb")
+    a(mov(0, Imm(1)), Exit(0))  # 6, 7
+    a.label("out")
+    a(Exit(0))  # 8
+    assert decode(encode_all(a.build())) == [
+        Alu(0, A.MOV, True, 0, I(0)),
+        Jump(1, C.EQ, True, 1, R(2), 2),
+        LoadImm64(2, 3, 3, PseudoSrc.FUNC),
+        Call(4, CallSrc.LOCAL, 1),
+        Goto(5, 2),
+        Alu(6, A.MOV, True, 0, I(1)),
+        Exit(7),
+        Exit(8),
+    ]

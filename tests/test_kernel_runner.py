@@ -1,4 +1,4 @@
-"""The kernel oracle (analyzer/kernel.py) against hand-derived expectations.
+"""The kernel oracle (analyzer/kernel/) against hand-derived expectations.
 
 Every expected verdict below is read off the corpus C source (named in each test), never
 from running the code under test. Packets are built with struct.pack.
@@ -124,8 +124,8 @@ def test_check_kernel():
 
 def test_unprivileged_message(monkeypatch):
     # simulate: not root, no capabilities (real privileges are never dropped)
-    monkeypatch.setattr(kernel, "_capabilities", lambda: set())
-    monkeypatch.setattr(kernel.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(kernel.libbpf, "_capabilities", lambda: set())
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(kernel.KernelUnavailable) as exc:
         kernel.check_kernel()
     msg = str(exc.value)
@@ -136,7 +136,7 @@ def test_unprivileged_message(monkeypatch):
 
 
 def test_missing_libbpf_message(monkeypatch):
-    monkeypatch.setattr(kernel, "library", lambda: None)
+    monkeypatch.setattr(kernel.libbpf, "library", lambda: None)
     with pytest.raises(kernel.KernelUnavailable, match="libbpf"):
         kernel.check_kernel()
 

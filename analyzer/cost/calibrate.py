@@ -2,7 +2,7 @@
 
 `calibrate()` builds micro-programs directly as bytecode (lifter/insn.py instructions
 encoded by lifter/encode.py; no compiler), loads them with bpf(BPF_PROG_LOAD) together with
-the maps they use, and times them with BPF_PROG_TEST_RUN (analyzer/kernel.py) on one
+the maps they use, and times them with BPF_PROG_TEST_RUN (analyzer/kernel/) on one
 128-byte packet.
 
 Method. BPF_PROG_TEST_RUN reports the mean ns per run as an integer, so one instruction
@@ -20,9 +20,9 @@ Fit on real code. Micro-programs time instructions as throughput in isolation; r
 programs overlap them differently, so summed micro prices mispredict long paths. With
 `fit_objects` (`xdp2tc calibrate` defaults to the corpus's clang builds; `--fit FILE.o`
 names others, `--no-fit` skips), every path of those objects with a witness is timed on
-the kernel (analyzer/pathtiming.py) and the instruction-class prices plus a per-path
+the kernel (analyzer/cost/pathtiming.py) and the instruction-class prices plus a per-path
 term are fitted by non-negative least squares, judged by grouped cross-validation
-(analyzer/fit.py); the profile's `fit` keeps the held-back error. Helpers, lookups,
+(analyzer/cost/fit.py); the profile's `fit` keeps the held-back error. Helpers, lookups,
 updates, tail calls and calls keep their micro-program prices.
 
 The fixed cost of a test run (the kernel's loop around the program and the program's
@@ -66,19 +66,19 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lifter import btf
+from lifter.asm import FIRST_FUNC_TYPE, Asm, add, alu, func_btf, ld_map, mov
 from lifter.encode import encode_all
 from lifter.errors import LiftError
-from lifter.insn import Alu, AluOp, Atomic, Call, Cond, Exit, Goto, Imm, Jump, Load, LoadImm64, Reg, Store, slots
+from lifter.insn import AluOp, Atomic, Call, Cond, Exit, Imm, Jump, Load, LoadImm64, Reg, Store, slots
 from lifter.maptypes import map_type_by_name
-from lifter.opcodes import AtomicOp, CallSrc, PseudoSrc
+from lifter.opcodes import AtomicOp, CallSrc
 
-from . import kernel
-from .cost import Profile, cpu_model
-from .explore import ExplorationError
+from .. import kernel
+from ..exploration import ExplorationError
+from ..helpers import HELPER_BY_NAME
 from .fit import fit_profile
-from .helpers import HELPER_BY_NAME
 from .pathtiming import time_object
+from .profile import Profile, cpu_model
 
 #: The packet every micro-benchmark runs on: Ethernet + IPv4 + TCP, zero padded.
 PACKET = (
@@ -103,8 +103,6 @@ BPF_F_NO_PREALLOC = 1
 XDP_PASS = 2
 TAIL_SLOTS = 64
 EMPTY_SLOT = TAIL_SLOTS - 1
-#: BTF type id of the first FUNC record func_btf writes (after its six fixed types).
-FIRST_FUNC_TYPE = 7
 
 
 class CalibrationError(Exception):
@@ -123,114 +121,6 @@ class Settings:
     fit_rounds: int = 3
 
 
-# --------------------------------------------------------------------------- assembling
-
-
-class Asm:
-    """A tiny assembler: instructions and labels; jumps and calls name labels."""
-
-    def __init__(self):
-        self.items: list = []
-
-    def __call__(self, *insns) -> Asm:
-        self.items.extend(insns)
-        return self
-
-    def label(self, name: str) -> Asm:
-        self.items.append(("label", name))
-        return self
-
-    def jump(self, cond: Cond, dst: int, src: int | Imm, target: str) -> Asm:
-        self.items.append(("jump", cond, dst, src if isinstance(src, Imm) else Reg(src), target))
-        return self
-
-    def goto(self, target: str) -> Asm:
-        self.items.append(("goto", target))
-        return self
-
-    def call_local(self, target: str) -> Asm:
-        self.items.append(("call", target))
-        return self
-
-    def func_addr(self, dst: int, target: str) -> Asm:
-        self.items.append(("func", dst, target))
-        return self
-
-    def build(self) -> list:
-        pcs, pc = {}, 0
-        for it in self.items:
-            if isinstance(it, tuple) and it[0] == "label":
-                pcs[it[1]] = pc
-            elif isinstance(it, tuple):
-                pc += 2 if it[0] == "func" else 1
-            else:
-                pc += slots(it)
-        out, pc = [], 0
-        for it in self.items:
-            if isinstance(it, tuple):
-                kind = it[0]
-                if kind == "label":
-                    continue
-                if kind == "jump":
-                    out.append(Jump(pc, it[1], True, it[2], it[3], pcs[it[4]] - pc - 1))
-                elif kind == "goto":
-                    out.append(Goto(pc, pcs[it[1]] - pc - 1))
-                elif kind == "call":
-                    out.append(Call(pc, CallSrc.LOCAL, pcs[it[1]] - pc - 1))
-                elif kind == "func":
-                    out.append(LoadImm64(pc, it[1], (pcs[it[2]] - pc - 1) % (1 << 64), PseudoSrc.FUNC))
-                pc += 2 if kind == "func" else 1
-            else:
-                out.append(it)
-                pc += slots(it)
-        return out
-
-
-def func_btf(funcs: list[tuple[str, str]]) -> bytes:
-    """A minimal BTF blob for `bpf_loop` programs (the verifier wants func_info for
-    callbacks): `funcs` = (name, "main" | "callback"), in func_info order. Types:
-    1 int, 2 struct xdp_md, 3 xdp_md *, 4 void *, 5 int(struct xdp_md *),
-    6 int(int, void *), then one FUNC per entry."""
-    strings = bytearray(b"\0")
-
-    def name(text: str) -> int:
-        off = len(strings)
-        strings.extend(text.encode() + b"\0")
-        return off
-
-    def head(name_off: int, kind: int, vlen: int, size_or_type: int) -> bytes:
-        return struct.pack("<III", name_off, (kind << 24) | vlen, size_or_type)
-
-    types = bytearray()
-    types += head(name("int"), btf.KIND_INT, 0, 4) + struct.pack("<I", (btf.INT_SIGNED << 24) | 32)
-    types += head(name("xdp_md"), btf.KIND_STRUCT, 0, 24)  # without members
-    types += head(0, btf.KIND_PTR, 0, 2) + head(0, btf.KIND_PTR, 0, 0)  # xdp_md *, void *
-    types += head(0, btf.KIND_FUNC_PROTO, 1, 1) + struct.pack("<II", name("ctx"), 3)  # main
-    types += head(0, btf.KIND_FUNC_PROTO, 2, 1) + struct.pack("<IIII", name("index"), 1, name("data"), 4)
-    for fname, kind in funcs:
-        types += head(name(fname), btf.KIND_FUNC, 1 if kind == "main" else 0, 5 if kind == "main" else 6)
-    hdr = struct.pack(
-        "<HBBIIIII", btf.BTF_MAGIC, btf.BTF_VERSION, 0, btf.HEADER_MIN_LEN, 0, len(types), len(types), len(strings)
-    )
-    return hdr + bytes(types) + bytes(strings)
-
-
-def mov(dst: int, src: int | Imm) -> Alu:
-    return Alu(0, AluOp.MOV, True, dst, src if isinstance(src, Imm) else Reg(src))
-
-
-def add(dst: int, src: int | Imm) -> Alu:
-    return Alu(0, AluOp.ADD, True, dst, src if isinstance(src, Imm) else Reg(src))
-
-
-def alu(op: AluOp, dst: int, src: int | Imm) -> Alu:
-    return Alu(0, op, True, dst, src if isinstance(src, Imm) else Reg(src))
-
-
-def ld_map(dst: int, fd: int) -> LoadImm64:
-    return LoadImm64(0, dst, fd, PseudoSrc.MAP_FD)
-
-
 def helper_call(name: str) -> Call:
     return Call(0, CallSrc.HELPER, HELPER_BY_NAME[name].id)
 
@@ -247,18 +137,12 @@ class Rig:
 
     def __init__(self):
         kernel.check_kernel()
-        self.fds: list[int] = []
-        self.runner = kernel.LoadedObject("<calibrate>", None, {}, {}, [])
+        self.loader = kernel.Loader("<calibrate>")
+        self.runner = self.loader.object
         self.maps: dict[str, int] = {}
 
     def close(self) -> None:
-        self.runner.programs, self.runner.maps = {}, {}
-        for fd in self.fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.fds = []
+        self.runner.close()
 
     def __enter__(self) -> Rig:
         return self
@@ -269,13 +153,11 @@ class Rig:
     def map(self, name: str, type_name: str, key_size: int, value_size: int, max_entries: int, flags: int = 0) -> int:
         mtype = map_type_by_name(type_name)
         try:
-            fd = kernel.create_map(mtype.id, name, key_size, value_size, max_entries, flags)
+            info = self.loader.map(name, mtype.id, key_size, value_size, max_entries, flags)
         except kernel.KernelLoadError as err:
             raise CalibrationError(f"a {type_name} map: {err}") from None
-        self.fds.append(fd)
-        self.runner.maps[name] = kernel.MapInfo(name, fd, mtype.id, key_size, value_size, max_entries)
-        self.maps[name] = fd
-        return fd
+        self.maps[name] = info.fd
+        return info.fd
 
     def update(self, name: str, key: bytes, value: bytes) -> None:
         try:
@@ -289,15 +171,13 @@ class Rig:
         btf_fd, info = None, None
         try:
             if funcs:
-                btf_fd = kernel.load_btf(func_btf([(n, k) for _, n, k in funcs]))
-                self.fds.append(btf_fd)
+                btf_fd = self.loader.btf(func_btf([(n, k) for _, n, k in funcs]))
                 info = [(pc, FIRST_FUNC_TYPE + i) for i, (pc, _, _) in enumerate(funcs)]
-            fd = kernel.load_program(kernel.BPF_PROG_TYPE_XDP, name, encode_all(insns), b"GPL", btf_fd, info)
+            return self.loader.program(
+                name, kernel.BPF_PROG_TYPE_XDP, encode_all(insns), b"GPL", btf_fd=btf_fd, func_info=info
+            )
         except kernel.KernelLoadError as err:
             raise CalibrationError(f"micro-program {name} refused by the kernel: {str(err).splitlines()[0]}") from None
-        self.fds.append(fd)
-        self.runner.programs[name] = fd
-        return fd
 
     def run(self, name: str, repeat: int) -> int:
         try:
@@ -474,6 +354,13 @@ def _helper_bench(
     return Bench(entry, _straight(name, lambda i: unit, setup), size, per_unit, extra)
 
 
+def _grow_shrink_bench(helper: str) -> Bench:
+    """A packet-geometry helper (adjust_head/tail/meta): a unit moves the edge by -4 then
+    +4, two calls, so the packet is the same after every unit."""
+    unit = [mov(1, 6), mov(2, Imm(-4)), helper_call(helper), mov(1, 6), mov(2, Imm(4)), helper_call(helper)]
+    return _helper_bench(f"helper.{helper}", unit, {"insn.alu": 4}, per_unit=2)
+
+
 def _key_setup(key: bytes) -> Callable[[Rig, Asm], None]:
     """Write `key` at fp-16 (and a value at fp-32) before the units."""
 
@@ -512,18 +399,16 @@ def _update_bench(type_name: str) -> Bench:
     key = _lookup_key(type_name, LOOKUP_MAPS[type_name][0])
 
     def make(rig: Rig, n: int) -> str:
-        unit = [
-            ld_map(1, rig.maps[f"cal_up_{type_name}"]),
-            mov(2, 10),
-            add(2, Imm(-16)),
-            mov(3, 10),
-            add(3, Imm(-32)),
-            mov(4, Imm(0)),
-            helper_call("map_update_elem"),
-        ]
+        unit = _update_call(rig.maps[f"cal_up_{type_name}"])
         return _straight(f"up_{type_name[-9:]}", lambda i: unit, _key_setup(key))(rig, n)
 
     return Bench(f"update.{type_name}", make, 16, 1.0, {"insn.ld_imm64": 1, "insn.alu": 5})
+
+
+def _update_call(fd: int) -> list:
+    """map_update_elem(map `fd`, key at fp-16, value at fp-32, BPF_ANY)."""
+    key, value = [mov(2, 10), add(2, Imm(-16))], [mov(3, 10), add(3, Imm(-32))]
+    return [ld_map(1, fd), *key, *value, mov(4, Imm(0)), helper_call("map_update_elem")]
 
 
 def _lookup_key(type_name: str, key_size: int) -> bytes:
@@ -715,45 +600,7 @@ def benches() -> list[Bench]:
         Bench(
             "helper.redirect_map", _straight("redirmap", lambda i: [], None), 16, 1, {"insn.ld_imm64": 1, "insn.alu": 2}
         ),
-        _helper_bench(
-            "helper.xdp_adjust_head",
-            [
-                mov(1, 6),
-                mov(2, Imm(-4)),
-                helper_call("xdp_adjust_head"),
-                mov(1, 6),
-                mov(2, Imm(4)),
-                helper_call("xdp_adjust_head"),
-            ],
-            {"insn.alu": 4},
-            per_unit=2,
-        ),
-        _helper_bench(
-            "helper.xdp_adjust_tail",
-            [
-                mov(1, 6),
-                mov(2, Imm(-4)),
-                helper_call("xdp_adjust_tail"),
-                mov(1, 6),
-                mov(2, Imm(4)),
-                helper_call("xdp_adjust_tail"),
-            ],
-            {"insn.alu": 4},
-            per_unit=2,
-        ),
-        _helper_bench(
-            "helper.xdp_adjust_meta",
-            [
-                mov(1, 6),
-                mov(2, Imm(-4)),
-                helper_call("xdp_adjust_meta"),
-                mov(1, 6),
-                mov(2, Imm(4)),
-                helper_call("xdp_adjust_meta"),
-            ],
-            {"insn.alu": 4},
-            per_unit=2,
-        ),
+        *(_grow_shrink_bench(name) for name in ("xdp_adjust_head", "xdp_adjust_tail", "xdp_adjust_meta")),
         _helper_bench("helper.xdp_get_buff_len", [mov(1, 6), helper_call("xdp_get_buff_len")], {"insn.alu": 1}),
         _helper_bench(
             "helper.xdp_load_bytes",
@@ -810,15 +657,7 @@ def _finish_benches(rig: Rig, out: list[Bench]) -> None:
         "redirmap", lambda i: [ld_map(1, devmap), mov(2, Imm(0)), mov(3, Imm(0)), helper_call("redirect_map")]
     )
     upd = rig.maps["cal_upd"]
-    update = [
-        ld_map(1, upd),
-        mov(2, 10),
-        add(2, Imm(-16)),
-        mov(3, 10),
-        add(3, Imm(-32)),
-        mov(4, Imm(0)),
-        helper_call("map_update_elem"),
-    ]
+    update = _update_call(upd)
     delete = [ld_map(1, upd), mov(2, 10), add(2, Imm(-16)), helper_call("map_delete_elem")]
     key = _key_setup(_lookup_key("hash", 4))
     by["helper.map_update_elem"].make = _straight("update", lambda i: update, key)
@@ -840,7 +679,7 @@ def calibrate(
     fit_objects: list[str] | None = None,
 ) -> Profile:
     """Measure everything (see the module doc) and return the profile; with `fit_objects`,
-    time their paths and fit the instruction prices on them (analyzer/fit.py). Raises
+    time their paths and fit the instruction prices on them (analyzer/cost/fit.py). Raises
     kernel.KernelUnavailable without the privileges, CalibrationError when a micro-program
     is refused or the objects give too few timed paths to fit."""
     settings = settings or Settings()

@@ -1,7 +1,7 @@
 """Whole-program path timings on the running kernel: what `calibrate` fits the instruction
 prices against and what bench/cost.py judges the cost model with.
 
-Every path of an object with a witness: the object is loaded (analyzer/kernel.py), the
+Every path of an object with a witness: the object is loaded (analyzer/kernel/), the
 path's witness packet and map entries are built as `xdp2tc verify` builds them
 (analyzer/verify.py), the packet is run once and must give the predicted verdict and
 output, then it is timed with BPF_PROG_TEST_RUN (`repeat` runs, maps reset before each of
@@ -25,11 +25,13 @@ import z3
 from lifter.insn import Call
 from lifter.program import load_object
 
-from . import kernel
-from .cost import Profile, count, price, taken_tail_calls
-from .explore import UNKNOWN
-from .symbolic import PACKET, symbols
-from .verify import Verifier
+from .. import kernel
+from ..exploration import UNKNOWN
+from ..symbolic import PACKET, symbols
+from ..verify import Verifier
+from .count import count
+from .price import price, taken_tail_calls
+from .profile import Profile
 
 #: Sections the kernel cannot test-run (devmap/cpumap egress programs).
 NO_TEST_RUN = ("xdp/devmap", "xdp/cpumap", "xdp.frags/devmap", "xdp.frags/cpumap")

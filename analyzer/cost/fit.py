@@ -1,10 +1,10 @@
 """Fitting the instruction prices of a profile against whole-program path timings.
 
-Micro-programs (analyzer/calibrate.py) time each instruction class in isolation, as
+Micro-programs (analyzer/cost/calibrate.py) time each instruction class in isolation, as
 throughput of independent chains; a real program overlaps instructions differently (a
 parser's loads feed its compares, stores retire in the background), so summing
 micro-benchmark prices over-predicts long paths and under-predicts short ones. `calibrate`
-therefore times real paths (analyzer/pathtiming.py) and fits, by non-negative least
+therefore times real paths (analyzer/cost/pathtiming.py) and fits, by non-negative least
 squares, one price per instruction class plus a fixed price per path (`Profile.path_ns`:
 the entry, the first cache and branch-predictor touches, what the empty-program overhead
 does not contain) to
@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .cost import Profile
+from .profile import Profile
 
 #: Instruction classes never fitted: their cost is in another price by definition.
 NOT_FITTED = frozenset({"exit", "call_helper", "call_local", "call_other"})

@@ -10,7 +10,7 @@ Nodes are programs (object file, program name). Edges come from two places:
   end-to-end cost is the path's own plus PROG's, recursively.
 
 Each edge carries the price of the tail call (the site's kind in the kernel: constant or
-variable index, see analyzer/cost.py). A cycle means no bound on the chain but the
+variable index, see analyzer/cost/count.py). A cycle means no bound on the chain but the
 kernel's counter, and a chain of more than MAX_TAIL_CALLS (33) tail calls is cut by the
 kernel: both are errors.
 """
@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from .cost import Counted, PathCost, Site
-from .exploration import UNKNOWN
-from .xdp import MAX_TAIL_CALLS
+from ..exploration import UNKNOWN
+from ..xdp import MAX_TAIL_CALLS
+from .count import Counted, Site
+from .price import PathCost
 
 
 @dataclass(frozen=True)
