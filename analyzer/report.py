@@ -253,6 +253,7 @@ def angr_analysis_json(a, conditions: bool = True) -> dict:
             "truncated": p.truncated,
             "programs": list(p.programs),
             "lines": sorted({ln for ln in (_line(a, s, pc) for s, pc in p.sites) if ln}),
+            "summarised": [],  # the angr engine summarises nothing (its deep values become unknowns)
         }
         if conditions:
             doc["condition"] = " && ".join(str(c) for c in p.state.solver.constraints) or "true"

@@ -34,7 +34,6 @@ import multiprocessing
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,8 +62,10 @@ from rules.ruleset import RuleSet
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
 from . import check, mapfill
+from .console import svg
 from .mapsource import parse_spec
 from .programs import device_programs
+from .render import cfg_dot
 from .targets import DEFAULT_TARGETS, TARGETS
 
 CONFIG_FILE = ".xdp2tc.toml"
@@ -687,17 +688,8 @@ def filled_filters(pr: ProgramResult, path_id: int) -> list[str]:
 
 def cfg_svg(result: Result) -> str:
     """The CFG of each of the object's analysed programs as SVG (`cfg --format svg`)."""
-    from .cli import cfg_dot  # cli imports the server lazily: no import cycle
-
-    if shutil.which("dot") is None:
-        raise LiftError("show CFG needs graphviz's `dot` (apt-get install graphviz)")
     obj = load_object(result.object)
-    return "".join(
-        subprocess.run(
-            ["dot", "-Tsvg"], input=cfg_dot(obj, obj.program(pr.name)), capture_output=True, text=True, check=True
-        ).stdout
-        for pr in result.programs
-    )
+    return "".join(svg(cfg_dot(obj, obj.program(pr.name)), "show CFG") for pr in result.programs)
 
 
 def temp_dir() -> str:

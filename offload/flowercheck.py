@@ -36,6 +36,7 @@ from analyzer.exploration import VERDICTS, Exploration, Options
 from analyzer.explore import explore
 from analyzer.symbolic import PACKET, PACKET_LEN
 from analyzer.verify import Verifier
+from analyzer.xdp import ETH_HLEN
 from lifter.errors import LiftError
 from lifter.program import load_object
 from rules.synthesis import assumption_constraints
@@ -357,7 +358,7 @@ def prepare(path: str, script: Script, seeds: list[bytes], random_count: int = R
     verdicts: list[str | None] = []
     with kernel.load(path, programs=[script.program]) as loaded:
         for p in probes:
-            if len(p.frame) < kernel.ETH_HLEN:
+            if len(p.frame) < ETH_HLEN:
                 verdicts.append(None)
                 continue
             verdicts.append(VERDICTS.get(loaded.run(script.program, p.frame).retval, "INVALID"))
@@ -401,6 +402,8 @@ def judge(check: Check, result: flowervm.JobResult) -> None:
             continue
         check.taken[probe.kind] += 1
         agree = next((v for k, v in ACTION_VERDICTS.items() if f.control.startswith(k)), ())
+        if f.control == f"egress redirect to {check.script.dev}":  # XDP_TX: out of the port it came in
+            agree = ("TX",)
         if verdict not in agree:
             (check.unsound if ok else check.outside).append(Unsound(probe, f, str(verdict)))
 

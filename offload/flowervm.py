@@ -623,9 +623,9 @@ def parse_filters(text: str) -> list[Filter]:
         if not opts:
             continue  # the per-prio head entry
         actions = opts.get("actions", [])
-        if len(actions) != 1:
-            raise VmError(f"filter chain {f.get('chain')} prio {f['pref']}: {len(actions)} actions")
-        a = actions[0]
+        if not actions:
+            raise VmError(f"filter chain {f.get('chain')} prio {f['pref']}: no action")
+        a = actions[-1]  # the verdict: rewrites (pedit, csum, vlan) come before it
         control = a.get("control_action", {}).get("type", "")
         if a.get("kind") == "mirred":
             control = f"{a.get('direction', '')} {a.get('mirred_action', '')} to {a.get('to_dev', '')}".strip()
@@ -639,7 +639,7 @@ def parse_filters(text: str) -> list[Filter]:
                 f.get("protocol", ""),
                 a.get("kind", ""),
                 control,
-                a.get("stats", {}).get("packets", 0),
+                actions[0].get("stats", {}).get("packets", 0),
             )
         )
     return out
