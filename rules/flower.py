@@ -166,12 +166,17 @@ def exact(name: str, value: int) -> Exact:
     return Exact(value, (1 << key(name).width) - 1)
 
 
+def prefix_mask(length: int, width: int) -> int:
+    """The network mask of a /length prefix of a width-bit address."""
+    return ((1 << length) - 1) << (width - length)
+
+
 def prefix(name: str, value: int, length: int) -> Exact:
     """An address prefix value/len for key `name`."""
     width = key(name).width
     if not 0 <= length <= width:
         raise ValueError(f"{name}: prefix length {length} outside 0..{width}")
-    mask = ((1 << length) - 1) << (width - length)
+    mask = prefix_mask(length, width)
     return Exact(value & mask, mask)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .flower import Exact, FlowerMatch
+from .flower import Exact, FlowerMatch, prefix_mask
 
 #: The label of an address no prefix covers.
 FALLTHROUGH = None
@@ -39,11 +39,6 @@ class _Node:
     down: Hashable = FALLTHROUGH  # the label this prefix's addresses get from the rules
     kids: list = field(default_factory=lambda: [None, None])
     cand: frozenset = frozenset()
-
-
-def prefix_mask(plen: int, width: int) -> int:
-    """The network mask of a /plen prefix of a width-bit address."""
-    return ((1 << plen) - 1) << (width - plen)
 
 
 def _order(label: Hashable) -> str:

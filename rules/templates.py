@@ -49,7 +49,7 @@ from lifter.maps import is_global_data_section
 
 from . import lpmagg
 from .dissector import match_formula
-from .flower import FLOWER_KEYS, PROTOCOLS, Exact, FlowerMatch, exact
+from .flower import FLOWER_KEYS, PROTOCOLS, Exact, FlowerMatch, exact, prefix_mask
 from .mapcontents import MapContents
 from .reasons import Reason
 from .synthesis import EXTRACTED, Outcome, Synthesizer, solver
@@ -658,16 +658,12 @@ def _net(k: z3.BitVecRef, layout: tuple[KeyByte, ...], name: str, offset: int = 
     return parts[0] if len(parts) == 1 else z3.Concat(parts)
 
 
-def _prefix_mask(length: int, width: int) -> int:
-    return ((1 << length) - 1) << (width - length)
-
-
 def _lpm_hit(key: z3.BitVecRef, plen: int, addr: z3.BitVecRef, width: int) -> z3.BoolRef:
     """Whether an LPM lookup `key` (u32 prefix length, then the address bytes) finds the
     entry addr/plen."""
     qlen = z3.Extract(31, 0, key)
     qaddr = z3.Concat([z3.Extract(8 * i + 7, 8 * i, key) for i in range(4, 4 + width // 8)])
-    m = _prefix_mask(plen, width)
+    m = prefix_mask(plen, width)
     return z3.And(z3.ULE(plen, qlen), qaddr & m == addr & m)
 
 
@@ -688,7 +684,7 @@ def prove(t: Template, shape: tuple) -> bool:
             width = 8 * len(lv.layout)
             addr = _net(k, lv.layout, lv.keys[0], 4)
             symbolic[lv.keys[0]] = addr
-            masks[lv.keys[0]] = _prefix_mask(shape[i], width)
+            masks[lv.keys[0]] = prefix_mask(shape[i], width)
             by_map.setdefault(lv.map, []).append(("lpm", k, shape[i], addr, width))
             consts.append(z3.Extract(31, 0, k) == shape[i])
         else:
@@ -850,7 +846,7 @@ def fill_entry(
             return [], Reason("not-expressible", f"map {lv.map}: prefix length {plen}")
         n = lv.keys[0]
         addr = int.from_bytes(data, "big")
-        mask = _prefix_mask(plen, width)
+        mask = prefix_mask(plen, width)
         vals[n] = Exact(addr & mask, mask)
         shape_len = plen
     else:
@@ -1049,7 +1045,7 @@ def aggregate_level(t: Template, level: int, filled: list[FilledFilter]) -> tupl
         equal &= prefixes_equal(sorted(addr), cover, width)
         prefixes += len(cover)
         for value, plen in cover:
-            mask = _prefix_mask(plen, width)
+            mask = prefix_mask(plen, width)
             srcs = tuple(s for a in _within(sorted(addr), value, plen, width) for s in addr[a].sources)
             f0 = fs[0]
             out.append(
@@ -1103,7 +1099,7 @@ def prefixes_equal(addrs: list[int], cover: list[tuple[int, int]], width: int) -
     """z3: an address is one of `addrs` iff it lies in one of the prefixes of `cover`."""
     x = z3.BitVec("addr", width)
     a = z3.Or([x == v for v in addrs]) if addrs else z3.BoolVal(False)
-    b = z3.Or([x & _prefix_mask(p, width) == v for v, p in cover]) if cover else z3.BoolVal(False)
+    b = z3.Or([x & prefix_mask(p, width) == v for v, p in cover]) if cover else z3.BoolVal(False)
     return solver(a != b).check() == z3.unsat
 
 
