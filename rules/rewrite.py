@@ -55,9 +55,25 @@ def byte_name(o: int) -> str:
     return f"frame byte {o} (beyond the Ethernet and IPv4 headers: payload or L4)"
 
 
+def _typical_model(synth, p):
+    """(a typical packet's model of path `p`, `always(f)`: f holds on every packet of the
+    path), or the Reason no typical packet takes it."""
+    from .synthesis import maybe_sat, solver  # synthesis imports this module
+
+    base = [synth.conds[p.id], *synth.env]
+    s = solver(*base, synth.typical)
+    if s.check() != z3.sat:
+        return Reason("atypical-packets", "only atypical packets take this rewriting path")
+
+    def always(f) -> bool:
+        return not maybe_sat(*base, z3.Not(f))
+
+    return s.model(), always
+
+
 def derive(synth, p, terminal: tuple[str, ...], verdicts: tuple[str, ...], ifindex=None):
     """The Outcome redoing path `p`'s rewrites then `terminal`, or the Reason it cannot."""
-    from .synthesis import Outcome, maybe_sat, solver  # synthesis imports this module
+    from .synthesis import Outcome  # synthesis imports this module
 
     e = synth.e
     head, end = const_value(e.expand(p.head)), z3.simplify(e.expand(p.end))
@@ -69,14 +85,10 @@ def derive(synth, p, terminal: tuple[str, ...], verdicts: tuple[str, ...], ifind
             "VLAN push (a pop, encapsulation, trimming): no tc action is derived for it (a vlan pop "
             "filter would need VLAN match keys; tc has no action that adds or cuts other bytes)"
         )
-    base = [synth.conds[p.id], *synth.env]
-    s = solver(*base, synth.typical)
-    if s.check() != z3.sat:
-        return Reason("atypical-packets", "only atypical packets take this rewriting path")
-    model = s.model()
-
-    def always(f) -> bool:
-        return not maybe_sat(*base, z3.Not(f))
+    found = _typical_model(synth, p)
+    if isinstance(found, Reason):
+        return found
+    model, always = found
 
     offsets = set()
     for w in p.writes:
@@ -154,7 +166,7 @@ def derive(synth, p, terminal: tuple[str, ...], verdicts: tuple[str, ...], ifind
 
 def _vlan_push(synth, p, terminal, verdicts, ifindex):
     """A path that grew the packet by 4 bytes in front: a VLAN tag pushed after the MACs?"""
-    from .synthesis import Outcome, maybe_sat, solver
+    from .synthesis import Outcome
 
     e = synth.e
     if terminal[0] != "mirred":
@@ -162,14 +174,10 @@ def _vlan_push(synth, p, terminal, verdicts, ifindex):
             "pushes a VLAN tag and passes the packet: at tc ingress a pushed tag is metadata "
             "(skb_vlan_push), not the bytes the program hands the host; offloaded only with a redirect or XDP_TX"
         )
-    base = [synth.conds[p.id], *synth.env]
-    s = solver(*base, synth.typical)
-    if s.check() != z3.sat:
-        return Reason("atypical-packets", "only atypical packets take this rewriting path")
-    model = s.model()
-
-    def always(f) -> bool:
-        return not maybe_sat(*base, z3.Not(f))
+    found = _typical_model(synth, p)
+    if isinstance(found, Reason):
+        return found
+    model, always = found
 
     def out(k: int) -> z3.BitVecRef:
         return e.expand(z3.Select(p.pkt, z3.BitVecVal((k - 4) % (1 << 64), 64)))
