@@ -391,7 +391,7 @@ class Explorer:
             self._exit_blocks[func.key] = {
                 i.pc for b in func.cfg.blocks.values() if isinstance(b.last, Exit) for i in b.insns
             }
-            self._back_edges[func.key] = {(func.cfg.blocks[b].last.pc, h) for b, h in func.cfg.back_edges}
+            self._back_edges[func.key] = {(func.cfg.blocks[b].last.pc, h) for b, h in func.cfg.retreating}
         return table[pc]
 
     def _run_block(self, state: State) -> None:

@@ -56,6 +56,12 @@ class Cfg:
     irreducible: list[tuple[int, int]] = field(default_factory=list)
     unreachable: list[int] = field(default_factory=list)
 
+    @property
+    def retreating(self) -> list[tuple[int, int]]:
+        """Every edge that closes a cycle, natural loop or irreducible: the edges a loop bound
+        counts, so an irreducible cycle is bounded like a natural one."""
+        return sorted(self.back_edges + self.irreducible)
+
     def block_of(self, pc: int) -> Block:
         """The block containing slot `pc`."""
         for block in self.blocks.values():
@@ -127,15 +133,17 @@ def _find_loops(cfg: Cfg) -> None:
     reachable = nx.descendants(graph, cfg.entry) | {cfg.entry}
     cfg.unreachable = sorted(set(graph) - reachable)
     sub = graph.subgraph(reachable)
+    # networkx < 3.5 maps the entry to itself; 3.5 and later leave the entry out.
     idom = nx.immediate_dominators(sub, cfg.entry)
 
     def dominates(a: int, b: int) -> bool:
         while True:
             if a == b:
                 return True
-            if idom[b] == b:
+            parent = idom.get(b, b)
+            if parent == b:
                 return False
-            b = idom[b]
+            b = parent
 
     for tail, head in _retreating_edges(sub, cfg.entry):
         if dominates(head, tail):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from conftest import assemble, objdump
 
+from analyzer.explore import explore
 from lifter.insn import Call, FuncRef, LoadImm64
 from lifter.printer import objdump_text
 from lifter.program import load_object
@@ -63,3 +64,35 @@ def test_disassembly_of_symbol_less_section_equals_objdump(tmp_path):
     order = [s.name for s in obj.image.sections]
     funcs = sorted(obj.functions.values(), key=lambda f: (order.index(f.section), f.start))
     assert objdump_text(obj, funcs).splitlines() == objdump(path).splitlines()
+
+
+IRREDUCIBLE = """
+    .section xdp,"ax"
+    .globl twoway
+    .type twoway,@function
+twoway:
+    r0 = 2
+    if r1 == 0 goto +2
+    r0 = 1
+    r2 = 0
+    if r2 == 0 goto -3
+    exit
+    .size twoway, 48
+"""
+
+
+def test_irreducible_loop_is_reported_not_a_crash(tmp_path):
+    """A cycle entered at two places (slot 2 from the fall-through, slot 4 from the jump at
+    slot 1): neither block dominates the other, so the retreating edge is irreducible. The
+    dominator walk reaches the entry, which networkx >= 3.5 leaves out of its map; found by
+    the lifter fuzz test as a KeyError."""
+    path = assemble(IRREDUCIBLE, tmp_path, "irreducible")
+    cfg = load_object(path).programs[0].entry.cfg
+    # Slot 1 jumps to 4 (1 + 1 + 2) and slot 4 back to 2 (4 + 1 - 3): blocks 0-1, 2-3, 4, 5.
+    assert sorted(cfg.blocks) == [0, 2, 4, 5]
+    assert cfg.irreducible and not cfg.loops
+    # The explorer bounds the irreducible cycle like a natural loop (before, only the
+    # 2,000,000-instruction budget stopped it, after minutes).
+    obj = load_object(path)
+    result = explore(obj, obj.programs[0])
+    assert [p.truncated for p in result.paths] == ["loop at xdp:2 cut after 64 iterations (--loop-bound)"]
