@@ -29,7 +29,7 @@ demo: setup corpus
 	-$(XDP2TC) check $(DEMO_OBJ)
 
 test: setup corpus watcher external flowervm lint vscode-check
-	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+	$(PY) -m pytest -q --durations=30; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 setup: system-deps venv
 
