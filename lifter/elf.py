@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import struct
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,7 @@ _PARSE_ERRORS = (
     AttributeError,
     TypeError,
     AssertionError,
+    zlib.error,  # a section flagged SHF_COMPRESSED whose bytes are not zlib
 )
 
 

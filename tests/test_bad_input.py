@@ -148,6 +148,24 @@ def test_relocation_symbol_out_of_range(tmp_path):
     _assert_clean_error(bad, "names symbol 65535")
 
 
+def test_section_flagged_compressed_but_not_zlib(tmp_path):
+    """SHF_COMPRESSED on a section whose bytes are not zlib (found by the fuzz test below as
+    a zlib.error traceback): a clean error naming the section."""
+    src = _sample()
+    data = bytearray(src.read_bytes())
+    with src.open("rb") as f:
+        elf = ELFFile(f)
+        index = next(i for i, sec in enumerate(elf.iter_sections()) if sec.name == "xdp")
+        header = elf["e_shoff"] + index * elf["e_shentsize"]
+    flags = struct.unpack_from("<Q", data, header + 8)[0]  # Elf64_Shdr.sh_flags
+    struct.pack_into("<Q", data, header + 8, flags | 0x800)  # SHF_COMPRESSED
+    offset = struct.unpack_from("<Q", data, header + 24)[0]  # Elf64_Shdr.sh_offset
+    struct.pack_into("<IIQQ", data, offset, 1, 0, 64, 8)  # Elf64_Chdr: ELFCOMPRESS_ZLIB, 64 bytes
+    bad = tmp_path / "compressed.o"
+    bad.write_bytes(bytes(data))
+    _assert_clean_error(bad, "malformed ELF", "xdp")
+
+
 def test_huge_program_is_refused(tmp_path):
     """More instructions than the kernel would ever load (1M) is refused before decoding."""
     src = tmp_path / "huge.s"
