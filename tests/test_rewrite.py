@@ -1,4 +1,4 @@
-"""Header rewrites as tc actions (issue 14 item 3).
+"""Header rewrites as tc actions (issue 14 item 3), VLAN push/pop/modify included.
 
 Oracles: hand-derived filter lines for the corpus's rewriting programs (from their C
 sources), iproute2's parser for every printed line, the kernel (BPF_PROG_TEST_RUN's output
@@ -79,6 +79,27 @@ CASES = {
             f"protocol 802.1Q pipe action mirred egress redirect dev {DEV}"
         ],
     ),
+    # 802.1Q VID 100: the MACs moved down 4 bytes over the tag, adjust_head +4, redirect to 5
+    "vlan_pop_fwd": (
+        (),
+        {5: "eth5"},
+        [
+            "protocol 802.1Q prio 1 flower skip_sw vlan_id 100 action vlan pop pipe action mirred egress "
+            "redirect dev eth5"
+        ],
+    ),
+    # 802.1Q VID 11 -> TCI 6 << 13 | DEI | 21, redirect to 5; VID 10 -> old PCP/DEI | 20, XDP_TX;
+    # VID 12 -> TCI 22 (DEI cleared) and PASS: software
+    "vlan_modify_tx": (
+        (),
+        {5: "eth5"},
+        [
+            "protocol 802.1Q prio 1 flower skip_sw vlan_id 11 action vlan modify id 21 priority 6 protocol "
+            "802.1Q pipe action mirred egress redirect dev eth5",
+            "protocol 802.1Q prio 2 flower skip_sw vlan_id 10 action vlan modify id 20 protocol 802.1Q pipe "
+            f"action mirred egress redirect dev {DEV}",
+        ],
+    ),
 }
 VERDICT_OF = {"pass": "PASS", "drop": "DROP"}
 
@@ -131,7 +152,8 @@ def _witnesses(stem: str, n: int, rng: random.Random) -> list[bytes]:
         if f.action[0] not in ("pedit", "csum", "vlan"):
             continue
         s = z3.Solver()
-        s.add(h, *rs.synth.env, z3.ULE(PACKET_LEN, 200), PACKET[z3.BitVecVal(14, 64)] == 0x45)
+        ipv4 = z3.And(PACKET[z3.BitVecVal(12, 64)] == 0x08, PACKET[z3.BitVecVal(13, 64)] == 0)
+        s.add(h, *rs.synth.env, z3.ULE(PACKET_LEN, 200), z3.Implies(ipv4, PACKET[z3.BitVecVal(14, 64)] == 0x45))
         for _ in range(n):
             assert s.check() == z3.sat
             m = s.model()
@@ -143,10 +165,13 @@ def _witnesses(stem: str, n: int, rng: random.Random) -> list[bytes]:
                 q = bytearray(p)
                 q[rng.choice([*range(0, 12), 15, 16, 17, 18, 19, 22, *range(26, len(q))])] = rng.randrange(256)
                 out.append(bytes(q))
+            if p[12:14] == b"\x81\x00":  # a tag: its priority and DEI bits changed (the VID kept)
+                out += [p[:14] + bytes([p[14] ^ x]) + p[15:] for x in (0x10, 0xE0)]
     fixed = []
     for p in out:
         q = bytearray(p)
-        q[24:26] = tcflower.ipv4_checksum(bytes(q[14:34])).to_bytes(2, "big")
+        if q[12:14] == b"\x08\x00":
+            q[24:26] = tcflower.ipv4_checksum(bytes(q[14:34])).to_bytes(2, "big")
         fixed.append(bytes(q))
     return fixed
 
@@ -187,6 +212,12 @@ def test_kernel_output_equals_tc_model(stem):
         ("mac_rewrite", ("pipe action pass", "pipe action drop")),
         ("tx_vlan_push", ("id 100", "id 101")),
         ("tx_vlan_push", ("protocol 802.1Q", "protocol 802.1ad")),
+        ("vlan_pop_fwd", ("vlan pop", "vlan modify id 100")),
+        ("vlan_pop_fwd", ("redirect dev eth5", "redirect dev eth0")),
+        ("vlan_modify_tx", ("id 20 protocol", "id 20 priority 0 protocol")),
+        ("vlan_modify_tx", ("id 21 priority 6", "id 21 priority 5")),
+        ("vlan_modify_tx", ("id 21 priority 6 protocol 802.1Q", "id 21 priority 6 protocol 802.1ad")),
+        ("vlan_modify_tx", ("vlan modify id 20", "vlan modify id 10")),
     ],
 )
 def test_printed_proof_rejects_wrong_actions(stem, mutation):
@@ -213,6 +244,8 @@ def test_what_stays_in_software_says_why():
     assert any("--assume valid-ip-checksum" in r for r in _reasons("rewrite_tos", ("no-ip-options",)))
     # bpf_xdp_adjust_head/tail: the packet's start or end moves
     assert any(r.startswith("rewrite: bpf_xdp_adjust_head/adjust_tail") for r in _reasons("icmp_too_big"))
+    # a TCI written whole with DEI 0: vlan modify keeps the frame's DEI bit
+    assert any(r.startswith("rewrite: changes the VLAN tag's DEI bit") for r in _reasons("vlan_modify_tx"))
 
 
 @pytest.mark.parametrize(
@@ -222,6 +255,9 @@ def test_what_stays_in_software_says_why():
         "pedit ex munge ip src set 10.0.0.1 pipe action pass",  # a field the model does not read
         "pedit ex munge ip tos set 0x20 pipe",  # ends in pipe: no verdict
         "pedit munge offset 1 u8 set 1 pipe action pass",  # legacy pedit: not modelled
+        "vlan modify id 4095 pipe action pass",  # act_vlan refuses VID 4095 (-ERANGE)
+        "vlan pop id 5 pipe action pass",  # pop takes no id
+        "vlan pop pipe action pedit ex munge ip ttl set 1 pipe action pass",  # a vlan action with another edit
     ],
 )
 def test_script_parser_refuses_unmodelled_actions(action):
