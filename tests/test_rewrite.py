@@ -263,3 +263,91 @@ def test_what_stays_in_software_says_why():
 def test_script_parser_refuses_unmodelled_actions(action):
     with pytest.raises(ScriptError):
         parse_script(f"filter add dev {DEV} ingress protocol ip prio 1 flower skip_sw action {action}")
+
+
+# --- the rewrite bytes check in the flower VM -----------------------------------------------
+
+CAPTURE = "xcap"  # where the VM copy of a pass-ending rewrite mirrors its bytes
+
+
+def _vm_lines(rs, mutate: tuple[str, str] | None = None) -> list[str]:
+    """The printed script as the VM runs it: skip_hw (the software classifier), and a rewrite
+    ending in pass mirrored to CAPTURE just before its pass (the bytes a pass hands the host are
+    not sent anywhere; the mirror sends them after the same actions)."""
+    out = [f"qdisc replace dev {DEV} clsact"]
+    for line in rs.printed[2]:
+        if not line.startswith("filter "):
+            continue
+        line = line.replace(" skip_sw ", " skip_hw ")
+        if " action pedit " in line and line.endswith(" pipe action pass"):
+            line = line.removesuffix(" action pass") + f" action mirred egress mirror dev {CAPTURE} pipe action pass"
+        if mutate is not None:
+            line = line.replace(*mutate)
+        out.append(line)
+    return out
+
+
+def _vm_job(stem: str, mutate: tuple[str, str] | None = None):
+    from offload import flowervm
+
+    _, rs = _build(stem)
+    devices = (*CASES[stem][1].values(), CAPTURE)
+    frames = _witnesses(stem, 2, random.Random(f"vm-{stem}"))
+    name = stem + (" (mutated)" if mutate else "")
+    return flowervm.Job(name, DEV, _vm_lines(rs, mutate), frames, devices, (DEV, *devices))
+
+
+def _vm_compare(stem: str, job, result) -> tuple[int, list[str]]:
+    """(frames compared, disagreements): for each frame a rewriting filter took in the VM, the
+    one frame the action chain sent (out of its mirred device) against the program's own
+    output in the kernel here (BPF_PROG_TEST_RUN data_out), and the device against its verdict."""
+    e, _ = _build(stem)
+    ifnames = CASES[stem][1]
+    rewriting = {
+        int(line.split(" prio ")[1].split()[0])
+        for line in job.script
+        if " action pedit " in line or " action csum " in line or " action vlan " in line
+    }
+    compared, wrong = 0, []
+    with kernel.load(_path(stem), programs=[e.program.name]) as loaded:
+        for frame, hits, outputs in zip(job.frames, result.hits, result.outputs):
+            if not any(f.prio in rewriting for f in hits):
+                continue
+            got = loaded.run(e.program.name, frame)
+            verdict = VERDICTS.get(got.retval)
+            # each program redirects to one ifindex (CASES, from its source)
+            want_dev = {"TX": DEV, "PASS": CAPTURE}.get(verdict) or next(iter(ifnames.values()), None)
+            compared += 1
+            if outputs != [(want_dev, got.packet_out)]:
+                wrong.append(f"{frame.hex()}: {verdict} {got.packet_out.hex()} vs VM {outputs}")
+    return compared, wrong
+
+
+#: A pedit offset moved (TTL -> TOS, byte 22 -> 15) and a VLAN action changed: the VM must see it.
+VM_MUTATIONS = {"tx_ttl_set": ("munge ip ttl set 64", "munge ip tos set 64"), "vlan_modify_tx": ("id 20 ", "id 30 ")}
+
+
+def test_vm_actions_output_the_programs_bytes():
+    """In the real cls_flower and act_pedit/act_csum/act_vlan/act_mirred (Linux 6.1 under QEMU),
+    the bytes each rewriting filter's actions send out equal the program's output bytes in the
+    host's kernel, on the witnesses; a script with a mutated pedit offset or VLAN id is caught."""
+    from tests.test_flowervm import _need_vm
+
+    img = _need_vm()
+    from offload import flowervm
+
+    stems = sorted(CASES)
+    jobs = [_vm_job(s) for s in stems] + [_vm_job(s, m) for s, m in VM_MUTATIONS.items()]
+    batch = flowervm.run_jobs(jobs, img)
+    for job, res in zip(jobs, batch.jobs):
+        assert not res.apply_error, (job.name, res.apply_error)
+    counts = {}
+    for stem, job, res in zip(stems, jobs, batch.jobs):
+        compared, wrong = _vm_compare(stem, job, res)
+        assert not wrong, (stem, wrong[:3])
+        assert compared >= 5, (stem, compared)
+        counts[stem] = compared
+    print(f"VM rewrite bytes: {sum(counts.values())} frames equal to data_out over {len(counts)} programs: {counts}")
+    for (stem, _), job, res in zip(VM_MUTATIONS.items(), jobs[len(stems) :], batch.jobs[len(stems) :]):
+        compared, wrong = _vm_compare(stem, job, res)
+        assert compared and wrong, f"{stem}: the mutated script's bytes were not caught"
