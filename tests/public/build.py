@@ -25,6 +25,8 @@ SOURCES = {
     "xdp1_kern": ["-DXDP2TC_KERNEL_VLAN_HDR"],
     "xdp2_kern": ["-DXDP2TC_KERNEL_VLAN_HDR"],
     "suricata_xdp_filter": [],
+    "xdp_adjust_tail_kern": ["-DXDP2TC_KERNEL_VLAN_HDR"],
+    "xdp_tx_iptunnel_kern": ["-DXDP2TC_KERNEL_VLAN_HDR"],
 }
 
 
