@@ -244,12 +244,18 @@ def _vlan_pop(synth, p, terminal, verdicts, ifindex):
         return _rewrite(
             "cuts 4 bytes after the MACs of a frame that is not always VLAN-tagged: tc's vlan pop cuts only a tag"
         )
-    for w in p.writes:
+
+    def out(k: int) -> z3.BitVecRef:  # byte k of the output frame
+        return e.expand(z3.Select(p.pkt, z3.BitVecVal(k + 4, 64)))
+
+    for w in p.writes:  # behind the MACs, a write may only put back what was there (the ethertype)
         v = const_value(e.expand(w))
-        if v is None or not 4 <= v < 16:
-            return _rewrite("moves the packet's start by 4 bytes and writes beyond the MACs: not a VLAN pop")
+        if v is None:
+            return _rewrite("moves the packet's start by 4 bytes and writes at a packet-dependent offset")
+        if v >= 16 and not always(out(v - 4) == PACKET[z3.BitVecVal(v, 64)]):
+            return _rewrite(f"pops 4 bytes and changes {byte_name(v)}: not a VLAN pop alone")
     for k in range(12):
-        if not always(e.expand(z3.Select(p.pkt, z3.BitVecVal(k + 4, 64))) == PACKET[z3.BitVecVal(k, 64)]):
+        if not always(out(k) == PACKET[z3.BitVecVal(k, 64)]):
             return _rewrite("moves the packet's start by 4 bytes without moving the MACs down: not a VLAN pop")
     return Outcome(("vlan", "pop", "pipe", "action", *terminal), verdicts, ifindex)
 

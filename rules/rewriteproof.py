@@ -48,9 +48,10 @@ def output_equals(e, path, expected: z3.ArrayRef, changed: set[int], grows: int 
     positions = set(changed)
     for w in path.writes:
         v = const_value(e.expand(w))
-        if v is None or _signed(v) < head:
+        if v is None:
             return None
-        positions.add(_signed(v) - head)
+        if _signed(v) >= head:  # a write in front of the new start is cut off with it
+            positions.add(_signed(v) - head)
     if not positions:
         return z3.BoolVal(True)
     eqs = [e.expand(z3.Select(path.pkt, _at(head + k))) == z3.Select(expected, _at(k)) for k in sorted(positions)]

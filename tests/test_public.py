@@ -29,9 +29,9 @@ def objects() -> dict[str, Path]:
     return public.build()
 
 
-def _explore(path: Path):
+def _explore(path: Path, program: str | None = None):
     obj = load_object(path)
-    (prog,) = [p for p in obj.programs if p.is_xdp]
+    (prog,) = [p for p in obj.programs if p.is_xdp and program in (None, p.name)]
     return explore(obj, prog, Options())
 
 
@@ -172,3 +172,47 @@ def _head(e, p) -> int | None:
     from analyzer.symbolic import const_value
 
     return const_value(e.expand(p.head))
+
+
+def test_xdp_tutorial_patch_ports_compares_the_wire_ethertype(objects):
+    # xdp-tutorial packet-solutions/xdp_prog_kern_02.c, xdp_patch_ports: parse_ethhdr returns
+    # the ethertype in network byte order, the program compares it with host-order ETH_P_IP
+    # (0x0800) and ETH_P_IPV6 (0x86dd). On little-endian BPF a real IPv4 frame (wire 08 00)
+    # reads 0x0008: it is passed untouched; the UDP/TCP destination port is decremented only
+    # behind a wire ethertype 00 08 or dd 86. XDP_ABORTED: under 14 bytes, or a UDP/TCP
+    # header cut short (or a UDP length under 8) behind those; everything else passes.
+    import z3
+
+    from analyzer.symbolic import PACKET, PACKET_LEN
+
+    e = _explore(objects["xdp_tutorial_prog_kern_02"], "xdp_patch_ports_func")
+    assert {p.verdict for p in e.paths} == {"ABORTED", "PASS"}
+    assert not [p.id for p in e.paths if p.notes or p.truncated]
+    at = lambda k: z3.Select(PACKET, k)  # noqa: E731
+    udp = lambda ethertype: z3.And(  # noqa: E731
+        _ethertype(ethertype), at(14) == 0x45, at(23) == 17, z3.UGE(PACKET_LEN, 60), at(38) == 0, at(39) == 20
+    )
+    real_ipv4 = [p for p in e.paths if _sat(e, p, udp(0x0800))]
+    assert real_ipv4 and all(p.verdict == "PASS" and not p.writes for p in real_ipv4)
+    swapped = [p for p in e.paths if _sat(e, p, udp(0x0008))]
+    assert swapped and all(p.verdict == "PASS" and p.writes for p in swapped)
+    # an ABORTED frame is under 14 bytes or carries one of the ethertypes the branches read
+    read = z3.Or([_ethertype(t) for t in (0x0008, 0xDD86, 0x8100, 0x88A8)])
+    for p in e.paths:
+        if p.verdict == "ABORTED":
+            assert not _sat(e, p, z3.UGE(PACKET_LEN, 14), z3.Not(read)), p.id
+
+
+def test_xdp_tutorial_vlan_swap_stays_in_software_with_reasons(objects):
+    # xdp_vlan_swap: pops the outer tag of a tagged frame (adjust_head +4, the Ethernet
+    # header copied back) or pushes VID 1 onto an untagged one, and passes both: a tag at tc
+    # ingress is skb metadata, so neither becomes a filter (rules/rewrite.py says why).
+    from rules import ruleset
+
+    e = _explore(objects["xdp_tutorial_prog_kern_02"], "xdp_vlan_swap_func")
+    assert {p.verdict for p in e.paths} == {"PASS"}
+    assert not [p.id for p in e.paths if p.notes or p.truncated]
+    rs = ruleset.build(e, (), {}, dev="eth0")
+    reasons = sorted(str(why).split(" and passes")[0] for _, why in rs.software if why.code == "rewrite")
+    assert reasons == ["pops a VLAN tag", "pushes a VLAN tag"]
+    assert not [line for line in rs.printed[2] if line.startswith("filter")]
