@@ -216,3 +216,18 @@ def test_xdp_tutorial_vlan_swap_stays_in_software_with_reasons(objects):
     reasons = sorted(str(why).split(" and passes")[0] for _, why in rs.software if why.code == "rewrite")
     assert reasons == ["pops a VLAN tag", "pushes a VLAN tag"]
     assert not [line for line in rs.printed[2] if line.startswith("filter")]
+
+
+def test_xdp_filter_from_source_drops_only_on_a_port_map_hit(objects):
+    # xdp-tools xdp-filter/xdpfilt_prog.h as xdpfilt_alw_tcp.c configures it (allow mode: a
+    # map hit is XDP_DROP, a miss XDP_PASS; TCP ports only), against libxdp-dev's headers:
+    # XDP_DROP only from CHECK_MAP in lookup_verdict_tcp, which first adds 1 << COUNTER_SHIFT
+    # to the filter_ports entry it hit (a map write on every DROP path, on no other);
+    # XDP_ABORTED when parse_ethhdr/parse_iphdr/parse_ip6hdr/parse_tcphdr fail (headers cut
+    # short); everything else passes. Every path understood (no unknowns).
+    e = _explore(objects["xdpfilt_alw_tcp"])
+    assert {p.verdict for p in e.paths} == {"ABORTED", "DROP", "PASS"}
+    assert not [p.id for p in e.paths if p.notes or p.truncated]
+    for p in e.paths:
+        ports = [x for x in p.effects if x.target == "filter_ports"]
+        assert bool(ports) == (p.verdict == "DROP"), (p.id, p.verdict, p.effects)

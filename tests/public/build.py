@@ -29,9 +29,13 @@ SOURCES = {
     "xdp_tx_iptunnel_kern": ["-DXDP2TC_KERNEL_VLAN_HDR"],
     # xdp-tutorial's upstream xdp_stats_kern_user.h defines XDP_ACTION_MAX (XDP_REDIRECT + 1)
     "xdp_tutorial_prog_kern_02": ["-DXDP_ACTION_MAX=5"],
+    "xdpfilt_alw_tcp": [],  # <xdp/...> from Debian's libxdp-dev (make setup)
 }
 #: stem -> source path under tests/public, where not <stem>.c (a tree's own layout kept)
-PATHS = {"xdp_tutorial_prog_kern_02": "xdp-tutorial/packet-solutions/xdp_prog_kern_02.c"}
+PATHS = {
+    "xdp_tutorial_prog_kern_02": "xdp-tutorial/packet-solutions/xdp_prog_kern_02.c",
+    "xdpfilt_alw_tcp": "xdp-filter/xdpfilt_alw_tcp.c",
+}
 
 
 def clang() -> str | None:
