@@ -14,7 +14,7 @@ LLVM_OBJCOPY ?= llvm-objcopy-19
 BPF_GCC      ?= bpf-gcc
 # Debian packages that provide the commands above, plus headers and tools the tests use.
 # neovim: the independent LSP client of tests/test_lsp.py (nvim --headless).
-APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev linux-libc-dev iproute2 graphviz neovim
+APT_PACKAGES := clang-19 llvm-19 bpftool gcc-bpf libbpf-dev libxdp-dev linux-libc-dev iproute2 graphviz neovim
 
 DEMO_OBJ  := corpus/build/clang/thesis_static_rules.o
 
@@ -48,6 +48,7 @@ system-deps:
 	for c in $(CLANG) $(LLVM_OBJDUMP) $(LLVM_OBJCOPY) bpftool $(BPF_GCC) tc dot nvim; do \
 	  command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
 	[ -f /usr/include/bpf/bpf_helpers.h ] || missing="$$missing libbpf-dev"; \
+	[ -f /usr/include/xdp/parsing_helpers.h ] || missing="$$missing libxdp-dev"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages (missing:$$missing)"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \

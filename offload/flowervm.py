@@ -18,7 +18,9 @@ the device), applies the script with `tc -batch`, and sends the frames one by on
 the sender waits until the ingress qdisc has counted it (veth delivers through the backlog),
 then reads the counters of every filter with the RTM_GETTFILTER dump `tc -s filter show` uses
 (one `tc` process per frame costs 0.25 s under TCG); the host takes the filters whose counters
-moved, and checks the totals against `tc -s -j filter show` at the end of the job. One vCPU,
+moved, and checks the totals against `tc -s -j filter show` at the end of the job. With
+`Job.capture`, the sender also reads the frames the actions sent out of those devices (a
+mirred redirect's bytes after pedit/csum/vlan: the rewrite bytes check, tests/test_rewrite.py). One vCPU,
 so a frame's classification ends before the sender runs again; IPv6 is off in the guest, so
 none of its own packets reach the filters. TCG only: a KVM boot was seen to hang in the
 firmware on this machine.
@@ -408,13 +410,16 @@ reboot -f
 @dataclass
 class Job:
     """One script and its frames. `script`: tc -batch lines for device `dev` (ingress qdisc and
-    filters); `devices`: other devices the script names (made as veth pairs, e.g. for mirred)."""
+    filters); `devices`: other devices the script names (made as veth pairs, e.g. for mirred);
+    `capture`: devices whose outgoing frames are read after each frame (JobResult.outputs:
+    the bytes a mirred redirect or mirror sends, the rewrites of the actions before it done)."""
 
     name: str
     dev: str
     script: list[str]
     frames: list[bytes]
     devices: tuple[str, ...] = ()
+    capture: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -447,6 +452,7 @@ class JobResult:
     hits: list[list[Filter]] = field(default_factory=list)
     sent: list[int] = field(default_factory=list)
     reached: list[bool] = field(default_factory=list)  # the ingress qdisc counted the frame
+    outputs: list[list[tuple[str, bytes]]] = field(default_factory=list)  # (device, frame) sent, per frame
 
 
 @dataclass
@@ -466,10 +472,13 @@ def _job_script(i: int, job: Job) -> str:
         f"$IP link set {job.dev} up; $IP link set {peer} up",
     ]
     for n, d in enumerate(job.devices):
-        lines.append(f"$IP link add {d} type veth peer name xq{i}x{n} && $IP link set {d} up")
+        # both ends up: mirred sends nothing out of a device without carrier (counted as overlimits)
+        lines.append(
+            f"$IP link add {d} type veth peer name xq{i}x{n} && $IP link set {d} up && $IP link set xq{i}x{n} up"
+        )
     lines += [
         f"if $TC -batch /job/{i}.tc > /tmp/apply.{i} 2>&1; then",
-        f"  sender {peer} /job/{i}.frames {job.dev}",
+        f"  sender {peer} /job/{i}.frames {' '.join((job.dev, *job.capture))}",
         "else",
         f"  echo '@@apply-failed'; cat /tmp/apply.{i}",
         "fi",
@@ -588,10 +597,15 @@ def _parse_job(job: Job, text: str, base: dict[tuple, int] | None = None) -> Job
             raise VmError(f"job {job.name}: frame {len(res.sent) - 1}: tc's ingress saw {reached} frames")
         res.reached.append(reached == "1")
         now = {}
+        out: list[tuple[str, bytes]] = []
         for line in lines:
             if line.startswith("C "):
                 chain, prio, handle, packets = map(int, line.split()[1:])
                 now[(chain, prio, handle)] = packets
+            elif line.startswith("O "):
+                _, dev, data = line.split()
+                out.append((dev, bytes.fromhex(data)))
+        res.outputs.append(out)
         res.hits.append([by_id[k] for k, v in now.items() if v != prev.get(k, 0)])
         prev = now
     if len(res.sent) != len(job.frames):

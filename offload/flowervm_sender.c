@@ -1,6 +1,6 @@
 /* The flower VM's packet sender (offload/flowervm.py builds it with `gcc -static`).
  *
- *   sender IFNAME FRAMES [COUNTDEV | -- CMD ARG...]
+ *   sender IFNAME FRAMES [COUNTDEV [CAPDEV...] | -- CMD ARG...]
  *
  * FRAMES holds frames as records: a 4-byte little-endian length, then that many bytes (the
  * whole Ethernet frame, FCS excluded). Each frame is written to IFNAME through an AF_PACKET
@@ -10,6 +10,11 @@
  *    frame: 1, or 0 when the stack dropped it before tc) and one line "C CHAIN PRIO HANDLE PACKETS" per action of every ingress filter of
  *    COUNTDEV, read with an RTM_GETTFILTER dump (what `tc -s filter show` reads, without a
  *    process per frame: under TCG a `tc` run costs a quarter of a second), or
+ *    With CAPDEVs, then one line "O DEV HEX" per frame a CAPDEV sent since the last frame
+ *    (the bytes the tc actions output: a mirred redirect or mirror out of that device, read
+ *    by an AF_PACKET socket bound to it, outgoing frames only; a VLAN tag the kernel keeps
+ *    as skb metadata (a vlan action, veth's tx-vlan offload) comes as PACKET_AUXDATA and is
+ *    put back after the MACs, where the device sends it), or
  *  - CMD: runs it (fork + execvp, waited for), so what CMD prints belongs to frame N.
  * Exit 0 when every record was read (a frame the kernel refuses, such as a runt, is reported,
  * not fatal), 2 on bad usage or an unreadable file, 3 when the counters cannot be read.
@@ -144,8 +149,82 @@ static long dump(int nl, int ifindex, int qdisc)
 	}
 }
 
+#define MAX_CAPTURE 8
+
+struct capture {
+	const char *name;
+	int fd;
+};
+
+/* An AF_PACKET socket that sees every frame of ifname (ETH_P_ALL), with PACKET_AUXDATA. */
+static int capture_open(const char *ifname)
+{
+	struct sockaddr_ll addr;
+	int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK, htons(ETH_P_ALL)), on = 1;
+
+	if (fd < 0)
+		return -1;
+	memset(&addr, 0, sizeof(addr));
+	addr.sll_family = AF_PACKET;
+	addr.sll_protocol = htons(ETH_P_ALL);
+	addr.sll_ifindex = (int)if_nametoindex(ifname);
+	if (!addr.sll_ifindex || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) ||
+	    setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &on, sizeof(on))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Print "O DEV HEX" for each outgoing frame queued on the capture socket. */
+static void capture_drain(const struct capture *c)
+{
+	static unsigned char buf[65536 + 4];
+	union {
+		struct cmsghdr h;
+		char space[CMSG_SPACE(sizeof(struct tpacket_auxdata))];
+	} control;
+
+	for (;;) {
+		struct sockaddr_ll from;
+		struct iovec iov = {buf, sizeof(buf) - 4};
+		struct msghdr msg = {&from, sizeof(from), &iov, 1, &control, sizeof(control), 0};
+		struct cmsghdr *cm;
+		ssize_t n = recvmsg(c->fd, &msg, MSG_TRUNC);
+
+		if (n < 0)
+			return;
+		if (from.sll_pkttype != PACKET_OUTGOING || n > (ssize_t)sizeof(buf) - 4)
+			continue;
+		for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+			struct tpacket_auxdata aux;
+
+			if (cm->cmsg_level != SOL_PACKET || cm->cmsg_type != PACKET_AUXDATA)
+				continue;
+			memcpy(&aux, CMSG_DATA(cm), sizeof(aux));
+			if ((aux.tp_status & TP_STATUS_VLAN_VALID) && n >= 12) {
+				unsigned short tpid = (aux.tp_status & TP_STATUS_VLAN_TPID_VALID) ? aux.tp_vlan_tpid
+												   : ETH_P_8021Q;
+
+				memmove(buf + 16, buf + 12, n - 12);
+				buf[12] = tpid >> 8;
+				buf[13] = tpid & 0xff;
+				buf[14] = aux.tp_vlan_tci >> 8;
+				buf[15] = aux.tp_vlan_tci & 0xff;
+				n += 4;
+			}
+		}
+		printf("O %s ", c->name);
+		for (ssize_t i = 0; i < n; i++)
+			printf("%02x", buf[i]);
+		printf("\n");
+	}
+}
+
 int main(int argc, char **argv)
 {
+	struct capture caps[MAX_CAPTURE];
+	int ncaps = 0;
 	static unsigned char frame[65536];
 	struct sockaddr_ll addr;
 	unsigned char hdr[4];
@@ -154,16 +233,24 @@ int main(int argc, char **argv)
 	FILE *in;
 	int fd, nl = -1;
 
-	if (argc < 3 || (argc > 3 && strcmp(argv[3], "--") && argc != 4)) {
-		fprintf(stderr, "usage: %s IFNAME FRAMES [COUNTDEV | -- CMD ARG...]\n", argv[0]);
+	if (argc < 3 || (argc > 3 && strcmp(argv[3], "--") && argc > 4 + MAX_CAPTURE)) {
+		fprintf(stderr, "usage: %s IFNAME FRAMES [COUNTDEV [CAPDEV...] | -- CMD ARG...]\n", argv[0]);
 		return 2;
 	}
-	if (argc == 4) {
+	if (argc >= 4 && strcmp(argv[3], "--")) {
 		countdev = if_nametoindex(argv[3]);
 		nl = socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE);
 		if (!countdev || nl < 0) {
 			fprintf(stderr, "sender: cannot read the counters of %s\n", argv[3]);
 			return 2;
+		}
+		for (int i = 4; i < argc; i++) {
+			caps[ncaps].name = argv[i];
+			caps[ncaps].fd = capture_open(argv[i]);
+			if (caps[ncaps++].fd < 0) {
+				fprintf(stderr, "sender: cannot capture on %s: %s\n", argv[i], strerror(errno));
+				return 2;
+			}
 		}
 	}
 	ifindex = if_nametoindex(argv[1]);
@@ -235,8 +322,12 @@ int main(int argc, char **argv)
 			fprintf(stderr, "sender: RTM_GETTFILTER dump of %s failed: %s\n", argv[3], strerror(errno));
 			return 3;
 		}
+		/* the actions ran in the softirq that counted the frame (one CPU): what they sent
+		 * is queued on the capture sockets already */
+		for (int i = 0; i < ncaps; i++)
+			capture_drain(&caps[i]);
 		fflush(stdout);
-		if (argc > 4)
+		if (!countdev && argc > 4)
 			run(argv + 4);
 		n++;
 	}

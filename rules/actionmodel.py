@@ -21,9 +21,13 @@ What is modelled, at tc ingress of a plain Ethernet device (dissector.py's assum
   `ok` asks ihl >= 5 and the whole header inside the frame (else ip_fast_csum reads past it).
 - `vlan push id VID [priority PCP] [protocol 802.1Q|802.1ad]` (m_vlan.c; act_vlan.c
   tcf_vlan_act -> skb_vlan_push), modelled as the frame the egress device sends: the tag
-  (TPID, PCP << 13 | VID) between the MACs and the ethertype, 4 bytes longer. At ingress the
-  tag is metadata until transmission, so the model holds only for a list that ends in a
-  mirred redirect and pushes onto an untagged frame, with no other edit (`ok`, ActionError).
+  (TPID, PCP << 13 | VID) between the MACs and the ethertype, 4 bytes longer. `vlan pop`
+  (skb_vlan_pop): the frame without its outer tag, 4 bytes shorter. `vlan modify id VID
+  [priority PCP] [protocol P]` (TCA_VLAN_ACT_MODIFY): the outer tag's TPID becomes P
+  (default 802.1Q), its VID VID, its priority PCP when given (tcfv_push_prio_exists, Linux
+  5.14 on), DEI kept. At ingress a tag is metadata until transmission, so the model holds
+  only for a list that ends in a mirred redirect, pushes onto an untagged frame or pops or
+  modifies a tagged one, with no other edit (`ok`, ActionError).
 - controls: an action's result ends the list unless it is `pipe`; defaults are iproute2's
   (pedit and csum: pass; vlan: pipe). The verdict is the stopping action's: pass, drop,
   `mirred egress redirect dev X` or `goto chain N`.
@@ -85,15 +89,25 @@ class ActionList:
 
     @property
     def grows(self) -> int:
-        """Bytes the list adds in front of the ethertype (vlan push)."""
-        return sum(4 for e in self.edits if e.kind == "vlan_push")
+        """Bytes the list adds in front of the ethertype (vlan push: 4, pop: -4)."""
+        return sum(4 if e.kind == "vlan_push" else -4 for e in self.edits if e.kind in ("vlan_push", "vlan_pop"))
+
+    @property
+    def tags(self) -> bool:
+        """The list pushes, pops or modifies a VLAN tag (skb metadata at ingress)."""
+        return any(e.kind.startswith("vlan_") for e in self.edits)
 
     def positions(self) -> set[int]:
-        """Offsets of the output frame an edit may change (a push: the MACs and the tag)."""
+        """Offsets of the output frame an edit may change (a push: the MACs and the tag; a
+        pop: the MACs, moved down over the tag; a modify: the tag)."""
         out: set[int] = set()
         for e in self.edits:
             if e.kind == "vlan_push":
                 out |= set(range(16))
+            elif e.kind == "vlan_pop":
+                out |= set(range(12))
+            elif e.kind == "vlan_modify":
+                out |= set(range(12, 16))
             elif e.kind == "csum_ip4h":
                 out |= {NETWORK + 10, NETWORK + 11}
             else:
@@ -116,6 +130,13 @@ def split_actions(words) -> list[list[str]]:
 
 def parse_actions(words) -> ActionList:
     """The model of an action list (tokens as printed, without the first `action`)."""
+    actions = _parse_actions(words)
+    if actions.tags and len(actions.edits) != 1:
+        raise ActionError(f"{' '.join(words)!r}: a vlan action together with other edits is not modelled")
+    return actions
+
+
+def _parse_actions(words) -> ActionList:
     edits: list[Edit] = []
     for part in split_actions(list(words)):
         kind = part[0]
@@ -205,9 +226,11 @@ def _value(text: str, size: int) -> bytes:
 
 
 def _vlan(part: list[str]) -> tuple[list[Edit], str]:
-    if part[1:3] != ["push", "id"] or len(part) < 4:
-        raise ActionError(f"{' '.join(part)!r}: only `vlan push id VID ...` is modelled")
-    vid, prio, tpid, i = _int(part[3], 4095), 0, 0x8100, 4
+    if part[1:2] == ["pop"]:
+        return [Edit("vlan_pop", 12)], _control(part, 2)
+    if part[1:2] not in (["push"], ["modify"]) or part[2:3] != ["id"] or len(part) < 4:
+        raise ActionError(f"{' '.join(part)!r}: only `vlan pop`, `vlan push|modify id VID ...` are modelled")
+    vid, prio, tpid, i = _int(part[3], 4094), None, 0x8100, 4  # act_vlan refuses VID 4095 (-ERANGE)
     while i + 1 < len(part) and part[i] in ("priority", "protocol"):
         if part[i] == "priority":
             prio = _int(part[i + 1], 7)
@@ -216,8 +239,12 @@ def _vlan(part: list[str]) -> tuple[list[Edit], str]:
         else:
             raise ActionError(f"vlan protocol {part[i + 1]!r}")
         i += 2
-    tag = tpid.to_bytes(2, "big") + (prio << 13 | vid).to_bytes(2, "big")
-    return [Edit("vlan_push", 12, tag)], _control(part, i)
+    tag = tpid.to_bytes(2, "big") + ((prio or 0) << 13 | vid).to_bytes(2, "big")
+    if part[1] == "push":
+        return [Edit("vlan_push", 12, tag)], _control(part, i)
+    # modify: the TCI bits it replaces (the VID, and the priority when given; never DEI)
+    mask = 0x0FFF | (0xE000 if prio is not None else 0)
+    return [Edit("vlan_modify", 12, tag, mask.to_bytes(2, "big"))], _control(part, i)
 
 
 def _int(text: str, top: int) -> int:
@@ -304,15 +331,8 @@ def apply(
     a proof may keep opaque (it is the same before and after the edits)."""
     out, ok = pkt, []
     tagged = z3.Or([_be16(pkt, 12) == t for t in VLAN_TPIDS])
-    if actions.grows:
-        if len(actions.edits) != 1:
-            raise ActionError("vlan push together with other edits is not modelled")
-        tag = actions.edits[0].value
-        i = z3.BitVec("i", 64)
-        moved = z3.Select(pkt, i - 4)
-        for k in range(4):
-            moved = z3.If(i == 12 + k, z3.BitVecVal(tag[k], 8), moved)
-        return z3.Lambda([i], z3.If(z3.ULT(i, 12), z3.Select(pkt, i), moved)), z3.Not(tagged)
+    if actions.tags:  # alone (parse_actions)
+        return _vlan_apply(actions.edits[0], pkt, length, tagged)
     for e in actions.edits:
         if e.kind == "csum_ip4h":
             ok.append(z3.Not(tagged))
@@ -334,6 +354,32 @@ def apply(
                 old = _sel(out, e.at + i)
                 out = z3.Store(out, _bv(e.at + i), v if m == 0xFF else (old & (~m & 0xFF)) | v)
     return out, z3.And(ok) if ok else z3.BoolVal(True)
+
+
+def _vlan_apply(e: Edit, pkt: z3.ArrayRef, length: z3.BitVecRef, tagged: z3.BoolRef) -> tuple[z3.ArrayRef, z3.BoolRef]:
+    """One vlan action on the frame a device sends after it. push (skb_vlan_push): on an
+    untagged frame, the tag between the MACs and the ethertype. pop (skb_vlan_pop): the outer
+    tag (untagged into skb metadata before tc) cleared; a second tag, if any, moves to the
+    metadata and is sent where it was: the frame without bytes 12..15. modify: the outer
+    tag's TPID := the action's protocol, TCI := the old one with the VID (and the priority,
+    if given) replaced. pop and modify hold on a tagged frame of at least 18 bytes (shorter
+    ones never reach tc: skb_vlan_untag drops them); on an untagged frame they do nothing,
+    which is left out (`ok` false)."""
+    i = z3.BitVec("i", 64)
+    if e.kind == "vlan_push":
+        moved = z3.Select(pkt, i - 4)
+        for k in range(4):
+            moved = z3.If(i == 12 + k, z3.BitVecVal(e.value[k], 8), moved)
+        return z3.Lambda([i], z3.If(z3.ULT(i, 12), z3.Select(pkt, i), moved)), z3.Not(tagged)
+    ok = z3.And(tagged, z3.UGE(length, 18))
+    if e.kind == "vlan_pop":
+        return z3.Lambda([i], z3.If(z3.ULT(i, 12), z3.Select(pkt, i), z3.Select(pkt, i + 4))), ok
+    old = _be16(pkt, 14)
+    mask = int.from_bytes(e.mask, "big")
+    tci = (old & (~mask & 0xFFFF)) | (int.from_bytes(e.value[2:], "big") & mask)
+    out = z3.Store(z3.Store(pkt, _bv(12), e.value[0]), _bv(13), e.value[1])
+    out = z3.Store(z3.Store(out, _bv(14), z3.Extract(15, 8, tci)), _bv(15), z3.Extract(7, 0, tci))
+    return out, ok
 
 
 def _bv(o: int) -> z3.BitVecRef:

@@ -5,8 +5,10 @@ each written byte is classified with z3 over the path's packets: unchanged, a co
 input minus one (TTL), or computed from the packet. Constant MACs, TOS and TTL become
 `pedit ex munge` keys, a TTL decrement `ip ttl decrement`, a written IPv4 header checksum
 `csum ip4h`; a path that grew the packet by 4 bytes, moved the MACs up and wrote a
-constant tag becomes `vlan push` (before a redirect only: at ingress a pushed tag is skb
-metadata until a device sends it); XDP_TX becomes `mirred egress redirect` to the device the filter sits on
+constant tag becomes `vlan push`; one that moved its start 4 bytes in over a tag (the MACs
+moved down) `vlan pop`; a tagged frame whose outer TPID/TCI was rewritten in place `vlan
+modify` (each before a redirect only: at ingress a tag is skb metadata until a device sends
+it); XDP_TX becomes `mirred egress redirect` to the device the filter sits on
 (written INGRESS_DEV here, tc.filter_line puts the device in). What cannot be written that
 way gets a `rewrite` reason naming the byte and why. The derived actions are a proposal:
 rewriteproof.py proves them against the program (with the separate action model), and the
@@ -24,6 +26,7 @@ import z3
 
 from analyzer.symbolic import PACKET, PACKET_LEN, const_value
 
+from .flower import VLAN_TYPES
 from .reasons import Reason
 from .tc import INGRESS_DEV
 
@@ -79,11 +82,12 @@ def derive(synth, p, terminal: tuple[str, ...], verdicts: tuple[str, ...], ifind
     head, end = const_value(e.expand(p.head)), z3.simplify(e.expand(p.end))
     if head == (-4) % (1 << 64) and end.eq(PACKET_LEN):
         return _vlan_push(synth, p, terminal, verdicts, ifindex)
+    if head == 4 and end.eq(PACKET_LEN):
+        return _vlan_pop(synth, p, terminal, verdicts, ifindex)
     if head != 0 or not end.eq(PACKET_LEN):
         return _rewrite(
             "bpf_xdp_adjust_head/adjust_tail moves the packet's start or end other than by a 4-byte "
-            "VLAN push (a pop, encapsulation, trimming): no tc action is derived for it (a vlan pop "
-            "filter would need VLAN match keys; tc has no action that adds or cuts other bytes)"
+            "VLAN push or pop (encapsulation, decapsulation, trimming): tc has no action that adds or cuts other bytes"
         )
     found = _typical_model(synth, p)
     if isinstance(found, Reason):
@@ -118,6 +122,8 @@ def derive(synth, p, terminal: tuple[str, ...], verdicts: tuple[str, ...], ifind
             )
         else:
             changes[o] = ("computed",)
+    if any(12 <= o < 16 for o in changes) and always(_tagged()):
+        return _vlan_modify(p, e, model, always, changes, terminal, verdicts, ifindex)
     words: list[str] = []
     csum = False
     for o, what in changes.items():
@@ -164,16 +170,32 @@ def derive(synth, p, terminal: tuple[str, ...], verdicts: tuple[str, ...], ifind
     return Outcome(tuple(tokens), verdicts, ifindex)
 
 
+def _be16(o: int) -> z3.BitVecRef:
+    return z3.Concat(PACKET[z3.BitVecVal(o, 64)], PACKET[z3.BitVecVal(o + 1, 64)])
+
+
+def _tagged() -> z3.BoolRef:
+    """The input frame carries a VLAN tag after its MACs (802.1Q or 802.1ad)."""
+    return z3.Or([_be16(12) == t for t in VLAN_TYPES])
+
+
+def _tag_terminal(what: str, terminal) -> Reason | None:
+    """A VLAN action is offloaded before a redirect (or XDP_TX) only."""
+    if terminal[0] == "mirred":
+        return None
+    return _rewrite(
+        f"{what} and passes the packet: at tc ingress a VLAN tag is skb metadata (skb_vlan_untag "
+        "ran before tc), not the bytes the program hands the host; offloaded only with a redirect or XDP_TX"
+    )
+
+
 def _vlan_push(synth, p, terminal, verdicts, ifindex):
     """A path that grew the packet by 4 bytes in front: a VLAN tag pushed after the MACs?"""
     from .synthesis import Outcome
 
     e = synth.e
-    if terminal[0] != "mirred":
-        return _rewrite(
-            "pushes a VLAN tag and passes the packet: at tc ingress a pushed tag is metadata "
-            "(skb_vlan_push), not the bytes the program hands the host; offloaded only with a redirect or XDP_TX"
-        )
+    if (why := _tag_terminal("pushes a VLAN tag", terminal)) is not None:
+        return why
     found = _typical_model(synth, p)
     if isinstance(found, Reason):
         return found
@@ -194,11 +216,87 @@ def _vlan_push(synth, p, terminal, verdicts, ifindex):
             "pushes a VLAN tag whose TPID or TCI is computed from the packet: tc's vlan push takes constants"
         )
     tpid, tci = tag[0] << 8 | tag[1], tag[2] << 8 | tag[3]
-    if tpid not in (0x8100, 0x88A8) or tci & 0x1000:
-        return _rewrite(f"pushes TPID 0x{tpid:04x} TCI 0x{tci:04x}: vlan push takes 802.1Q/802.1ad and no DEI bit")
-    protocol = "802.1Q" if tpid == 0x8100 else "802.1ad"
-    words = ["vlan", "push", "id", str(tci & 0xFFF), "priority", str(tci >> 13), "protocol", protocol, "pipe"]
+    if tpid not in VLAN_TYPES or tci & 0x1000 or tci & 0xFFF == 0xFFF:
+        return _rewrite(
+            f"pushes TPID 0x{tpid:04x} TCI 0x{tci:04x}: vlan push takes 802.1Q/802.1ad, no DEI bit, VID below 4095"
+        )
+    words = ["vlan", "push", "id", str(tci & 0xFFF), "priority", str(tci >> 13), "protocol", _protocol(tpid), "pipe"]
     return Outcome(tuple(words + ["action", *terminal]), verdicts, ifindex)
+
+
+def _protocol(tpid: int) -> str:
+    return "802.1Q" if tpid == 0x8100 else "802.1ad"
+
+
+def _vlan_pop(synth, p, terminal, verdicts, ifindex):
+    """A path that moved the packet's start 4 bytes in: the outer VLAN tag popped (the MACs
+    moved down over it)?"""
+    from .synthesis import Outcome
+
+    e = synth.e
+    if (why := _tag_terminal("pops a VLAN tag", terminal)) is not None:
+        return why
+    found = _typical_model(synth, p)
+    if isinstance(found, Reason):
+        return found
+    _, always = found
+    if not always(_tagged()):
+        return _rewrite(
+            "cuts 4 bytes after the MACs of a frame that is not always VLAN-tagged: tc's vlan pop cuts only a tag"
+        )
+
+    def out(k: int) -> z3.BitVecRef:  # byte k of the output frame
+        return e.expand(z3.Select(p.pkt, z3.BitVecVal(k + 4, 64)))
+
+    for w in p.writes:  # behind the MACs, a write may only put back what was there (the ethertype)
+        v = const_value(e.expand(w))
+        if v is None:
+            return _rewrite("moves the packet's start by 4 bytes and writes at a packet-dependent offset")
+        if v >= 16 and not always(out(v - 4) == PACKET[z3.BitVecVal(v, 64)]):
+            return _rewrite(f"pops 4 bytes and changes {byte_name(v)}: not a VLAN pop alone")
+    for k in range(12):
+        if not always(out(k) == PACKET[z3.BitVecVal(k, 64)]):
+            return _rewrite("moves the packet's start by 4 bytes without moving the MACs down: not a VLAN pop")
+    return Outcome(("vlan", "pop", "pipe", "action", *terminal), verdicts, ifindex)
+
+
+def _vlan_modify(p, e, model, always, changes, terminal, verdicts, ifindex):
+    """A path that rewrote the outer tag of a tagged frame in place: `vlan modify`? It sets
+    the TPID and the VID, the priority when given, and keeps the DEI bit (act_vlan.c
+    tcf_vlan_act, TCA_VLAN_ACT_MODIFY); `priority` is printed only when the program does not
+    keep the input's (an explicit `priority 0` sets 0 since Linux 5.14's
+    tcfv_push_prio_exists; older kernels keep the priority then)."""
+    from .synthesis import Outcome
+
+    if any(not 12 <= o < 16 for o in changes):
+        return _rewrite("rewrites the VLAN tag together with other bytes: a tag rewrite is derived alone")
+
+    def out16(o: int) -> z3.BitVecRef:
+        return z3.Concat(*[e.expand(z3.Select(p.pkt, z3.BitVecVal(k, 64))) for k in (o, o + 1)])
+
+    tpid, tci, old = out16(12), out16(14), _be16(14)
+
+    def constant(term) -> int | None:
+        v = model.eval(term, model_completion=True).as_long()
+        return v if always(term == v) else None
+
+    t, vid = constant(tpid), constant(tci & 0x0FFF)
+    if t not in VLAN_TYPES:
+        return _rewrite("rewrites the VLAN TPID to a value other than a constant 802.1Q/802.1ad: not a vlan modify")
+    if vid is None or vid == 0xFFF:
+        return _rewrite("sets a VLAN ID computed from the packet or 4095: tc's vlan modify takes a constant below 4095")
+    if not always(tci & 0x1000 == old & 0x1000):
+        return _rewrite("changes the VLAN tag's DEI bit: tc's vlan modify keeps the one the frame has")
+    words = ["vlan", "modify", "id", str(vid)]
+    if not always(z3.LShR(tci, 13) == z3.LShR(old, 13)):
+        pcp = constant(z3.LShR(tci, 13))
+        if pcp is None:
+            return _rewrite("sets a VLAN priority computed from the packet: tc's vlan modify takes a constant")
+        words += ["priority", str(pcp)]
+    if (why := _tag_terminal("rewrites the VLAN tag", terminal)) is not None:
+        return why
+    words += ["protocol", _protocol(t), "pipe"]
+    return Outcome((*words, "action", *terminal), verdicts, ifindex)
 
 
 def tx_terminal() -> tuple[str, ...]:

@@ -38,7 +38,7 @@ def is_rewrite(outcome) -> bool:
 
 def output_equals(e, path, expected: z3.ArrayRef, changed: set[int], grows: int = 0) -> z3.BoolRef | None:
     """The path's output packet equals `expected` (indexed from its first byte; `grows`
-    bytes longer than the input, pushed in front of the ethertype). None: the path moves its
+    bytes longer than the input, pushed in front of the ethertype; negative: a tag popped). None: the path moves its
     start by another amount, moves its end, or writes at a packet-dependent offset. Compared
     are the bytes either side writes; behind them both are the input shifted by `grows`."""
     head = const_value(e.expand(path.head))
@@ -48,9 +48,10 @@ def output_equals(e, path, expected: z3.ArrayRef, changed: set[int], grows: int 
     positions = set(changed)
     for w in path.writes:
         v = const_value(e.expand(w))
-        if v is None or _signed(v) < head:
+        if v is None:
             return None
-        positions.add(_signed(v) - head)
+        if _signed(v) >= head:  # a write in front of the new start is cut off with it
+            positions.add(_signed(v) - head)
     if not positions:
         return z3.BoolVal(True)
     eqs = [e.expand(z3.Select(path.pkt, _at(head + k))) == z3.Select(expected, _at(k)) for k in sorted(positions)]
@@ -65,8 +66,8 @@ def rewrite_good(synth, outcome) -> z3.BoolRef:
     """Packets the program handles exactly as `outcome`'s action list does (module doc)."""
     try:
         actions = parse_actions(outcome.action)
-        if actions.grows and actions.verdict[0] != "mirred":
-            return z3.BoolVal(False)  # a pushed tag is metadata until a device sends it
+        if actions.tags and actions.verdict[0] != "mirred":
+            return z3.BoolVal(False)  # a VLAN tag is metadata until a device sends it
         expected, ok = apply(actions, PACKET, PACKET_LEN)
     except ActionError:
         return z3.BoolVal(False)

@@ -86,7 +86,12 @@ ASSUME_FOR = {
 #: Paths ending UNKNOWN (cut), by name; every other program has none.
 CUT_PATHS = {"tailcall_variable": 1}  # tail-calls into a slot filled at run time
 #: Device names for the ifindexes a program redirects to (redirect_ifindex.c: ifindex 4).
-IFNAMES = {"redirect_ifindex": {4: "eth4"}, "fwd_ttl_dec": {4: "eth4"}}
+IFNAMES = {
+    "redirect_ifindex": {4: "eth4"},
+    "fwd_ttl_dec": {4: "eth4"},
+    "vlan_pop_fwd": {5: "eth5"},
+    "vlan_modify_tx": {5: "eth5"},
+}
 
 
 def _objects() -> list:

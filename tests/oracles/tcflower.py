@@ -267,7 +267,9 @@ def run(lines: list[Line], frame: bytes) -> tuple[str, ...]:
 # eth fields are offsets from the MAC header (dst 0, src 6), ip fields from the network header
 # (tos 1, ttl 8), which is byte 14 of an untagged frame; `decrement` is ttl - 1 (mod 256); csum
 # ip4h writes ~(one's-complement sum of the header's 16-bit words, check field taken as 0); vlan
-# push id V priority P protocol T puts the tag T, P << 13 | V after the MACs (as the egress sends it).
+# push id V priority P protocol T puts the tag T, P << 13 | V after the MACs (as the egress sends it),
+# pop removes the outer tag (bytes 12..15), modify sets the outer tag's TPID to T (default 802.1Q),
+# its VID to V and, when given, its priority to P, keeping DEI (act_vlan.c, TCA_VLAN_ACT_MODIFY).
 # An action ends the list unless its control is `pipe`.
 
 _PEDIT = {
@@ -316,12 +318,23 @@ def act(words: list[str], frame: bytes) -> tuple[tuple[str, ...], bytes]:
                 out[at : at + size] = value
                 i += 5
             control = part[i] if i < len(part) else "pass"
-        elif kind == "vlan":  # push: the tag the egress device sends, after the MACs
-            assert part[1:3] == ["push", "id"], part
+        elif kind == "vlan" and part[1] == "pop":  # the outer tag gone from the frame sent
+            assert out[12:14] in (b"\x81\x00", b"\x88\xa8"), "vlan pop of an untagged frame"
+            del out[12:16]
+            control = part[2] if len(part) > 2 else "pipe"
+        elif kind == "vlan":  # push: the tag the egress device sends, after the MACs; modify: that tag changed
+            assert part[1] in ("push", "modify") and part[2] == "id", part
             opts = dict(zip(part[4::2], part[5::2]))
             tpid = {"802.1Q": 0x8100, "802.1ad": 0x88A8}[opts.get("protocol", "802.1Q")]
-            tci = int(opts.get("priority", "0")) << 13 | int(part[3])
-            out[12:12] = struct.pack("!HH", tpid, tci)
+            if part[1] == "push":
+                tci = int(opts.get("priority", "0")) << 13 | int(part[3])
+                out[12:12] = struct.pack("!HH", tpid, tci)
+            else:  # act_vlan TCA_VLAN_ACT_MODIFY: VID replaced, priority if given, DEI kept
+                assert out[12:14] in (b"\x81\x00", b"\x88\xa8"), "vlan modify of an untagged frame"
+                tci = struct.unpack("!H", out[14:16])[0] & ~0xFFF | int(part[3])
+                if "priority" in opts:
+                    tci = tci & 0x1FFF | int(opts["priority"]) << 13
+                out[12:16] = struct.pack("!HH", tpid, tci)
             control = part[-1] if len(part) % 2 == 1 else "pipe"
         elif kind == "csum":
             assert part[1] == "ip4h", part

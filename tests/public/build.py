@@ -1,5 +1,5 @@
-"""Build the public XDP programs vendored here (tests/public/*.c, each with its origin and
-licence at the top) with clang into build/public/<stem>.o; never committed.
+"""Build the public XDP programs vendored here (tests/public/*.c and xdp-tutorial/, each file
+with its origin and licence at the top) with clang into build/public/<stem>.o; never committed.
 
     .venv/bin/python tests/public/build.py      (also: from Python, `build()`)
 
@@ -25,6 +25,16 @@ SOURCES = {
     "xdp1_kern": ["-DXDP2TC_KERNEL_VLAN_HDR"],
     "xdp2_kern": ["-DXDP2TC_KERNEL_VLAN_HDR"],
     "suricata_xdp_filter": [],
+    "xdp_adjust_tail_kern": ["-DXDP2TC_KERNEL_VLAN_HDR"],
+    "xdp_tx_iptunnel_kern": ["-DXDP2TC_KERNEL_VLAN_HDR"],
+    # xdp-tutorial's upstream xdp_stats_kern_user.h defines XDP_ACTION_MAX (XDP_REDIRECT + 1)
+    "xdp_tutorial_prog_kern_02": ["-DXDP_ACTION_MAX=5"],
+    "xdpfilt_alw_tcp": [],  # <xdp/...> from Debian's libxdp-dev (make setup)
+}
+#: stem -> source path under tests/public, where not <stem>.c (a tree's own layout kept)
+PATHS = {
+    "xdp_tutorial_prog_kern_02": "xdp-tutorial/packet-solutions/xdp_prog_kern_02.c",
+    "xdpfilt_alw_tcp": "xdp-filter/xdpfilt_alw_tcp.c",
 }
 
 
@@ -39,10 +49,10 @@ def build(stems=None) -> dict[str, Path]:
     if cc is None:
         raise FileNotFoundError("clang not found (make setup installs clang-19)")
     OUT.mkdir(parents=True, exist_ok=True)
-    headers = [p.stat().st_mtime for p in HERE.rglob("*.h")]
+    headers = [p.stat().st_mtime for p in HERE.rglob("*.h")]  # the xdp-tutorial tree's too
     out = {}
     for stem in stems or SOURCES:
-        src, obj = HERE / f"{stem}.c", OUT / f"{stem}.o"
+        src, obj = HERE / PATHS.get(stem, f"{stem}.c"), OUT / f"{stem}.o"
         newest = max([src.stat().st_mtime, *headers])
         if not obj.exists() or obj.stat().st_mtime < newest:
             cmd = [cc, "-O2", "-g", "-target", "bpf", "-Wno-everything", "-I", str(HERE / "include"), "-I", str(HERE)]
