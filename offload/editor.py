@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,7 +48,7 @@ from analyzer.cost.price import path_costs
 from analyzer.cost.profile import ProfileError, load_profile
 from analyzer.cost.report import program_json
 from analyzer.cost.tailgraph import Node, ProgramCost, TailGraph
-from analyzer.explore import ExplorationError, Options
+from analyzer.explore import Exploration, ExplorationError, Options
 from analyzer.helpers import helper_name
 from analyzer.report import analysis_json
 from analyzer.verify import witness_packet
@@ -57,9 +58,9 @@ from lifter.opcodes import CallSrc
 from lifter.program import BpfObject, load_object
 from rules import output as rules_output
 from rules.dissector import dissect
-from rules.reasons import REASONS
+from rules.reasons import REASONS, PathFate, Reason, account
 from rules.ruleset import RuleSet
-from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
+from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, Synthesizer
 
 from . import check, mapfill
 from .console import svg
@@ -308,10 +309,12 @@ def rebuild(build: Build, outdir: str, cancel: threading.Event | None = None) ->
 
 @dataclass
 class ProgramResult:
-    """One entry program's documents (plain data: it comes from the analysis process)."""
+    """One entry program's documents (plain data: it comes from the analysis process).
+    After exploration (`Result.stage` "explored") `rules` is None, `tc` empty and the
+    witnesses not yet found; the final stage has them all."""
 
     name: str
-    rules: dict  # xdp2tc.rules/1
+    rules: dict | None  # xdp2tc.rules/1
     analyze: dict  # xdp2tc.analyze/1
     cost: dict | None  # xdp2tc.cost/1 program entry; None without a cost profile
     tc: str  # the tc -batch script `rules` prints
@@ -321,16 +324,31 @@ class ProgramResult:
     maps: dict | None = None  # the rules JSON's `maps` member, when maps_from gave map contents
 
 
+#: Result stages: what exploration alone settles (published first), then everything.
+EXPLORED, COMPLETE = "explored", "complete"
+#: What the editor says of a path synthesis has not decided yet.
+PENDING = "offload pending: filters are being synthesized and proved"
+
+
 @dataclass
 class Result:
-    """Everything the editor shows for one object: `check` first (the diagnostics), the
-    programs' other documents once complete (hover, hints, code actions)."""
+    """Everything the editor shows for one object. `check` is the CLI's xdp2tc.check/1
+    document; at stage EXPLORED it holds only what synthesis cannot change (`settled`):
+    its findings are a subset of the final ones, word for word, and the paths synthesis
+    decides are listed with `"pending": true` (`pending` counts them). `timings`: seconds per
+    stage of the analysis (bench/lsp.py reports them)."""
 
     object: str
     digest: str
-    check: dict  # xdp2tc.check/1
+    check: dict
     programs: list[ProgramResult] = field(default_factory=list)
-    completed: bool = False
+    stage: str = COMPLETE
+    pending: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def completed(self) -> bool:
+        return self.stage == COMPLETE
 
 
 class AnalysisError(Exception):
@@ -341,56 +359,147 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def analyse(path: Path, cfg: Config, send) -> None:
-    """The CLI's pipeline on one object: `send(("check", Result))` as soon as `check` has its
-    findings, then `send(("complete", [ProgramResult]))`. Raises LiftError on bad input."""
-    cfg.check()
-    obj = load_object(str(path))
+def settled(e: Exploration, assume: tuple[str, ...]) -> tuple[list[PathFate], list[int]]:
+    """The fates of the paths synthesis cannot change, and the ids of those it decides.
+    Settled: a non-PASS path whose outcome is a Reason before any block is extracted
+    (Synthesizer.outcome: not understood, side effects beyond counters, a redirect device
+    unknown), which synthesis lists first in `software`, and a path whose outcome is a plain
+    pass (pass-to-host). `account` on a rule set with only those reasons gives them the fates
+    it gives them after synthesis; every other path (a drop a filter might take, a rewrite,
+    a PASS path not understood) is pending."""
+    s = Synthesizer(e, assume, {})
+    software, pending = [], []
+    for p in e.paths:
+        o = s.outcomes[p.id]
+        if isinstance(o, Reason) and p.verdict != "PASS":
+            software.append(([p.id], o))
+        elif isinstance(o, Reason) or not o.is_pass:
+            pending.append(p.id)
+    fates = account(e, RuleSet([], software, s.assume), s.maps)
+    return [f for f in fates if f.path not in pending], pending
+
+
+def explored_check(explored: list[tuple[Counted, ProgramResult]], cfg: Config) -> tuple[dict, int]:
+    """The check document of what exploration settles (`settled`), and how many paths are
+    pending: the same entries and findings `check` writes for those paths, less the
+    counterexamples (synthesis finds them). The header fields are the `analyze` document's
+    (the same Decoder rendering as `check`'s, done once)."""
     report = check.Report([TARGETS[t] for t in cfg.targets])
-    done = []
+    pending = 0
+    for counted, pr in explored:
+        e = counted.exploration
+        fates, waiting = settled(e, cfg.assume)
+        pending += len(waiting)
+        fields = {d["id"]: d["fields"] for d in pr.analyze["paths"]}
+        paths = [check.path_json(f, fields, {}) for f in fates]
+        paths += [
+            {"id": i, "verdict": e.paths[i].verdict, "offloaded": None, "fields": fields[i], "pending": True}
+            for i in waiting
+        ]
+        report.programs.append(
+            {
+                "file": str(e.obj.path),
+                "program": e.program.name,
+                "section": e.program.section,
+                "paths": sorted(paths, key=lambda d: d["id"]),
+            }
+        )
+        report.findings += check.target_findings(e, [], fates, fields, {}, report.targets)
+    failed = check.settle(report, None, ["any"])
+    return check.json_doc(report, failed, ["any"], None), pending
+
+
+def analyse(path: Path, cfg: Config, send) -> None:
+    """The CLI's pipeline on one object, in two stages: `send(("explored", Result))` once
+    the programs are explored (classes, costs, what `settled` decides), then
+    `send(("complete", Result))` with `check`, `rules` and the rest. Raises LiftError on
+    bad input."""
+    cfg.check()
+    clock = Clock()
+    obj = load_object(str(path))
+    explored = []
     for prog in device_programs(obj, cfg.program, per_program_output=True):
         try:
-            counted = count(obj, prog, Options())
+            explored.append(count(obj, prog, Options()))
         except ExplorationError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
-        done.append((counted, check.check_exploration(counted.exploration, report, cfg.assume, 512)))
-    failed = check.settle(report, None, ["any"])
-    send(("check", Result(str(path), digest(path), check.json_doc(report, failed, ["any"], None))))
+    clock.tick("lift+explore")
     try:
         profile = load_profile()
     except ProfileError:
         profile = None
+    early = [explored_program(counted, profile) for counted in explored]
+    clock.tick("analyze+cost")
+    doc, pending = explored_check(list(zip(explored, early)), cfg)
+    clock.tick("settled")
+    dig = digest(path)
+    send((EXPLORED, Result(str(path), dig, doc, early, EXPLORED, pending, dict(clock.times))))
+    report = check.Report([TARGETS[t] for t in cfg.targets])
+    rulesets = [check.check_exploration(counted.exploration, report, cfg.assume, 512) for counted in explored]
+    failed = check.settle(report, None, ["any"])
+    clock.tick("synthesis+proofs+counterexamples")
     contents = None
     if cfg.maps_from:
         try:
             contents = mapfill.contents_from([parse_spec(cfg.maps_from)], obj)
         except ValueError as err:
             raise LiftError(f"maps_from: {err}".splitlines()[0]) from None
-    send(("complete", [program_result(counted, rs, cfg.dev, profile, contents) for counted, rs in done]))
+    programs = [
+        complete_program(pr, counted, rs, cfg.dev, contents) for pr, counted, rs in zip(early, explored, rulesets)
+    ]
+    clock.tick("rules documents+witnesses")
+    doc = check.json_doc(report, failed, ["any"], None)
+    send((COMPLETE, Result(str(path), dig, doc, programs, COMPLETE, 0, dict(clock.times))))
 
 
-def program_result(counted: Counted, rs: RuleSet, dev: str, profile, contents=None) -> ProgramResult:
-    """One program's documents; with map `contents` the templates filled as `rules --maps-from`
-    does (the JSON's `maps` member, the filled filters after the script)."""
+class Clock:
+    """Seconds per stage, measured one after the other."""
+
+    def __init__(self):
+        self.times: dict[str, float] = {}
+        self.last = time.perf_counter()
+
+    def tick(self, name: str) -> None:
+        now = time.perf_counter()
+        self.times[name] = round(self.times.get(name, 0.0) + now - self.last, 4)
+        self.last = now
+
+
+def explored_program(counted: Counted, profile) -> ProgramResult:
+    """One program's documents that need only its exploration: `analyze`, `cost`, where
+    each path is decided, its tail calls."""
     e = counted.exploration
-    tc = rules_output.tc_script(e, rs, dev, "skip_sw")
-    filled = mapfill.fill_rules(rs, contents, dev, "skip_sw", rs.max_rules) if contents else None
-    if filled:
-        tc += "\n".join(mapfill.comments(filled) + filled.script.lines) + "\n"
     cost = None
     if profile is not None:
         pc = ProgramCost(Node(e.obj.path, e.program.name), counted, path_costs(counted, profile), True)
         cost = program_json(pc, TailGraph([pc], [], profile))
     return ProgramResult(
         e.program.name,
-        rules_output.rules_json(e, rs, dev, "skip_sw"),
+        None,
         analysis_json(e, conditions=False),
         cost,
-        tc,
+        "",
         {p.id: check.location(e.obj, *check.decided_at(p)) for p in e.paths},
         tail_call_locations(e.obj, e.program),
-        {p.id: witness_packet(e, p) for p in e.paths},
-        mapfill.json_part(filled) if filled else None,
+        {},
+    )
+
+
+def complete_program(early: ProgramResult, counted: Counted, rs: RuleSet, dev: str, contents=None) -> ProgramResult:
+    """`early` with the rule documents and witnesses; with map `contents` the templates
+    filled as `rules --maps-from` does (the JSON's `maps` member, the filled filters after
+    the script)."""
+    e = counted.exploration
+    tc = rules_output.tc_script(e, rs, dev, "skip_sw")
+    filled = mapfill.fill_rules(rs, contents, dev, "skip_sw", rs.max_rules) if contents else None
+    if filled:
+        tc += "\n".join(mapfill.comments(filled) + filled.script.lines) + "\n"
+    return replace(
+        early,
+        rules=rules_output.rules_json(e, rs, dev, "skip_sw"),
+        tc=tc,
+        witnesses={p.id: witness_packet(e, p) for p in e.paths},
+        maps=mapfill.json_part(filled) if filled else None,
     )
 
 
@@ -421,7 +530,7 @@ class Worker:
 
     proc: multiprocessing.Process
     jobs: object  # the server's end: (path, Config) goes in once
-    results: object  # the server's end: ("check" | "complete" | "error", payload) come out
+    results: object  # the server's end: (EXPLORED | COMPLETE | "error", payload) come out
 
     @staticmethod
     def start() -> Worker:
@@ -472,15 +581,14 @@ class Workers:
             worker.stop()
 
 
-def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_check=None, workers=None) -> Result:
+def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_explored=None, workers=None) -> Result:
     """`analyse` in a child process, killed when `cancel` is set (the rule synthesis has no
     cancellation point of its own) and gone when done, so the server's memory stays what it
-    was. `on_check(result)` gets the findings before the other documents are complete.
-    Spawned, not forked: a fork of the threaded server deadlocked on a lock another thread
-    held. With `workers` (Workers) the process is a spare started before the save, its
-    imports done; without, one is started here and pays them (about 1 s)."""
+    was. `on_explored(result)` gets the EXPLORED stage before synthesis starts; the COMPLETE
+    result is returned. Spawned, not forked: a fork of the threaded server deadlocked on a
+    lock another thread held. With `workers` (Workers) the process is a spare started before
+    the save, its imports done; without, one is started here and pays them (about 1 s)."""
     worker = workers.take() if workers is not None else Worker.start()
-    result = None
     try:
         worker.jobs.send((str(path), cfg))
         while True:
@@ -495,13 +603,10 @@ def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_check
                 raise AnalysisError(f"{path}: the analysis process ended (exit code {worker.proc.exitcode})") from None
             if kind == "error":
                 raise AnalysisError(payload)
-            if kind == "check":
-                result = payload
-                if on_check is not None:
-                    on_check(result)
-            elif kind == "complete":
-                result.programs, result.completed = payload, True
-                return result
+            if kind == EXPLORED and on_explored is not None:
+                on_explored(payload)
+            elif kind == COMPLETE:
+                return payload
     finally:
         worker.stop()
         if workers is not None:
@@ -565,7 +670,7 @@ def class_label(branch: dict) -> str:
 
 
 def line_notes(result: Result, source: Path) -> dict[int, LineNote]:
-    """The notes of `source`'s lines (1-based) from a completed result."""
+    """The notes of `source`'s lines (1-based) from a result of either stage."""
     notes: dict[int, LineNote] = {}
 
     def at(line: int) -> LineNote:
@@ -597,14 +702,17 @@ def path_ns(pr: ProgramResult, path_id: int) -> dict | None:
 
 def verdict_texts(note: LineNote) -> list[str]:
     """Per verdict of the paths decided on a line: `DROP×2 (1 on NIC) 12.1/14.0/20.3 ns`
-    (the count, how many the NIC takes, and the cost document's min/median/max ns)."""
+    (the count, how many the NIC takes or are pending synthesis, and the cost document's
+    min/median/max ns)."""
     by_verdict: dict[str, list] = {}
     for pr, p in note.paths:
         by_verdict.setdefault(p["verdict"], []).append((pr, p))
     out = []
     for verdict, items in sorted(by_verdict.items()):
         off = sum(1 for _, p in items if p["offloaded"])
+        waiting = sum(1 for _, p in items if p.get("pending"))
         text = f"{verdict}×{len(items)}" + (f" ({off} on NIC)" if off else "")
+        text += f" ({waiting} pending)" if waiting else ""
         spans = [ns for pr, p in items if (ns := path_ns(pr, p["id"]))]
         if spans:
             lo = min(s["min"] for s in spans)
@@ -658,8 +766,11 @@ def hover_text(note: LineNote) -> str:
             head += f", {ns['min']:.1f}/{ns['median']:.1f}/{ns['max']:.1f} ns predicted (min/median/max)"
         out.append(head)
         out.append(f"  - when `{p['fields']}`")
-        fate = next(f for f in pr.rules["fates"] if f["path"] == p["id"])
+        if p.get("pending"):
+            out.append(f"  - {PENDING}")
+            continue
         if p["offloaded"]:
+            fate = next(f for f in pr.rules["fates"] if f["path"] == p["id"])
             for i in fate["filters"]:
                 out.append(f"  - filter: `{pr.rules['rules'][i]['tc']}`")
         elif filled_filters(pr, p["id"]):
@@ -669,8 +780,14 @@ def hover_text(note: LineNote) -> str:
             out.append("  - passes to the host (no filter needed: the program runs there anyway)")
         else:
             out.append(f"  - stays in software: {p['code']}: {p['detail'] or REASONS[p['code']].text}")
+        example = p.get("counterexample")  # check's: the frame showing why (counterexample.py)
         packet = pr.witnesses.get(p["id"])
-        if packet is not None:
+        if example is not None:
+            out.append(
+                f"  - counterexample packet ({example['length']} bytes, {example['kind']}): "
+                f"`{example['hex'][:128]}`: {example['why']}"
+            )
+        elif packet is not None:
             out.append(f"  - counterexample packet ({len(packet)} bytes): `{packet[:64].hex()}`")
     for pr, site in note.tail_calls:
         ns = tail_call_ns(pr, site["pc"])
