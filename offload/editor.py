@@ -6,7 +6,7 @@ workspace, or by an object whose BTF line info names the source. `analyse` then 
 own pipeline once per entry program and keeps its documents: `check` (findings with
 source locations and reason codes), `rules` (filters and the tc script), `analyze` (branch
 classes), `cost` (ns per path) and a z3 witness packet per path; `run` does that in a child
-process (a warm spare, `Workers`) that a newer save kills. `line_notes` places them on the
+process (forked by `Forker`, its imports done) that a newer save kills. `line_notes` places them on the
 source's lines. Nothing here is computed only for the editor.
 
 `.xdp2tc.toml` (at the workspace root or beside the source; every key optional):
@@ -34,6 +34,7 @@ import multiprocessing
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,8 @@ import threading
 import time
 import tomllib
 from dataclasses import dataclass, field, replace
+from multiprocessing import reduction
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from analyzer.cost.count import Counted, count
@@ -503,104 +506,113 @@ def complete_program(early: ProgramResult, counted: Counted, rs: RuleSet, dev: s
     )
 
 
-def _child(jobs, conn) -> None:
-    """The analysis process: imports done and the dissector model built before it waits for
-    its one job (`Workers`); never writes to stdout (the server's protocol channel)."""
+def _forker(ctrl) -> None:
+    """The fork server (`Forker`): imports done and the dissector model built once, then one
+    forked child per job, which runs `analyse` and writes to the job's own pipe; never
+    writes to stdout (the server's protocol channel). Single-threaded, so forking is safe."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 (for the life of this process)
-    try:
-        assert dissect().keys  # the flower model every rule proof uses: built while nobody waits
-        job = jobs.recv()
-    except (EOFError, OSError, KeyboardInterrupt):
-        return  # the server went away or replaced this spare
-    try:
-        analyse(Path(job[0]), job[1], conn.send)
-    except LiftError as err:
-        conn.send(("error", str(err).splitlines()[0]))
-    except Exception as err:  # reported as a one-line error, never a traceback
-        conn.send(("error", f"internal error: {type(err).__name__}: {err}".splitlines()[0]))
-    finally:
-        conn.close()
+    assert dissect().keys  # the flower model every rule proof uses: built while nobody waits
+    while True:
+        try:
+            path, cfg = ctrl.recv()
+            fd = reduction.recv_handle(ctrl)
+        except (EOFError, OSError, KeyboardInterrupt):
+            return  # the server went away
+        pid = os.fork()
+        if pid == 0:
+            ctrl.close()
+            conn = Connection(fd, readable=False)
+            code = 0
+            try:
+                analyse(Path(path), cfg, conn.send)
+            except LiftError as err:
+                conn.send(("error", str(err).splitlines()[0]))
+            except BaseException as err:  # reported as a one-line error, never a traceback
+                conn.send(("error", f"internal error: {type(err).__name__}: {err}".splitlines()[0]))
+                code = 1
+            finally:
+                conn.close()
+                os._exit(code)
+        os.close(fd)
+        ctrl.send(pid)
+        os.waitpid(pid, 0)  # done, or killed by the server (a newer save)
 
 
-@dataclass
-class Worker:
-    """One spawned analysis process (`_child`) and its two pipes."""
+class Forker:
+    """The analysis processes: a fork server spawned when the language server starts (its
+    imports, about 1 s, paid once) forks a fresh child per job in milliseconds. A newer
+    save kills the running child (`Job.stop`); the child's memory goes with it when done, and
+    the fork server itself never analyses, so neither grows. Spawned, not forked from the
+    server: a fork of the threaded server deadlocked on a lock another thread held."""
 
-    proc: multiprocessing.Process
-    jobs: object  # the server's end: (path, Config) goes in once
-    results: object  # the server's end: (EXPLORED | COMPLETE | "error", payload) come out
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.start()
 
-    @staticmethod
-    def start() -> Worker:
+    def start(self) -> None:
         ctx = multiprocessing.get_context("spawn")
-        job_recv, job_send = ctx.Pipe(duplex=False)
-        receive, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(job_recv, send), daemon=True)
-        proc.start()
-        job_recv.close()
-        send.close()
-        return Worker(proc, job_send, receive)
+        self.ctrl, there = ctx.Pipe(duplex=True)  # a socket pair: it carries file descriptors
+        self.proc = ctx.Process(target=_forker, args=(there,), daemon=True)
+        self.proc.start()
+        there.close()
 
-    def stop(self) -> None:
-        for end in (self.jobs, self.results):
-            end.close()
+    def job(self, path: Path, cfg: Config) -> Job:
+        """A forked child analysing `path`; its results come out of `Job.results`."""
+        with self.lock:
+            if not self.proc.is_alive():
+                self.close()
+                self.start()
+            results, into = multiprocessing.Pipe(duplex=False)
+            self.ctrl.send((str(path), cfg))
+            reduction.send_handle(self.ctrl, into.fileno(), self.proc.pid)
+            into.close()
+            return Job(self.ctrl.recv(), results)
+
+    def close(self) -> None:
+        self.ctrl.close()
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join()
 
 
-class Workers:
-    """A spare analysis process kept ready (its imports take about 1 s): `take` hands it out
-    and a new spare is started once that job is over, so the next save finds one warm
-    without a second process competing with the running analysis for the CPU."""
+@dataclass
+class Job:
+    """One forked analysis: its pid and the server's end of its results pipe
+    ((EXPLORED | COMPLETE | "error", payload) come out)."""
 
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.spare: Worker | None = Worker.start()
+    pid: int
+    results: Connection
+    ended: bool = False  # its last message came (the fork server reaps it: its pid is not ours)
 
-    def take(self) -> Worker:
-        with self.lock:
-            worker, self.spare = self.spare, None
-        if worker is None or not worker.proc.is_alive():
-            if worker is not None:
-                worker.stop()
-            worker = Worker.start()
-        return worker
-
-    def refill(self) -> None:
-        with self.lock:
-            if self.spare is None:
-                self.spare = Worker.start()
-
-    def close(self) -> None:
-        with self.lock:
-            worker, self.spare = self.spare, None
-        if worker is not None:
-            worker.stop()
+    def stop(self) -> None:
+        self.results.close()
+        if not self.ended:
+            os.kill(self.pid, signal.SIGKILL)  # alive until the fork server has waited for it
 
 
-def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_explored=None, workers=None) -> Result:
-    """`analyse` in a child process, killed when `cancel` is set (the rule synthesis has no
-    cancellation point of its own) and gone when done, so the server's memory stays what it
-    was. `on_explored(result)` gets the EXPLORED stage before synthesis starts; the COMPLETE
-    result is returned. Spawned, not forked: a fork of the threaded server deadlocked on a
-    lock another thread held. With `workers` (Workers) the process is a spare started before
-    the save, its imports done; without, one is started here and pays them (about 1 s)."""
-    worker = workers.take() if workers is not None else Worker.start()
+def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_explored=None, forker=None) -> Result:
+    """`analyse` in a forked child (`Forker`), killed when `cancel` is set (the rule synthesis
+    has no cancellation point of its own) and gone when done, so the server's memory stays
+    what it was. `on_explored(result)` gets the EXPLORED stage before synthesis starts; the
+    COMPLETE result is returned. Without a `forker` one is started here (and pays the
+    imports)."""
+    own = forker is None
+    forker = forker or Forker()
+    job = forker.job(path, cfg)
     try:
-        worker.jobs.send((str(path), cfg))
         while True:
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
-            if not worker.results.poll(0.02):
+            if not job.results.poll(0.02):
                 continue
             try:
-                kind, payload = worker.results.recv()
+                kind, payload = job.results.recv()
             except EOFError:
-                worker.proc.join()
-                raise AnalysisError(f"{path}: the analysis process ended (exit code {worker.proc.exitcode})") from None
+                job.ended = True
+                raise AnalysisError(f"{path}: the analysis process ended without a result") from None
+            job.ended = kind in ("error", COMPLETE)
             if kind == "error":
                 raise AnalysisError(payload)
             if kind == EXPLORED and on_explored is not None:
@@ -608,9 +620,9 @@ def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_explo
             elif kind == COMPLETE:
                 return payload
     finally:
-        worker.stop()
-        if workers is not None:
-            workers.refill()
+        job.stop()
+        if own:
+            forker.close()
 
 
 def tail_call_locations(obj: BpfObject, prog) -> dict[int, dict | None]:

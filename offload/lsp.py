@@ -2,12 +2,15 @@
 
 On open and save of a C source the server ties it to its object (offload/editor.py `bind`),
 rebuilds it when a compile_commands.json entry says how, and publishes the `check` findings
-on the source's lines. Hover, inlay hints, code lenses and code actions show the same documents
-(`rules`, `analyze`, `cost`). The analysis runs in a child process (editor.run) driven from one
-worker thread, off the protocol's event loop: a spare started ahead (editor.Workers: imports
-done when the save comes), killed by a newer save (clang too), taking its memory with it when
-done; complete results are cached per object digest. Bad input of any
-kind becomes a diagnostic with the one-line error, never a crashed server.
+on the source's lines, in two steps: first what exploration settles (compile errors, paths
+not understood, side effects, redirect devices: the final findings for those paths, word for
+word) with a hint that the other paths are pending, then, once the rules are synthesized and
+proved, the final findings, which replace them. Hover, inlay hints, code lenses and code
+actions show the same documents (`check`, `rules`, `analyze`, `cost`), pending paths marked so.
+The analysis runs in a child process forked per save (editor.Forker: imports done once),
+driven from one worker thread off the protocol's event loop and killed by a newer save (clang
+too); complete results are cached per object digest. Bad input of any kind becomes a
+diagnostic with the one-line error, never a crashed server.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ class Server(LanguageServer):
         self.documents: dict[str, Document] = {}
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xdp2tc-analysis")
         self.cache = editor.Cache()
-        self.workers = editor.Workers()  # a warm analysis process, ready for the first save
+        self.forker = editor.Forker()  # forks an analysis process per save, imports done
         self.outdir = editor.temp_dir()
 
     # --- scheduling -------------------------------------------------------------------------
@@ -156,7 +159,7 @@ class Server(LanguageServer):
                 binding.config,
                 cancel,
                 on_explored=lambda r: publish(binding, shown(r), diagnostics + _early(r, source, lines)),
-                workers=self.workers,
+                forker=self.forker,
             )
             self.cache.put(binding.config, result)
             publish(binding, shown(result), diagnostics + _findings(result, source, lines))
@@ -455,6 +458,6 @@ def run() -> int:
     try:
         ls.start_io()
     finally:
-        ls.workers.close()
+        ls.forker.close()
         shutil.rmtree(ls.outdir, ignore_errors=True)
     return 0
