@@ -14,8 +14,9 @@ synthesized and proved; each publish is followed by its log message (`first publ
     publish, the final one).
 Each save waits for its final publish before the next. p50/p90 over all saves of a kind, per
 program and over all programs together; the stages' medians from the server's log.
-Idle memory: the server's VmRSS after `initialize` and after the saves, once idle again,
-and its warm spare analysis process's (a child, replaced after each analysis).
+Idle memory: the server's VmRSS after `initialize` and after the saves, once idle again;
+its descendants' (the fork server, multiprocessing's resource tracker) VmRSS together, and
+the PSS of the whole tree (shared pages counted once).
 `--phases N`: also the per-phase split in this process (clang, lift, explore, analyze,
 cost, settled, rules (synthesis + proofs), counterexamples, witnesses), medians of N runs.
 Targets (issue): diagnostics after save < 1 s p50 including the clang rebuild; idle < 150 MB.
@@ -49,9 +50,10 @@ LOGGED = re.compile(r"xdp2tc: (?P<file>[^:]+): (?P<stage>first|final) publish")
 class Client:
     """JSON-RPC 2.0 over the server's stdin/stdout with LSP's Content-Length framing."""
 
-    def __init__(self, argv: list[str], cwd: Path):
-        self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    def __init__(self, argv: list[str], cwd: Path, env: dict | None = None, legacy: bool = False):
+        self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.next_id = 0
+        self.legacy = legacy
 
     def send(self, method: str, params, request: bool = False) -> int | None:
         msg = {"jsonrpc": "2.0", "method": method, "params": params}
@@ -86,7 +88,14 @@ class Client:
 
     def publishes(self, name: str, start: float) -> dict:
         """Until the final publish for file `name`: seconds from `start` to each stage's log
-        message, and the final one's stage timings."""
+        message, and the final one's stage timings. A server without staged publishes (a
+        baseline, `--server-root`): its one publishDiagnostics is first and final, and the
+        inlay-hint refresh after it says its analysis is over."""
+        if self.legacy:
+            self.until(lambda m: m.get("method") == "textDocument/publishDiagnostics")
+            t = time.perf_counter() - start
+            self.until(lambda m: m.get("method") == "workspace/inlayHint/refresh")
+            return {"first": t, "final": t, "stages": {}}
         out: dict = {}
         while True:
             msg = self.until(lambda m: m.get("method") == "window/logMessage")
@@ -105,12 +114,29 @@ class Client:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def descendants(self) -> list[int]:
+        """The server's child processes and theirs (the fork server, multiprocessing's
+        resource tracker, an analysis still running)."""
+        out, todo = [], [self.proc.pid]
+        while todo:
+            for task in Path(f"/proc/{todo.pop()}/task").iterdir():
+                kids = [int(x) for x in (task / "children").read_text().split()]
+                out += kids
+                todo += kids
+        return out
+
     def children_rss_mb(self) -> float:
-        """The server's child processes (the warm analysis spare) together."""
-        pids = []
-        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
-            pids += [int(x) for x in (task / "children").read_text().split()]
-        return sum(self.rss_mb(p) for p in pids)
+        return sum(self.rss_mb(p) for p in self.descendants())
+
+    def tree_pss_mb(self) -> float:
+        """Proportional set size of the server and its descendants: shared pages (the
+        interpreter, libz3) counted once over the processes sharing them."""
+        total = 0.0
+        for pid in [self.proc.pid, *self.descendants()]:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) / 1024
+        return total
 
 
 def _frame(msg: dict) -> bytes:
@@ -153,12 +179,14 @@ def workspace(tmp: str, stem: str) -> Path:
     return source
 
 
-def bench_stem(stem: str, saves: int) -> dict:
+def bench_stem(stem: str, saves: int, server_root: str | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="xdp2tc-bench-lsp-") as tmp:
         source = workspace(tmp, stem)
-        client = Client([sys.executable, "-m", "offload.cli", "lsp"], Path(tmp))
+        env = {**os.environ, "PYTHONPATH": server_root} if server_root else None
+        client = Client([sys.executable, "-m", "offload.cli", "lsp"], Path(tmp), env, legacy=bool(server_root))
         try:
-            params = {"processId": os.getpid(), "rootUri": Path(tmp).as_uri(), "capabilities": {}}
+            caps = {"workspace": {"inlayHint": {"refreshSupport": True}}}
+            params = {"processId": os.getpid(), "rootUri": Path(tmp).as_uri(), "capabilities": caps}
             rid = client.send("initialize", params, True)
             client.until(lambda m: m.get("id") == rid)
             client.send("initialized", {})
@@ -182,6 +210,7 @@ def bench_stem(stem: str, saves: int) -> dict:
             time.sleep(2.0)
             rss_idle = client.rss_mb()
             rss_spare = client.children_rss_mb()
+            pss_tree = client.tree_pss_mb()
             rid = client.send("shutdown", None, True)
             client.until(lambda m: m.get("id") == rid)
             client.send("exit", None)
@@ -189,7 +218,7 @@ def bench_stem(stem: str, saves: int) -> dict:
         finally:
             if client.proc.poll() is None:
                 client.proc.kill()
-    stages = sorted({k for r in runs["edit"] for k in r["stages"]}, key=list(runs["edit"][0]["stages"]).index)
+    stages = list(dict.fromkeys(k for r in runs["edit"] for k in r["stages"]))
     return {
         "stem": stem,
         "open_s": {"first": round(opened["first"], 3), "final": round(opened["final"], 3)},
@@ -202,7 +231,8 @@ def bench_stem(stem: str, saves: int) -> dict:
         "raw": {kind: [{k: v for k, v in r.items() if k != "stages"} for r in rs] for kind, rs in runs.items()},
         "rss_after_initialize_mb": round(rss_start, 1),
         "rss_idle_after_saves_mb": round(rss_idle, 1),
-        "rss_idle_spare_process_mb": round(rss_spare, 1),
+        "rss_idle_children_mb": round(rss_spare, 1),
+        "pss_idle_tree_mb": round(pss_tree, 1),
     }
 
 
@@ -215,7 +245,7 @@ def phases(stem: str, repeat: int) -> dict[str, float]:
     from analyzer.explore import Options
     from analyzer.verify import witness_packet
     from lifter.program import load_object
-    from offload import editor
+    from offload import editorwork
     from offload.programs import device_programs
     from rules import ruleset
     from rules.counterexample import examples
@@ -226,7 +256,7 @@ def phases(stem: str, repeat: int) -> dict[str, float]:
         times: dict[str, float] = {}
         with tempfile.TemporaryDirectory(prefix="xdp2tc-bench-lsp-") as tmp:
             source = workspace(tmp, stem)
-            clock = editor.Clock()
+            clock = editorwork.Clock()
             subprocess.run([*CLANG, "-c", source.name, "-o", "x.o"], cwd=tmp, check=True)
             clock.tick("clang")
             obj = load_object(str(Path(tmp) / "x.o"))
@@ -234,12 +264,12 @@ def phases(stem: str, repeat: int) -> dict[str, float]:
             for prog in device_programs(obj, None, per_program_output=True):
                 counted = count(obj, prog, Options())
                 clock.tick("explore+count")
-                early = editor.explored_program(counted, None)
+                early = editorwork.explored_program(counted, None)
                 clock.tick("analyze")
-                editor.explored_program(counted, editor.load_profile())
+                editorwork.explored_program(counted, editorwork.load_profile())
                 clock.tick("analyze+cost")
                 e = counted.exploration
-                editor.settled(e, ())
+                editorwork.settled(e, ())
                 clock.tick("settled")
                 rs = ruleset.build(e, (), {}, 512)
                 clock.tick("rules (synthesis+proofs)")
@@ -258,19 +288,24 @@ def main() -> int:
     ap.add_argument("--saves", type=int, default=20, help="edit saves per program (each followed by an unchanged one)")
     ap.add_argument("--stem", action="append", help=f"corpus sources (default: {', '.join(STEMS)})")
     ap.add_argument("--phases", type=int, default=0, metavar="N", help="also the per-phase split, N runs")
+    ap.add_argument(
+        "--server-root",
+        metavar="DIR",
+        help="run the server from this source tree instead (a baseline: `git archive main | tar -x -C DIR`)",
+    )
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
     load_start = os.getloadavg()[0]
     rows = []
     for stem in args.stem or STEMS:
-        row = bench_stem(stem, args.saves)
+        row = bench_stem(stem, args.saves, args.server_root)
         rows.append(row)
         print(
             f"{stem:<22} save->first p50 {row['edit_first_s']['p50']:.2f}s p90 {row['edit_first_s']['p90']:.2f}s  "
             f"save->final p50 {row['edit_final_s']['p50']:.2f}s p90 {row['edit_final_s']['p90']:.2f}s  "
             f"unchanged p50 {row['unchanged_s']['p50']:.2f}s  (n={row['edit_first_s']['n']})  "
             f"RSS init {row['rss_after_initialize_mb']:.0f} MB idle {row['rss_idle_after_saves_mb']:.0f} MB "
-            f"(+ spare {row['rss_idle_spare_process_mb']:.0f} MB)\n"
+            f"(+ children {row['rss_idle_children_mb']:.0f} MB; tree PSS {row['pss_idle_tree_mb']:.0f} MB)\n"
             f"{'':<22} server stages (median): "
             + ", ".join(f"{k} {v:.2f}s" for k, v in row["edit_stages_median_s"].items()),
             flush=True,
@@ -297,6 +332,7 @@ def main() -> int:
         args.json,
         {
             "load_average": {"start": load_start, "end": load},
+            "server_root": args.server_root,
             "first": first,
             "final": final,
             "programs": rows,

@@ -20,6 +20,7 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -461,3 +462,7 @@ def run() -> int:
         ls.forker.close()
         shutil.rmtree(ls.outdir, ignore_errors=True)
     return 0
+
+
+if __name__ == "__main__":  # `xdp2tc lsp` (offload/commands/lsp.py) runs this module
+    sys.exit(run())
