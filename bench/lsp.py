@@ -17,8 +17,9 @@ program and over all programs together; the stages' medians from the server's lo
 Idle memory: the server's VmRSS after `initialize` and after the saves, once idle again;
 its descendants' (the fork server, multiprocessing's resource tracker) VmRSS together, and
 the PSS of the whole tree (shared pages counted once).
-`--phases N`: also the per-phase split in this process (clang, lift, explore, analyze,
-cost, settled, rules (synthesis + proofs), counterexamples, witnesses), medians of N runs.
+`--phases N`: also the per-phase split in this process (clang, lift, explore, settled (the
+first publish's findings), analyze, cost, rules (synthesis + proofs), counterexamples,
+witnesses), medians of N runs.
 Targets (issue): diagnostics after save < 1 s p50 including the clang rebuild; idle < 150 MB.
 
     .venv/bin/python bench/lsp.py [--saves 20] [--stem flag_counter ...] [--phases 3]
@@ -264,13 +265,13 @@ def phases(stem: str, repeat: int) -> dict[str, float]:
             for prog in device_programs(obj, None, per_program_output=True):
                 counted = count(obj, prog, Options())
                 clock.tick("explore+count")
-                early = editorwork.explored_program(counted, None)
-                clock.tick("analyze")
-                editorwork.explored_program(counted, editorwork.load_profile())
-                clock.tick("analyze+cost")
                 e = counted.exploration
-                editorwork.settled(e, ())
-                clock.tick("settled")
+                editorwork.explored_check([counted], editorwork.Config())
+                clock.tick("settled (first publish)")
+                early = editorwork.documented(editorwork.located(counted), counted, None)
+                clock.tick("analyze")
+                editorwork.documented(early, counted, editorwork.load_profile())
+                clock.tick("analyze+cost")
                 rs = ruleset.build(e, (), {}, 512)
                 clock.tick("rules (synthesis+proofs)")
                 examples(rs, account(e, rs, classes(e)[1]))

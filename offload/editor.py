@@ -282,12 +282,12 @@ def rebuild(build: Build, outdir: str, cancel: threading.Event | None = None) ->
 @dataclass
 class ProgramResult:
     """One entry program's documents (plain data: it comes from the analysis process).
-    After exploration (`Result.stage` "explored") `rules` is None, `tc` empty and the
-    witnesses not yet found; the final stage has them all."""
+    Before the COMPLETE stage `rules` is None, `tc` empty and the witnesses not yet found;
+    at EXPLORED `analyze` and `cost` are None too."""
 
     name: str
     rules: dict | None  # xdp2tc.rules/1
-    analyze: dict  # xdp2tc.analyze/1
+    analyze: dict | None  # xdp2tc.analyze/1
     cost: dict | None  # xdp2tc.cost/1 program entry; None without a cost profile
     tc: str  # the tc -batch script `rules` prints
     decided: dict[int, dict | None]  # path id -> where its verdict is decided (check.decided_at)
@@ -296,8 +296,9 @@ class ProgramResult:
     maps: dict | None = None  # the rules JSON's `maps` member, when maps_from gave map contents
 
 
-#: Result stages: what exploration alone settles (published first), then everything.
-EXPLORED, COMPLETE = "explored", "complete"
+#: Result stages: what exploration alone settles (the first publish), the documents that
+#: need only the exploration (analyze, cost: hover and lenses), then everything.
+EXPLORED, DOCUMENTED, COMPLETE = "explored", "documented", "complete"
 #: What the editor says of a path synthesis has not decided yet.
 PENDING = "offload pending: filters are being synthesized and proved"
 
@@ -305,9 +306,10 @@ PENDING = "offload pending: filters are being synthesized and proved"
 @dataclass
 class Result:
     """Everything the editor shows for one object. `check` is the CLI's xdp2tc.check/1
-    document; at stage EXPLORED it holds only what synthesis cannot change (`settled`):
-    its findings are a subset of the final ones, word for word, and the paths synthesis
-    decides are listed with `"pending": true` (`pending` counts them). `timings`: seconds per
+    document; before COMPLETE it holds only what synthesis cannot change (`settled`): its
+    findings are a subset of the final ones, word for word, and the paths synthesis decides
+    are listed with `"pending": true` (`pending` counts them); at EXPLORED the header fields
+    of paths without a finding are None. `timings`: seconds per
     stage of the analysis (bench/lsp.py reports them)."""
 
     object: str
@@ -391,12 +393,14 @@ class Job:
             os.kill(self.pid, signal.SIGKILL)  # alive until the fork server has waited for it
 
 
-def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_explored=None, forker=None) -> Result:
+def run(
+    path: Path, cfg: Config, cancel: threading.Event | None = None, on_explored=None, on_documented=None, forker=None
+) -> Result:
     """`editorwork.analyse` in a forked child (`Forker`), killed when `cancel` is set (the rule synthesis
     has no cancellation point of its own) and gone when done, so the server's memory stays
-    what it was. `on_explored(result)` gets the EXPLORED stage before synthesis starts; the
-    COMPLETE result is returned. Without a `forker` one is started here (and pays the
-    imports)."""
+    what it was. `on_explored(result)` gets the EXPLORED stage, `on_documented(result)` the
+    DOCUMENTED one, before synthesis starts; the COMPLETE result is returned. Without a
+    `forker` one is started here (and pays the imports)."""
     own = forker is None
     forker = forker or Forker()
     job = forker.job(path, cfg)
@@ -416,6 +420,8 @@ def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_explo
                 raise AnalysisError(payload)
             if kind == EXPLORED and on_explored is not None:
                 on_explored(payload)
+            elif kind == DOCUMENTED and on_documented is not None:
+                on_documented(payload)
             elif kind == COMPLETE:
                 return payload
     finally:
@@ -479,7 +485,7 @@ def line_notes(result: Result, source: Path) -> dict[int, LineNote]:
 
     check_paths = {p["program"]: {q["id"]: q for q in p["paths"]} for p in result.check["programs"]}
     for pr in result.programs:
-        for b in pr.analyze["branches"]:
+        for b in pr.analyze["branches"] if pr.analyze else ():
             if _here(b["file"], source) and b["line"]:
                 label = class_label(b)
                 if label not in at(b["line"]).classes:
@@ -568,7 +574,8 @@ def hover_text(note: LineNote) -> str:
         if ns:
             head += f", {ns['min']:.1f}/{ns['median']:.1f}/{ns['max']:.1f} ns predicted (min/median/max)"
         out.append(head)
-        out.append(f"  - when `{p['fields']}`")
+        if p["fields"] is not None:
+            out.append(f"  - when `{p['fields']}`")
         if p.get("pending"):
             out.append(f"  - {PENDING}")
             continue

@@ -1,10 +1,11 @@
 """The work behind the editor's annotations (offload/editor.py), run in the fork server's
 children: the CLI's pipeline on one object, published in two stages.
 
-`analyse` explores each entry program and sends the EXPLORED stage at once: `analyze`, `cost`,
-and the `check` entries and findings of the paths synthesis cannot change (`settled`); then
-it runs `check` itself (synthesis, the printed script's proof, counterexamples) and sends the
-COMPLETE stage with `rules`, the tc script and a witness packet per path. `serve` is the fork
+`analyse` explores each entry program and sends the EXPLORED stage at once: the `check`
+entries and findings of the paths synthesis cannot change (`settled`); then DOCUMENTED with
+`analyze` and `cost`; then it runs `check` itself (synthesis, the printed script's proof,
+counterexamples) and sends the COMPLETE stage with `rules`, the tc script and a witness
+packet per path. `serve` is the fork
 server (editor.Forker) that runs it per job.
 """
 
@@ -25,6 +26,7 @@ from analyzer.cost.profile import ProfileError, load_profile
 from analyzer.cost.report import program_json
 from analyzer.cost.tailgraph import Node, ProgramCost, TailGraph
 from analyzer.explore import Exploration, ExplorationError, Options
+from analyzer.fields import Decoder
 from analyzer.helpers import helper_name
 from analyzer.report import analysis_json
 from analyzer.verify import witness_packet
@@ -39,7 +41,7 @@ from rules.ruleset import RuleSet
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, Synthesizer
 
 from . import check, mapfill
-from .editor import COMPLETE, EXPLORED, Config, ProgramResult, Result, digest
+from .editor import COMPLETE, DOCUMENTED, EXPLORED, Config, ProgramResult, Result, digest
 from .mapsource import parse_spec
 from .programs import device_programs
 from .targets import TARGETS
@@ -76,21 +78,29 @@ def settled(e: Exploration, assume: tuple[str, ...]) -> tuple[list[PathFate], li
     return [f for f in fates if f.path not in pending], pending
 
 
-def explored_check(explored: list[tuple[Counted, ProgramResult]], cfg: Config) -> tuple[dict, int]:
+def explored_check(
+    explored: list[Counted], cfg: Config, fields: list[dict[int, str]] | None = None
+) -> tuple[dict, int]:
     """The check document of what exploration settles (`settled`), and how many paths are
     pending: the same entries and findings `check` writes for those paths, less the
-    counterexamples (synthesis finds them). The header fields are the `analyze` document's
-    (the same Decoder rendering as `check`'s, done once)."""
+    counterexamples (synthesis finds them). Header fields from `fields` (per program, the
+    `analyze` documents'); without, rendered here for the findings' paths only (the same
+    Decoder rendering as `check`'s: each rendering stands alone), the others left None."""
     report = check.Report([TARGETS[t] for t in cfg.targets])
     pending = 0
-    for counted, pr in explored:
+    for n, counted in enumerate(explored):
         e = counted.exploration
         fates, waiting = settled(e, cfg.assume)
         pending += len(waiting)
-        fields = {d["id"]: d["fields"] for d in pr.analyze["paths"]}
-        paths = [check.path_json(f, fields, {}) for f in fates]
+        if fields is not None:
+            rendered = fields[n]
+        else:
+            decoder = Decoder(e.environment())
+            shown = {f.path for f in fates if not f.offloaded and f.reason.code != "pass-to-host"}
+            rendered = {p.id: decoder.render(e.condition(p)) if p.id in shown else None for p in e.paths}
+        paths = [check.path_json(f, rendered, {}) for f in fates]
         paths += [
-            {"id": i, "verdict": e.paths[i].verdict, "offloaded": None, "fields": fields[i], "pending": True}
+            {"id": i, "verdict": e.paths[i].verdict, "offloaded": None, "fields": rendered[i], "pending": True}
             for i in waiting
         ]
         report.programs.append(
@@ -101,16 +111,17 @@ def explored_check(explored: list[tuple[Counted, ProgramResult]], cfg: Config) -
                 "paths": sorted(paths, key=lambda d: d["id"]),
             }
         )
-        report.findings += check.target_findings(e, [], fates, fields, {}, report.targets)
+        report.findings += check.target_findings(e, [], fates, rendered, {}, report.targets)
     failed = check.settle(report, None, ["any"])
     return check.json_doc(report, failed, ["any"], None), pending
 
 
 def analyse(path: Path, cfg: Config, send) -> None:
-    """The CLI's pipeline on one object, in two stages: `send(("explored", Result))` once
-    the programs are explored (classes, costs, what `settled` decides), then
-    `send(("complete", Result))` with `check`, `rules` and the rest. Raises LiftError on
-    bad input."""
+    """The CLI's pipeline on one object, in three messages: `send((EXPLORED, Result))` as
+    soon as the programs are explored (the findings `settled` decides: the diagnostics go
+    out), `send((DOCUMENTED, Result))` with `analyze` and `cost` (classes, ns: hover and
+    lenses), then `send((COMPLETE, Result))` with `check`, `rules` and the rest. Raises
+    LiftError on bad input."""
     check_config(cfg)
     clock = Clock()
     obj = load_object(str(path))
@@ -121,16 +132,19 @@ def analyse(path: Path, cfg: Config, send) -> None:
         except ExplorationError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
     clock.tick("lift+explore")
+    dig = digest(path)
+    doc, pending = explored_check(explored, cfg)
+    early = [located(counted) for counted in explored]
+    clock.tick("settled")
+    send((EXPLORED, Result(str(path), dig, doc, early, EXPLORED, pending, dict(clock.times))))
     try:
         profile = load_profile()
     except ProfileError:
         profile = None
-    early = [explored_program(counted, profile) for counted in explored]
+    early = [documented(pr, counted, profile) for pr, counted in zip(early, explored)]
+    doc, pending = explored_check(explored, cfg, [{d["id"]: d["fields"] for d in pr.analyze["paths"]} for pr in early])
     clock.tick("analyze+cost")
-    doc, pending = explored_check(list(zip(explored, early)), cfg)
-    clock.tick("settled")
-    dig = digest(path)
-    send((EXPLORED, Result(str(path), dig, doc, early, EXPLORED, pending, dict(clock.times))))
+    send((DOCUMENTED, Result(str(path), dig, doc, early, DOCUMENTED, pending, dict(clock.times))))
     report = check.Report([TARGETS[t] for t in cfg.targets])
     rulesets = [check.check_exploration(counted.exploration, report, cfg.assume, 512) for counted in explored]
     failed = check.settle(report, None, ["any"])
@@ -162,24 +176,30 @@ class Clock:
         self.last = now
 
 
-def explored_program(counted: Counted, profile) -> ProgramResult:
-    """One program's documents that need only its exploration: `analyze`, `cost`, where
-    each path is decided, its tail calls."""
+def located(counted: Counted) -> ProgramResult:
+    """One program's result right after exploration: where each path is decided, its tail
+    calls; no documents yet."""
     e = counted.exploration
-    cost = None
-    if profile is not None:
-        pc = ProgramCost(Node(e.obj.path, e.program.name), counted, path_costs(counted, profile), True)
-        cost = program_json(pc, TailGraph([pc], [], profile))
     return ProgramResult(
         e.program.name,
         None,
-        analysis_json(e, conditions=False),
-        cost,
+        None,
+        None,
         "",
         {p.id: check.location(e.obj, *check.decided_at(p)) for p in e.paths},
         tail_call_locations(e.obj, e.program),
         {},
     )
+
+
+def documented(early: ProgramResult, counted: Counted, profile) -> ProgramResult:
+    """`early` with the documents that need only the exploration: `analyze`, `cost`."""
+    e = counted.exploration
+    cost = None
+    if profile is not None:
+        pc = ProgramCost(Node(e.obj.path, e.program.name), counted, path_costs(counted, profile), True)
+        cost = program_json(pc, TailGraph([pc], [], profile))
+    return replace(early, analyze=analysis_json(e, conditions=False), cost=cost)
 
 
 def complete_program(early: ProgramResult, counted: Counted, rs: RuleSet, dev: str, contents=None) -> ProgramResult:

@@ -106,16 +106,20 @@ class Server(LanguageServer):
     def publish(self, doc: Document, generation: int, cancel, binding, result, diagnostics) -> None:
         """On the loop: show what the worker has, unless a newer save made it stale. Each
         publish is followed by a log message naming its stage (`first publish`, N paths
-        pending, or `final publish`) and the analysis' seconds per stage."""
+        pending, or `final publish`) and the analysis' seconds per stage. `diagnostics` None:
+        the documents behind hover and lenses (analyze, cost), the findings unchanged."""
         if generation != doc.generation or cancel.is_set():
             return
         doc.binding, doc.result = binding, result
         name = Path(to_fs_path(doc.uri)).name
         doc.notes = editor.line_notes(result, Path(to_fs_path(doc.uri))) if result is not None else {}
-        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
-        if result is not None and not result.completed:
+        if diagnostics is None:  # the same findings, now with the documents behind hover and lenses
+            self.log(f"{name}: hover and lenses documented ({_timings(result)})")
+        elif result is not None and not result.completed:
+            self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
             self.log(f"{name}: first publish, {result.pending} paths pending ({_timings(result)})")
         else:
+            self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
             obj = binding.build.output if binding and binding.build else binding.object if binding else None
             how = f" ({obj}, {binding.how})" if binding else ""
             self.log(f"{name}: final publish{how}" + (f" ({_timings(result)})" if result else ""))
@@ -160,6 +164,7 @@ class Server(LanguageServer):
                 binding.config,
                 cancel,
                 on_explored=lambda r: publish(binding, shown(r), diagnostics + _early(r, source, lines)),
+                on_documented=lambda r: publish(binding, shown(r), None),
                 forker=self.forker,
             )
             self.cache.put(binding.config, result)
