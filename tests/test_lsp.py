@@ -452,3 +452,24 @@ async def test_a_save_cancels_the_analysis_it_makes_stale(client: LanguageClient
     assert len(cancelled) == 1 and len(finals) == 1 and cancelled[0] < finals[0], messages
     assert [stage for stage, _ in seen] == ["first", "final"]
     assert {d.range.start.line for d in seen[-1][1] if d.code == "XT001"} == lookup_lines(source)
+
+
+@pytest.mark.parametrize("stem", ["atomics", "redirect_ifindex", "tx_mac_swap", "tailcall_variable"])
+def test_settled_findings_are_the_final_ones(stem: str):
+    """What the first publish shows before synthesis (editorwork.settled: side effects, a
+    redirect device nothing names, a tail call through a variable index, a rewrite tc cannot
+    redo) is, finding for finding, what `check` (its own synthesis) finds at the end."""
+    from offload import editor, editorwork
+    from tests.conftest import corpus_object
+
+    sent = []
+    editorwork.analyse(Path(corpus_object(stem)), editor.Config(), sent.append)
+    assert [kind for kind, _ in sent] == [editor.EXPLORED, editor.DOCUMENTED, editor.COMPLETE]
+
+    def rows(result):
+        return [
+            {k: v for k, v in f.items() if k not in ("fingerprint", "counterexample")} for f in result.check["findings"]
+        ]
+
+    first, final = rows(sent[0][1]), rows(sent[-1][1])
+    assert first and all(f in final for f in first), (first, final)
