@@ -266,33 +266,46 @@ def check_exploration(
             "program": prog.name,
             "section": prog.section,
             "summary": {"verdicts": counts, "lines": summary_lines(counts)},
-            "paths": [
-                {
-                    "id": f.path,
-                    "verdict": f.verdict,
-                    "offloaded": f.offloaded,
-                    "code": f.reason.code if f.reason else None,
-                    "detail": f.reason.detail if f.reason else None,
-                    "fields": fields[f.path],
-                    "counterexample": found[f.path].json() if f.path in found else None,
-                    "suggestion": found[f.path].suggestion if f.path in found else None,
-                }
-                for f in fates
-            ],
+            "paths": [path_json(f, fields, found) for f in fates],
         }
     )
     if kernel_verify:
         report.programs[-1]["kernel"] = kernel_verdict(str(obj.path), prog.name)
     if frames is not None:
         report.programs[-1]["traffic"] = traffic.traffic_json(traffic.run(e, rs.rules, frames), rs.rules, fates)
-    for t in report.targets:
+    report.findings += target_findings(e, rs.rules, fates, fields, found, report.targets)
+    return rs
+
+
+def path_json(f, fields: dict[int, str], found: dict) -> dict:
+    """One path's entry of a program's `paths` (schema above): its fate (reasons.PathFate),
+    header fields and counterexample."""
+    return {
+        "id": f.path,
+        "verdict": f.verdict,
+        "offloaded": f.offloaded,
+        "code": f.reason.code if f.reason else None,
+        "detail": f.reason.detail if f.reason else None,
+        "fields": fields[f.path],
+        "counterexample": found[f.path].json() if f.path in found else None,
+        "suggestion": found[f.path].suggestion if f.path in found else None,
+    }
+
+
+def target_findings(e: Exploration, rules: list, fates: list, fields: dict, found: dict, targets) -> list[Finding]:
+    """The findings of one explored program per target, given its filters (`rules`) and the
+    fates of its paths (all of them, or those synthesis cannot change: the editor's first
+    publish, offload/editor.py, passes those with no filters)."""
+    obj, prog = e.obj, e.program
+    out: list[Finding] = []
+    for t in targets:
         if t.kind == "ebpf":
             for section, pc, reason in ebpf_findings(obj, prog, t):
-                report.findings.append(
+                out.append(
                     Finding(t.name, str(obj.path), prog.name, None, None, reason, None, location(obj, section, pc))
                 )
             continue
-        bad = {i: why for i, r in enumerate(rs.rules) if (why := unsupported(r, t))}
+        bad = {i: why for i, r in enumerate(rules) if (why := unsupported(r, t))}
         limit = t.max_rules
         for f in fates:
             p = e.paths[f.path]
@@ -301,14 +314,14 @@ def check_exploration(
                 if whys:
                     reason = Reason("target-unsupported", whys[0])
                 elif limit is not None and max(f.filters) >= limit:
-                    reason = Reason("rule-budget", f"{len(rs.rules)} filters, {t.name} holds {limit}")
+                    reason = Reason("rule-budget", f"{len(rules)} filters, {t.name} holds {limit}")
                 else:
                     continue
             elif f.reason.code == "pass-to-host":
                 continue
             else:
                 reason = f.reason
-            report.findings.append(
+            out.append(
                 Finding(
                     t.name,
                     str(obj.path),
@@ -322,7 +335,7 @@ def check_exploration(
                     suggestion=found[f.path].suggestion if f.path in found else None,
                 )
             )
-    return rs
+    return out
 
 
 # --- the runtime check in the real cls_flower (--check-flower) ----------------------------------

@@ -2,12 +2,13 @@
 
 A source is tied to its object (`bind`): by a `compile_commands.json` entry (the object is
 rebuilt with that clang command into a temporary directory), by a `.xdp2tc.toml` in the
-workspace, or by an object whose BTF line info names the source. `analyse` then runs the CLI's
-own pipeline once per entry program and keeps its documents: `check` (findings with
-source locations and reason codes), `rules` (filters and the tc script), `analyze` (branch
-classes), `cost` (ns per path) and a z3 witness packet per path; `run` does that in a child
-process (a warm spare, `Workers`) that a newer save kills. `line_notes` places them on the
-source's lines. Nothing here is computed only for the editor.
+workspace, or by an object whose BTF line info names the source. `run` then has the CLI's
+own pipeline (offload/editorwork.py `analyse`) run on it in a child process (forked by
+`Forker`, its imports done) that a newer save kills, and gets its documents in two stages
+(`Result`): `check` (findings with source locations and reason codes), `rules` (filters
+and the tc script), `analyze` (branch classes), `cost` (ns per path) and a z3 witness
+packet per path. `line_notes` places them on the source's lines. Nothing here is computed
+only for the editor. This module imports no analysis (no z3): the server stays small.
 
 `.xdp2tc.toml` (at the workspace root or beside the source; every key optional):
 
@@ -34,39 +35,19 @@ import multiprocessing
 import os
 import re
 import shlex
+import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import tomllib
 from dataclasses import dataclass, field, replace
+from multiprocessing import reduction
+from multiprocessing.connection import Connection
 from pathlib import Path
 
-from analyzer.cost.count import Counted, count
-from analyzer.cost.price import path_costs
-from analyzer.cost.profile import ProfileError, load_profile
-from analyzer.cost.report import program_json
-from analyzer.cost.tailgraph import Node, ProgramCost, TailGraph
-from analyzer.explore import ExplorationError, Options
-from analyzer.helpers import helper_name
-from analyzer.report import analysis_json
-from analyzer.verify import witness_packet
 from lifter.errors import LiftError
-from lifter.insn import Call
-from lifter.opcodes import CallSrc
-from lifter.program import BpfObject, load_object
-from rules import output as rules_output
-from rules.dissector import dissect
-from rules.reasons import REASONS
-from rules.ruleset import RuleSet
-from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
-from . import check, mapfill
-from .console import svg
-from .mapsource import parse_spec
-from .programs import device_programs
-from .render import cfg_dot
-from .targets import DEFAULT_TARGETS, TARGETS
+from .targets import DEFAULT_TARGETS
 
 CONFIG_FILE = ".xdp2tc.toml"
 #: Folders never searched for objects or build databases.
@@ -90,16 +71,6 @@ class Config:
     dev: str = "eth0"
     maps_from: str | None = None
     code_lens: bool = field(default=True, compare=False)  # the client's setting: not an analysis option
-
-    def check(self) -> None:
-        """The same refusals as the CLI's option parsing, as a LiftError (one line)."""
-        for a in self.assume:
-            if a not in ASSUMPTIONS or a in DEFAULT_ASSUMPTIONS:
-                allowed = ", ".join(sorted(set(ASSUMPTIONS) - set(DEFAULT_ASSUMPTIONS)))
-                raise LiftError(f"assume {a!r}: expected one of {allowed}")
-        for t in self.targets:
-            if t not in TARGETS:
-                raise LiftError(f"target {t!r}: expected one of {', '.join(TARGETS)}")
 
 
 @dataclass(frozen=True)
@@ -224,6 +195,8 @@ def compile_entry(source: Path, root: Path) -> Build | None:
 
 def objects_naming(source: Path, root: Path) -> list[Path]:
     """Objects under `root` whose BTF line info names the source (same file name), sorted."""
+    from lifter.program import load_object  # here: the server itself stays light (no z3)
+
     found = []
     seen = 0
     for dirpath, dirnames, filenames in os.walk(root):
@@ -308,11 +281,13 @@ def rebuild(build: Build, outdir: str, cancel: threading.Event | None = None) ->
 
 @dataclass
 class ProgramResult:
-    """One entry program's documents (plain data: it comes from the analysis process)."""
+    """One entry program's documents (plain data: it comes from the analysis process).
+    Before the COMPLETE stage `rules` is None, `tc` empty and the witnesses not yet found;
+    at EXPLORED `analyze` and `cost` are None too."""
 
     name: str
-    rules: dict  # xdp2tc.rules/1
-    analyze: dict  # xdp2tc.analyze/1
+    rules: dict | None  # xdp2tc.rules/1
+    analyze: dict | None  # xdp2tc.analyze/1
     cost: dict | None  # xdp2tc.cost/1 program entry; None without a cost profile
     tc: str  # the tc -batch script `rules` prints
     decided: dict[int, dict | None]  # path id -> where its verdict is decided (check.decided_at)
@@ -321,16 +296,33 @@ class ProgramResult:
     maps: dict | None = None  # the rules JSON's `maps` member, when maps_from gave map contents
 
 
+#: Result stages: what exploration alone settles (the first publish), the documents that
+#: need only the exploration (analyze, cost: hover and lenses), then everything.
+EXPLORED, DOCUMENTED, COMPLETE = "explored", "documented", "complete"
+#: What the editor says of a path synthesis has not decided yet.
+PENDING = "offload pending: filters are being synthesized and proved"
+
+
 @dataclass
 class Result:
-    """Everything the editor shows for one object: `check` first (the diagnostics), the
-    programs' other documents once complete (hover, hints, code actions)."""
+    """Everything the editor shows for one object. `check` is the CLI's xdp2tc.check/1
+    document; before COMPLETE it holds only what synthesis cannot change (`settled`): its
+    findings are a subset of the final ones, word for word, and the paths synthesis decides
+    are listed with `"pending": true` (`pending` counts them); at EXPLORED the header fields
+    of paths without a finding are None. `timings`: seconds per
+    stage of the analysis (bench/lsp.py reports them)."""
 
     object: str
     digest: str
-    check: dict  # xdp2tc.check/1
+    check: dict
     programs: list[ProgramResult] = field(default_factory=list)
-    completed: bool = False
+    stage: str = COMPLETE
+    pending: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def completed(self) -> bool:
+        return self.stage == COMPLETE
 
 
 class AnalysisError(Exception):
@@ -341,181 +333,101 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def analyse(path: Path, cfg: Config, send) -> None:
-    """The CLI's pipeline on one object: `send(("check", Result))` as soon as `check` has its
-    findings, then `send(("complete", [ProgramResult]))`. Raises LiftError on bad input."""
-    cfg.check()
-    obj = load_object(str(path))
-    report = check.Report([TARGETS[t] for t in cfg.targets])
-    done = []
-    for prog in device_programs(obj, cfg.program, per_program_output=True):
-        try:
-            counted = count(obj, prog, Options())
-        except ExplorationError as err:
-            raise LiftError(str(err), file=obj.path, program=prog.name) from err
-        done.append((counted, check.check_exploration(counted.exploration, report, cfg.assume, 512)))
-    failed = check.settle(report, None, ["any"])
-    send(("check", Result(str(path), digest(path), check.json_doc(report, failed, ["any"], None))))
-    try:
-        profile = load_profile()
-    except ProfileError:
-        profile = None
-    contents = None
-    if cfg.maps_from:
-        try:
-            contents = mapfill.contents_from([parse_spec(cfg.maps_from)], obj)
-        except ValueError as err:
-            raise LiftError(f"maps_from: {err}".splitlines()[0]) from None
-    send(("complete", [program_result(counted, rs, cfg.dev, profile, contents) for counted, rs in done]))
+def fork_server(ctrl) -> None:
+    """The fork server process' entry (editorwork.serve): the analysis' imports happen there,
+    never in the language server."""
+    from .editorwork import serve
+
+    serve(ctrl)
 
 
-def program_result(counted: Counted, rs: RuleSet, dev: str, profile, contents=None) -> ProgramResult:
-    """One program's documents; with map `contents` the templates filled as `rules --maps-from`
-    does (the JSON's `maps` member, the filled filters after the script)."""
-    e = counted.exploration
-    tc = rules_output.tc_script(e, rs, dev, "skip_sw")
-    filled = mapfill.fill_rules(rs, contents, dev, "skip_sw", rs.max_rules) if contents else None
-    if filled:
-        tc += "\n".join(mapfill.comments(filled) + filled.script.lines) + "\n"
-    cost = None
-    if profile is not None:
-        pc = ProgramCost(Node(e.obj.path, e.program.name), counted, path_costs(counted, profile), True)
-        cost = program_json(pc, TailGraph([pc], [], profile))
-    return ProgramResult(
-        e.program.name,
-        rules_output.rules_json(e, rs, dev, "skip_sw"),
-        analysis_json(e, conditions=False),
-        cost,
-        tc,
-        {p.id: check.location(e.obj, *check.decided_at(p)) for p in e.paths},
-        tail_call_locations(e.obj, e.program),
-        {p.id: witness_packet(e, p) for p in e.paths},
-        mapfill.json_part(filled) if filled else None,
-    )
+class Forker:
+    """The analysis processes: a fork server spawned when the language server starts (its
+    imports, about 1 s, paid once) forks a fresh child per job in milliseconds. A newer
+    save kills the running child (`Job.stop`); the child's memory goes with it when done, and
+    the fork server itself never analyses, so neither grows. Spawned, not forked from the
+    server: a fork of the threaded server deadlocked on a lock another thread held."""
 
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.start()
 
-def _child(jobs, conn) -> None:
-    """The analysis process: imports done and the dissector model built before it waits for
-    its one job (`Workers`); never writes to stdout (the server's protocol channel)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 (for the life of this process)
-    try:
-        assert dissect().keys  # the flower model every rule proof uses: built while nobody waits
-        job = jobs.recv()
-    except (EOFError, OSError, KeyboardInterrupt):
-        return  # the server went away or replaced this spare
-    try:
-        analyse(Path(job[0]), job[1], conn.send)
-    except LiftError as err:
-        conn.send(("error", str(err).splitlines()[0]))
-    except Exception as err:  # reported as a one-line error, never a traceback
-        conn.send(("error", f"internal error: {type(err).__name__}: {err}".splitlines()[0]))
-    finally:
-        conn.close()
-
-
-@dataclass
-class Worker:
-    """One spawned analysis process (`_child`) and its two pipes."""
-
-    proc: multiprocessing.Process
-    jobs: object  # the server's end: (path, Config) goes in once
-    results: object  # the server's end: ("check" | "complete" | "error", payload) come out
-
-    @staticmethod
-    def start() -> Worker:
+    def start(self) -> None:
         ctx = multiprocessing.get_context("spawn")
-        job_recv, job_send = ctx.Pipe(duplex=False)
-        receive, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(job_recv, send), daemon=True)
-        proc.start()
-        job_recv.close()
-        send.close()
-        return Worker(proc, job_send, receive)
+        self.ctrl, there = ctx.Pipe(duplex=True)  # a socket pair: it carries file descriptors
+        self.proc = ctx.Process(target=fork_server, args=(there,), daemon=True)
+        self.proc.start()
+        there.close()
 
-    def stop(self) -> None:
-        for end in (self.jobs, self.results):
-            end.close()
+    def job(self, path: Path, cfg: Config) -> Job:
+        """A forked child analysing `path`; its results come out of `Job.results`."""
+        with self.lock:
+            if not self.proc.is_alive():
+                self.close()
+                self.start()
+            results, into = multiprocessing.Pipe(duplex=False)
+            self.ctrl.send((str(path), cfg))
+            reduction.send_handle(self.ctrl, into.fileno(), self.proc.pid)
+            into.close()
+            return Job(self.ctrl.recv(), results)
+
+    def close(self) -> None:
+        self.ctrl.close()
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join()
 
 
-class Workers:
-    """A spare analysis process kept ready (its imports take about 1 s): `take` hands it out
-    and a new spare is started once that job is over, so the next save finds one warm
-    without a second process competing with the running analysis for the CPU."""
+@dataclass
+class Job:
+    """One forked analysis: its pid and the server's end of its results pipe
+    ((EXPLORED | COMPLETE | "error", payload) come out)."""
 
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.spare: Worker | None = Worker.start()
+    pid: int
+    results: Connection
+    ended: bool = False  # its last message came (the fork server reaps it: its pid is not ours)
 
-    def take(self) -> Worker:
-        with self.lock:
-            worker, self.spare = self.spare, None
-        if worker is None or not worker.proc.is_alive():
-            if worker is not None:
-                worker.stop()
-            worker = Worker.start()
-        return worker
-
-    def refill(self) -> None:
-        with self.lock:
-            if self.spare is None:
-                self.spare = Worker.start()
-
-    def close(self) -> None:
-        with self.lock:
-            worker, self.spare = self.spare, None
-        if worker is not None:
-            worker.stop()
+    def stop(self) -> None:
+        self.results.close()
+        if not self.ended:
+            os.kill(self.pid, signal.SIGKILL)  # alive until the fork server has waited for it
 
 
-def run(path: Path, cfg: Config, cancel: threading.Event | None = None, on_check=None, workers=None) -> Result:
-    """`analyse` in a child process, killed when `cancel` is set (the rule synthesis has no
-    cancellation point of its own) and gone when done, so the server's memory stays what it
-    was. `on_check(result)` gets the findings before the other documents are complete.
-    Spawned, not forked: a fork of the threaded server deadlocked on a lock another thread
-    held. With `workers` (Workers) the process is a spare started before the save, its
-    imports done; without, one is started here and pays them (about 1 s)."""
-    worker = workers.take() if workers is not None else Worker.start()
-    result = None
+def run(
+    path: Path, cfg: Config, cancel: threading.Event | None = None, on_explored=None, on_documented=None, forker=None
+) -> Result:
+    """`editorwork.analyse` in a forked child (`Forker`), killed when `cancel` is set (the rule synthesis
+    has no cancellation point of its own) and gone when done, so the server's memory stays
+    what it was. `on_explored(result)` gets the EXPLORED stage, `on_documented(result)` the
+    DOCUMENTED one, before synthesis starts; the COMPLETE result is returned. Without a
+    `forker` one is started here (and pays the imports)."""
+    own = forker is None
+    forker = forker or Forker()
+    job = forker.job(path, cfg)
     try:
-        worker.jobs.send((str(path), cfg))
         while True:
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
-            if not worker.results.poll(0.02):
+            if not job.results.poll(0.02):
                 continue
             try:
-                kind, payload = worker.results.recv()
+                kind, payload = job.results.recv()
             except EOFError:
-                worker.proc.join()
-                raise AnalysisError(f"{path}: the analysis process ended (exit code {worker.proc.exitcode})") from None
+                job.ended = True
+                raise AnalysisError(f"{path}: the analysis process ended without a result") from None
+            job.ended = kind in ("error", COMPLETE)
             if kind == "error":
                 raise AnalysisError(payload)
-            if kind == "check":
-                result = payload
-                if on_check is not None:
-                    on_check(result)
-            elif kind == "complete":
-                result.programs, result.completed = payload, True
-                return result
+            if kind == EXPLORED and on_explored is not None:
+                on_explored(payload)
+            elif kind == DOCUMENTED and on_documented is not None:
+                on_documented(payload)
+            elif kind == COMPLETE:
+                return payload
     finally:
-        worker.stop()
-        if workers is not None:
-            workers.refill()
-
-
-def tail_call_locations(obj: BpfObject, prog) -> dict[int, dict | None]:
-    """Source location of each `bpf_tail_call` of a program, by pc (cost sites name the pc)."""
-    return {
-        insn.pc: check.location(obj, func.section, insn.pc)
-        for func in prog.functions
-        for insn in func.insns
-        if isinstance(insn, Call) and insn.kind == CallSrc.HELPER and helper_name(insn.imm) == "bpf_tail_call"
-    }
+        job.stop()
+        if own:
+            forker.close()
 
 
 class Cache:
@@ -565,7 +477,7 @@ def class_label(branch: dict) -> str:
 
 
 def line_notes(result: Result, source: Path) -> dict[int, LineNote]:
-    """The notes of `source`'s lines (1-based) from a completed result."""
+    """The notes of `source`'s lines (1-based) from a result of either stage."""
     notes: dict[int, LineNote] = {}
 
     def at(line: int) -> LineNote:
@@ -573,7 +485,7 @@ def line_notes(result: Result, source: Path) -> dict[int, LineNote]:
 
     check_paths = {p["program"]: {q["id"]: q for q in p["paths"]} for p in result.check["programs"]}
     for pr in result.programs:
-        for b in pr.analyze["branches"]:
+        for b in pr.analyze["branches"] if pr.analyze else ():
             if _here(b["file"], source) and b["line"]:
                 label = class_label(b)
                 if label not in at(b["line"]).classes:
@@ -597,14 +509,17 @@ def path_ns(pr: ProgramResult, path_id: int) -> dict | None:
 
 def verdict_texts(note: LineNote) -> list[str]:
     """Per verdict of the paths decided on a line: `DROP×2 (1 on NIC) 12.1/14.0/20.3 ns`
-    (the count, how many the NIC takes, and the cost document's min/median/max ns)."""
+    (the count, how many the NIC takes or are pending synthesis, and the cost document's
+    min/median/max ns)."""
     by_verdict: dict[str, list] = {}
     for pr, p in note.paths:
         by_verdict.setdefault(p["verdict"], []).append((pr, p))
     out = []
     for verdict, items in sorted(by_verdict.items()):
         off = sum(1 for _, p in items if p["offloaded"])
+        waiting = sum(1 for _, p in items if p.get("pending"))
         text = f"{verdict}×{len(items)}" + (f" ({off} on NIC)" if off else "")
+        text += f" ({waiting} pending)" if waiting else ""
         spans = [ns for pr, p in items if (ns := path_ns(pr, p["id"]))]
         if spans:
             lo = min(s["min"] for s in spans)
@@ -648,6 +563,8 @@ def tail_call_ns(pr: ProgramResult, pc: int) -> float | None:
 def hover_text(note: LineNote) -> str:
     """Markdown for a decision line: class, path conditions in header fields, filters or the
     reason none, the counterexample packet, the cost."""
+    from rules.reasons import REASONS  # here: the server itself stays light until a hover
+
     out = []
     if note.classes:
         out.append("**xdp2tc** decision: " + ", ".join(f"`{c}`" for c in note.classes))
@@ -657,9 +574,13 @@ def hover_text(note: LineNote) -> str:
         if ns:
             head += f", {ns['min']:.1f}/{ns['median']:.1f}/{ns['max']:.1f} ns predicted (min/median/max)"
         out.append(head)
-        out.append(f"  - when `{p['fields']}`")
-        fate = next(f for f in pr.rules["fates"] if f["path"] == p["id"])
+        if p["fields"] is not None:
+            out.append(f"  - when `{p['fields']}`")
+        if p.get("pending"):
+            out.append(f"  - {PENDING}")
+            continue
         if p["offloaded"]:
+            fate = next(f for f in pr.rules["fates"] if f["path"] == p["id"])
             for i in fate["filters"]:
                 out.append(f"  - filter: `{pr.rules['rules'][i]['tc']}`")
         elif filled_filters(pr, p["id"]):
@@ -669,8 +590,14 @@ def hover_text(note: LineNote) -> str:
             out.append("  - passes to the host (no filter needed: the program runs there anyway)")
         else:
             out.append(f"  - stays in software: {p['code']}: {p['detail'] or REASONS[p['code']].text}")
+        example = p.get("counterexample")  # check's: the frame showing why (counterexample.py)
         packet = pr.witnesses.get(p["id"])
-        if packet is not None:
+        if example is not None:
+            out.append(
+                f"  - counterexample packet ({example['length']} bytes, {example['kind']}): "
+                f"`{example['hex'][:128]}`: {example['why']}"
+            )
+        elif packet is not None:
             out.append(f"  - counterexample packet ({len(packet)} bytes): `{packet[:64].hex()}`")
     for pr, site in note.tail_calls:
         ns = tail_call_ns(pr, site["pc"])
@@ -688,6 +615,11 @@ def filled_filters(pr: ProgramResult, path_id: int) -> list[str]:
 
 def cfg_svg(result: Result) -> str:
     """The CFG of each of the object's analysed programs as SVG (`cfg --format svg`)."""
+    from lifter.program import load_object
+
+    from .console import svg
+    from .render import cfg_dot
+
     obj = load_object(result.object)
     return "".join(svg(cfg_dot(obj, obj.program(pr.name)), "show CFG") for pr in result.programs)
 

@@ -2,12 +2,15 @@
 
 On open and save of a C source the server ties it to its object (offload/editor.py `bind`),
 rebuilds it when a compile_commands.json entry says how, and publishes the `check` findings
-on the source's lines. Hover, inlay hints, code lenses and code actions show the same documents
-(`rules`, `analyze`, `cost`). The analysis runs in a child process (editor.run) driven from one
-worker thread, off the protocol's event loop: a spare started ahead (editor.Workers: imports
-done when the save comes), killed by a newer save (clang too), taking its memory with it when
-done; complete results are cached per object digest. Bad input of any
-kind becomes a diagnostic with the one-line error, never a crashed server.
+on the source's lines, in two steps: first what exploration settles (compile errors, paths
+not understood, side effects, redirect devices: the final findings for those paths, word for
+word) with a hint that the other paths are pending, then, once the rules are synthesized and
+proved, the final findings, which replace them. Hover, inlay hints, code lenses and code
+actions show the same documents (`check`, `rules`, `analyze`, `cost`), pending paths marked so.
+The analysis runs in a child process forked per save (editor.Forker: imports done once),
+driven from one worker thread off the protocol's event loop and killed by a newer save (clang
+too); complete results are cached per object digest. Bad input of any kind becomes a
+diagnostic with the one-line error, never a crashed server.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +40,7 @@ SEVERITY = {
     "error": lsp.DiagnosticSeverity.Error,
     "warning": lsp.DiagnosticSeverity.Warning,
     "note": lsp.DiagnosticSeverity.Information,
+    "hint": lsp.DiagnosticSeverity.Hint,
 }
 #: Commands the server runs (workspace/executeCommand) with the document's URI.
 COMMAND_RULES = "xdp2tc.rules"
@@ -67,7 +73,7 @@ class Server(LanguageServer):
         self.documents: dict[str, Document] = {}
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xdp2tc-analysis")
         self.cache = editor.Cache()
-        self.workers = editor.Workers()  # a warm analysis process, ready for the first save
+        self.forker = editor.Forker()  # forks an analysis process per save, imports done
         self.outdir = editor.temp_dir()
 
     # --- scheduling -------------------------------------------------------------------------
@@ -92,32 +98,39 @@ class Server(LanguageServer):
         try:
             await loop.run_in_executor(self.worker, self.work, doc.uri, cancel, publish)
         except editor.Cancelled:
-            return
+            self.log(f"{Path(to_fs_path(doc.uri)).name}: analysis cancelled (a newer save)")
+
+    def log(self, message: str) -> None:
+        self.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Log, message=f"xdp2tc: {message}"))
 
     def publish(self, doc: Document, generation: int, cancel, binding, result, diagnostics) -> None:
-        """On the loop: show what the worker has, unless a newer save made it stale.
-        `diagnostics` None: the same findings, now with the documents behind hover and hints."""
+        """On the loop: show what the worker has, unless a newer save made it stale. Each
+        publish is followed by a log message naming its stage (`first publish`, N paths
+        pending, or `final publish`) and the analysis' seconds per stage. `diagnostics` None:
+        the documents behind hover and lenses (analyze, cost), the findings unchanged."""
         if generation != doc.generation or cancel.is_set():
             return
-        if diagnostics is not None and binding is not None:
-            obj = binding.build.output if binding.build else binding.object
-            self.window_log_message(
-                lsp.LogMessageParams(
-                    type=lsp.MessageType.Log, message=f"xdp2tc: {binding.source.name} -> {obj} ({binding.how})"
-                )
-            )
         doc.binding, doc.result = binding, result
-        complete = result is not None and result.completed
-        doc.notes = editor.line_notes(result, Path(to_fs_path(doc.uri))) if complete else {}
-        if diagnostics is not None:
+        name = Path(to_fs_path(doc.uri)).name
+        doc.notes = editor.line_notes(result, Path(to_fs_path(doc.uri))) if result is not None else {}
+        if diagnostics is None:  # the same findings, now with the documents behind hover and lenses
+            self.log(f"{name}: hover and lenses documented ({_timings(result)})")
+        elif result is not None and not result.completed:
             self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
-        if complete and _inlay_refresh(self.client_capabilities):
+            self.log(f"{name}: first publish, {result.pending} paths pending ({_timings(result)})")
+        else:
+            self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
+            obj = binding.build.output if binding and binding.build else binding.object if binding else None
+            how = f" ({obj}, {binding.how})" if binding else ""
+            self.log(f"{name}: final publish{how}" + (f" ({_timings(result)})" if result else ""))
+        if result is not None and _inlay_refresh(self.client_capabilities):
             self.workspace_inlay_hint_refresh(None)
-        if complete and _lens_refresh(self.client_capabilities):
+        if result is not None and _lens_refresh(self.client_capabilities):
             self.workspace_code_lens_refresh(None)
 
     def work(self, uri: str, cancel: threading.Event, publish) -> None:
-        """On the worker thread: bind, rebuild, analyse (in a process), `publish` as it goes."""
+        """On the worker thread: bind, rebuild, analyse (in a process), `publish` as it goes:
+        first what exploration settles (`pending` marks the rest), then everything."""
         source = Path(to_fs_path(uri))
         lines = self._lines(uri)
         binding = None
@@ -126,28 +139,36 @@ class Server(LanguageServer):
             if binding is None:
                 msg = f"xdp2tc: {source.name}: no object for this source"
                 return publish(None, None, [_line_zero(msg, "warning")])
-            obj, diagnostics = binding.object, []
+            obj, diagnostics, build_s = binding.object, [], 0.0
             if binding.build is not None:
                 outdir = os.path.join(self.outdir, hashlib.sha256(uri.encode()).hexdigest()[:16])
                 os.makedirs(outdir, exist_ok=True)
+                start = time.perf_counter()
                 obj, stderr = editor.rebuild(binding.build, outdir, cancel)
+                build_s = round(time.perf_counter() - start, 4)
                 diagnostics += _compile_diagnostics(stderr, source, binding.build.directory, lines)
                 if obj is None:
                     first = stderr.strip().splitlines()[:1] or ["(no message)"]
                     msg = f"xdp2tc: build failed: {first[0]}"
                     return publish(binding, None, diagnostics or [_line_zero(msg, "error")])
+
+            def shown(result: editor.Result) -> editor.Result:
+                return replace(result, timings={"build": build_s, **result.timings})
+
             cached = self.cache.get(obj, binding.config)
             if cached is not None:
+                cached = replace(cached, timings={"build": build_s, "cached": 0.0})
                 return publish(binding, cached, diagnostics + _findings(cached, source, lines))
             result = editor.run(
                 obj,
                 binding.config,
                 cancel,
-                on_check=lambda r: publish(binding, r, diagnostics + _findings(r, source, lines)),
-                workers=self.workers,
+                on_explored=lambda r: publish(binding, shown(r), diagnostics + _early(r, source, lines)),
+                on_documented=lambda r: publish(binding, shown(r), None),
+                forker=self.forker,
             )
             self.cache.put(binding.config, result)
-            publish(binding, result, None)
+            publish(binding, shown(result), diagnostics + _findings(result, source, lines))
         except editor.Cancelled:
             raise
         except (LiftError, editor.AnalysisError) as err:
@@ -208,6 +229,19 @@ def _findings(result: editor.Result, source: Path, lines: list[str]) -> list[lsp
             )
         )
     return out
+
+
+def _early(result: editor.Result, source: Path, lines: list[str]) -> list[lsp.Diagnostic]:
+    """The first publish: the findings exploration settles (the final ones, word for word)
+    and, while some paths wait for synthesis, one hint on line 1 saying how many."""
+    out = _findings(result, source, lines)
+    if result.pending:
+        out.append(_line_zero(f"xdp2tc: {result.pending} paths {editor.PENDING}", "hint"))
+    return out
+
+
+def _timings(result: editor.Result) -> str:
+    return ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
 
 
 def _compile_diagnostics(stderr: str, source: Path, directory: str, lines: list[str]) -> list[lsp.Diagnostic]:
@@ -430,6 +464,10 @@ def run() -> int:
     try:
         ls.start_io()
     finally:
-        ls.workers.close()
+        ls.forker.close()
         shutil.rmtree(ls.outdir, ignore_errors=True)
     return 0
+
+
+if __name__ == "__main__":  # `xdp2tc lsp` (offload/commands/lsp.py) runs this module
+    sys.exit(run())

@@ -81,6 +81,17 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
     def lens_refresh(params):  # VS Code's capabilities say it refreshes lenses when asked
         return None
 
+    # Each publish is followed by the server's log message naming its stage: keep, beside
+    # pytest-lsp's own record, the diagnostics each file had when its message came.
+    features = lsp_client.protocol.fm.features
+    logged = features[lsp.WINDOW_LOG_MESSAGE]
+    lsp_client.published = []
+
+    def log_message(params: lsp.LogMessageParams):
+        logged(params)
+        lsp_client.published.append((params.message, {u: list(d) for u, d in lsp_client.diagnostics.items()}))
+
+    features[lsp.WINDOW_LOG_MESSAGE] = log_message
     await lsp_client.initialize_session(
         lsp.InitializeParams(
             capabilities=pytest_lsp.client_capabilities("visual-studio-code"),
@@ -92,32 +103,45 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
     await lsp_client.shutdown_session()
 
 
-async def diagnostics_after(client: LanguageClient, uri: str, action) -> list[lsp.Diagnostic]:
-    """Do `action` (open or save), then wait for the diagnostics it publishes for `uri`."""
-    waiting = asyncio.ensure_future(client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS))
+def stage_of(message: str, uri: str) -> str | None:
+    """`first` or `final` for the server's log message of a publish for `uri`, else None."""
+    m = re.match(r"xdp2tc: (.+?): (first|final) publish", message)
+    return m[2] if m and m[1] == uri.rsplit("/", 1)[-1] else None
+
+
+async def publishes(client: LanguageClient, uri: str, action, until: str = "final") -> list[tuple[str, list]]:
+    """Do `action` (open, save...), then wait for the server's publish of stage `until` for
+    `uri`: every publish for `uri` since, in order, as (stage, diagnostics)."""
+    start = len(client.published)
     action()
-    while True:
-        await asyncio.wait_for(asyncio.shield(waiting), WAIT)
-        if uri in client.diagnostics:
-            return list(client.diagnostics[uri])
-        waiting = asyncio.ensure_future(client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS))
-
-
-async def hover_at(client: LanguageClient, uri: str, line: int) -> str:
-    """The hover text of a line; the server answers None until the documents behind it
-    (rules, analyze, cost) are complete, which follows the diagnostics."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + WAIT
     while True:
-        hover = await client.text_document_hover_async(
-            lsp.HoverParams(
-                text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=line, character=8)
-            )
+        seen = [
+            (stage, diags.get(uri, []))
+            for message, diags in client.published[start:]
+            if (stage := stage_of(message, uri))
+        ]
+        if any(stage == until for stage, _ in seen):
+            return seen
+        assert loop.time() < deadline, f"no {until} publish for {uri} in {WAIT} s"
+        await asyncio.sleep(0.05)
+
+
+async def diagnostics_after(client: LanguageClient, uri: str, action) -> list[lsp.Diagnostic]:
+    """Do `action` (open or save), then wait for the final diagnostics it publishes for `uri`."""
+    return list((await publishes(client, uri, action))[-1][1])
+
+
+async def hover_at(client: LanguageClient, uri: str, line: int) -> str:
+    """The hover text of a line (after its final publish)."""
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=line, character=8)
         )
-        if hover is not None or loop.time() > deadline:
-            assert hover is not None, f"no hover on line {line}"
-            return hover.contents.value
-        await asyncio.sleep(0.2)
+    )
+    assert hover is not None, f"no hover on line {line}"
+    return hover.contents.value
 
 
 def open_doc(client: LanguageClient, source: Path) -> None:
@@ -129,7 +153,6 @@ def open_doc(client: LanguageClient, source: Path) -> None:
 
 
 def save_doc(client: LanguageClient, source: Path) -> None:
-    client.diagnostics.pop(source.as_uri(), None)
     client.text_document_did_save(
         lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=source.as_uri()))
     )
@@ -192,7 +215,6 @@ async def test_diagnostics_hover_save_rebuild_and_broken_build(client: LanguageC
     source.write_text("\n".join(text) + "\n")
     diags = await diagnostics_after(client, uri, lambda: save_doc(client, source))
     assert {d.range.start.line for d in diags if d.code == "XT001"} == {n + 3 for n in expected}
-    await hover_at(client, uri, line + 3)  # the documents behind the code actions are complete
     actions = await client.text_document_code_action_async(
         lsp.CodeActionParams(
             text_document=lsp.TextDocumentIdentifier(uri=uri),
@@ -282,7 +304,6 @@ async def test_config_binding_and_assume_quick_fix(client: LanguageClient, tmp_p
     assert {d.range.start.line for d in diags} == {ihl, mdns}, [(d.range.start.line, d.message) for d in diags]
     assert next(d for d in diags if d.range.start.line == ihl).code == "XT006"  # atypical-packets
 
-    await hover_at(client, uri, ihl)  # the documents behind the code actions are complete
     actions = await client.text_document_code_action_async(
         lsp.CodeActionParams(
             text_document=lsp.TextDocumentIdentifier(uri=uri),
@@ -301,7 +322,6 @@ async def test_config_binding_and_assume_quick_fix(client: LanguageClient, tmp_p
     assert tomllib.loads(config.read_text())["assume"] == ["no-ip-options"]
 
     def changed():
-        client.diagnostics.pop(uri, None)
         client.workspace_did_change_watched_files(
             lsp.DidChangeWatchedFilesParams(
                 changes=[lsp.FileEvent(uri=config.as_uri(), type=lsp.FileChangeType.Changed)]
@@ -337,16 +357,10 @@ async def test_tail_call_lenses_and_maps_from(client: LanguageClient, tmp_path: 
     uri = source.as_uri()
     call = line_of(source, "bpf_tail_call(ctx, &dscp_progs, iph->tos >> 2)")
     await diagnostics_after(client, uri, lambda: open_doc(client, source))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT
-    while True:  # lenses come with the complete documents, after the diagnostics
-        lenses = await client.text_document_code_lens_async(
-            lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
-        )
-        tails = [n for n in lenses if "tail call" in n.command.title]
-        if tails or loop.time() > deadline:
-            break
-        await asyncio.sleep(0.2)
+    lenses = await client.text_document_code_lens_async(
+        lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    )
+    tails = [n for n in lenses if "tail call" in n.command.title]
     assert [n.range.start.line for n in tails] == [call], [(n.range.start.line, n.command.title) for n in lenses]
     assert re.fullmatch(r"xdp2tc: tail call variable [0-9.]+ ns", tails[0].command.title), tails
 
@@ -357,3 +371,105 @@ async def test_tail_call_lenses_and_maps_from(client: LanguageClient, tmp_path: 
     text = await hover_at(client, ddos.as_uri(), line_of(ddos, "bpf_map_lookup_elem(&port_blacklist"))
     assert "flower skip_sw ip_proto tcp dst_port 50 action drop`" in text
     assert "flower skip_sw ip_proto udp dst_port 50 action drop`" in text
+
+
+def add_source(root: Path, stem: str) -> Path:
+    """Another corpus source in the workspace, with its entry in compile_commands.json."""
+    shutil.copy(CORPUS / f"{stem}.c", root / f"{stem}.c")
+    db = root / "compile_commands.json"
+    entries = json.loads(db.read_text())
+    entries.append({"directory": str(root), "file": f"{stem}.c", "arguments": clang_command(f"{stem}.c")})
+    db.write_text(json.dumps(entries))
+    return root / f"{stem}.c"
+
+
+def cli_check(root: Path, stem: str) -> dict:
+    """`xdp2tc check --format json` in its own process on the object clang builds from the
+    workspace's source with the build database's command."""
+    subprocess.run(clang_command(f"{stem}.c"), cwd=root, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "offload.cli", "check", "--format", "json", f"build/{stem}.o"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(CORPUS.parent)},
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def pending_hint(d: lsp.Diagnostic) -> bool:
+    return d.severity == lsp.DiagnosticSeverity.Hint and "pending" in d.message
+
+
+@pytest.mark.asyncio
+async def test_two_phase_publish_equals_the_cli_json(client: LanguageClient, tmp_path: Path):
+    """flag_counter.c: its SYN path updates a counter map the program reads back (a
+    data-plane-state drop: known from exploration, before any synthesis), and its other
+    drop waits for the rules. The first publish has the settled finding and a pending hint;
+    the final one replaces it: the first's findings all in it word for word, the pending
+    hint gone, and the same findings as `check --format json` run on its own."""
+    source = add_source(tmp_path, "flag_counter")
+    uri = source.as_uri()
+    seen = await publishes(client, uri, lambda: open_doc(client, source))
+    assert [stage for stage, _ in seen] == ["first", "final"], seen
+    first, final = seen[0][1], seen[1][1]
+    hints = [d for d in first if pending_hint(d)]
+    assert len(hints) == 1 and hints[0].range.start.line == 0 and "1 paths" in hints[0].message, first
+    assert not any(pending_hint(d) for d in final)
+    settled = [d for d in first if not pending_hint(d)]
+    assert settled and all(d in final for d in settled), (first, final)
+    assert any(d.data["code"] == "data-plane-state" for d in settled)
+
+    doc = cli_check(tmp_path, "flag_counter")
+    rows = [f for f in doc["findings"] if f["location"] and Path(f["location"]["file"]).name == source.name]
+    expected = sorted((f["location"]["line"] - 1, f["rule"], f["code"], f["detail"]) for f in rows)
+    got = sorted((d.range.start.line, d.code, d.data["code"], d.data["detail"]) for d in final)
+    assert got == expected, (got, expected)
+    for f in rows:  # target, path, verdict and header fields as the JSON has them
+        d = next(d for d in final if d.range.start.line == f["location"]["line"] - 1 and d.code == f["rule"])
+        assert f"[{f['target']}] path {f['path']} {f['verdict']} " in d.message and f["fields"] in d.message
+    # the hover of a finding's line shows the JSON's counterexample packet
+    example = next(f for f in rows if f["counterexample"])
+    text = await hover_at(client, uri, example["location"]["line"] - 1)
+    assert example["counterexample"]["hex"][:128] in text
+
+
+@pytest.mark.asyncio
+async def test_a_save_cancels_the_analysis_it_makes_stale(client: LanguageClient, tmp_path: Path):
+    """A save that comes while the rules of the previous version are being synthesized (after
+    that version's first publish) cancels that work: the server says so, and the only final
+    publish is the new version's (its findings one line lower)."""
+    source = tmp_path / f"{STEM}.c"
+    uri = source.as_uri()
+    start = len(client.published)
+    await publishes(client, uri, lambda: open_doc(client, source), until="first")
+    source.write_text("\n" + source.read_text())
+    seen = await publishes(client, uri, lambda: save_doc(client, source))
+    messages = [m for m, _ in client.published[start:]]
+    cancelled = [i for i, m in enumerate(messages) if m == f"xdp2tc: {source.name}: analysis cancelled (a newer save)"]
+    finals = [i for i, m in enumerate(messages) if stage_of(m, uri) == "final"]
+    assert len(cancelled) == 1 and len(finals) == 1 and cancelled[0] < finals[0], messages
+    assert [stage for stage, _ in seen] == ["first", "final"]
+    assert {d.range.start.line for d in seen[-1][1] if d.code == "XT001"} == lookup_lines(source)
+
+
+@pytest.mark.parametrize("stem", ["atomics", "redirect_ifindex", "tx_mac_swap", "tailcall_variable"])
+def test_settled_findings_are_the_final_ones(stem: str):
+    """What the first publish shows before synthesis (editorwork.settled: side effects, a
+    redirect device nothing names, a tail call through a variable index, a rewrite tc cannot
+    redo) is, finding for finding, what `check` (its own synthesis) finds at the end."""
+    from offload import editor, editorwork
+    from tests.conftest import corpus_object
+
+    sent = []
+    editorwork.analyse(Path(corpus_object(stem)), editor.Config(), sent.append)
+    assert [kind for kind, _ in sent] == [editor.EXPLORED, editor.DOCUMENTED, editor.COMPLETE]
+
+    def rows(result):
+        return [
+            {k: v for k, v in f.items() if k not in ("fingerprint", "counterexample")} for f in result.check["findings"]
+        ]
+
+    first, final = rows(sent[0][1]), rows(sent[-1][1])
+    assert first and all(f in final for f in first), (first, final)

@@ -1,8 +1,17 @@
-"""`xdp2tc lsp`: the language server for editors (offload/lsp.py; pygls is imported only here)."""
+"""`xdp2tc lsp`: the language server for editors (offload/lsp.py; pygls is imported only there).
+
+The CLI's parser imports every command (z3, the whole analysis); the server needs none of it
+(its analysis runs in the processes offload/editor.py forks), so `run` replaces this process
+by a fresh interpreter running offload/lsp.py: same pid, same stdin/stdout, a third of the
+memory.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
+import sys
 
 from lifter.errors import LiftError
 
@@ -12,8 +21,9 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from offload import lsp
-    except ImportError as err:
-        raise LiftError(f"lsp needs pygls and lsprotocol (pip install 'xdp2tc[lsp]'): {err}") from None
-    return lsp.run()
+    missing = [m for m in ("pygls", "lsprotocol") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise LiftError(f"lsp needs pygls and lsprotocol (pip install 'xdp2tc[lsp]'): {', '.join(missing)} missing")
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "offload.lsp"])
+    return 0  # not reached

@@ -1,6 +1,6 @@
 -- Neovim's built-in LSP client as an independent client of `xdp2tc lsp` (tests/test_lsp.py).
 -- Opens $XDP2TC_SOURCE, attaches a client started as $XDP2TC_PYTHON -m offload.cli lsp, waits
--- for its diagnostics and writes them as JSON to $XDP2TC_OUT, then quits. Works on Neovim 0.7
+-- for its final diagnostics and writes them as JSON to $XDP2TC_OUT, then quits. Works on Neovim 0.7
 -- (Debian 12): vim.lsp.start_client + buf_attach_client.
 local source = os.getenv("XDP2TC_SOURCE")
 local out = os.getenv("XDP2TC_OUT")
@@ -14,8 +14,16 @@ local id = vim.lsp.start_client({
   workspace_folders = { { uri = vim.uri_from_fname(root), name = "ws" } },
 })
 vim.lsp.buf_attach_client(buf, id)
+-- the server publishes twice: what exploration settles (with a hint that N paths are
+-- pending), then the final diagnostics; wait for those
 local done = vim.wait(tonumber(os.getenv("XDP2TC_WAIT") or "120") * 1000, function()
-  return #vim.diagnostic.get(buf) > 0
+  local diags = vim.diagnostic.get(buf)
+  for _, d in ipairs(diags) do
+    if d.message:find("pending", 1, true) then
+      return false
+    end
+  end
+  return #diags > 0
 end, 100)
 local rows = {}
 for _, d in ipairs(vim.diagnostic.get(buf)) do
