@@ -378,6 +378,17 @@ def test_dependency_chain_by_hand():
     assert sum(chains.step(t, Load(0, r, 7, r, 1)) for r in (0, 2, 3, 4, 5, 9)) == 4
 
 
+def test_cost_json_counts_misses_and_inserts(capsys):
+    """The report shows what each path does to the map (hash_counter.c: a miss inserts)."""
+    code, out, err = run_cli(capsys, "cost", "--json", built("clang/hash_counter.o"))
+    assert code == 0, err
+    paths = json.loads(out)["programs"][0]["paths"]
+    missed = [p for p in paths if p["counts"]["lookup_miss"]]
+    assert missed and all(p["counts"]["lookup_miss"] == {"hash": 1} for p in missed)
+    assert all(p["counts"]["insert"] == {"hash": 1} and not p["counts"]["update"] for p in missed)
+    assert any(p["counts"]["lookup"] == {"hash": 1} and not p["counts"]["insert"] for p in paths)
+
+
 def test_savings_of_the_dispatcher():
     prof = load_profile()
     obj = load_object(built("clang/tailcall_dispatch.o"))

@@ -14,10 +14,11 @@ bpf_loop callback invocations, attempts per tail-call site, and `chain`, the len
 cycles of the path's longest dependency chain (`Chains`). Whether a lookup finds its key and
 whether an update's key was there before are known once the helper ran
 (`Counting.after_instruction`): they are if-then-else terms on the path's own map
-conditions (`map.<name>.found`), so each sub-path and each witness gets its own. Because the vector is one number, the
-explorer's exact merging (if-then-else on the path condition) and forking carry it along
-unchanged: every sub-path of a merged path keeps its own exact vector, and the vector of the
-sub-path a concrete input takes is `model.eval(expand(path.steps))`.
+conditions (`map.<name>.found`), so each sub-path and each witness gets its own. Because
+the vector is one number, the explorer's exact merging (if-then-else on the path
+condition) and forking carry it along unchanged: every sub-path of a merged path keeps its
+own exact vector, and the vector of the sub-path a concrete input takes is
+`model.eval(expand(path.steps))`.
 
 Tail calls: a taken tail call is a `TailCall` on the path (constant or variable index as
 the analyzer sees it). What the kernel does depends on the call *site*: the verifier

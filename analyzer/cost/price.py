@@ -137,10 +137,11 @@ def path_costs(counted: Counted, profile: Profile) -> list[PathCost]:
 
 
 def grouped(counts: dict[str, int]) -> dict[str, dict[str, int]]:
-    """{"insn": {class: n}, "helper": {name: n}, "lookup": {type: n}, ...} for reports."""
+    """{"insn": {class: n}, "helper": {name: n}, "lookup": {type: n}, "lookup_miss": {type: n},
+    "update"/"insert": {type: n}, "pkt": {...}} for reports."""
     out: dict[str, dict[str, int]] = {}
     for name, n in counts.items():
         kind, _, what = name.partition(".")
-        if kind in ("insn", "helper", "lookup", "pkt"):
+        if kind in ("insn", "helper", "lookup", "lookup_miss", "update", "insert", "pkt"):
             out.setdefault(kind, {})[what] = n
     return out
