@@ -110,6 +110,7 @@ class Observer:
     Every method does nothing here; an observer overrides what it needs. The engine calls
     `on_start` with the program's initial state before the first instruction,
     `on_instruction` before each instruction runs (the state's `steps` already counts it),
+    `after_instruction` with the states it left (what a helper returned is known only then),
     and `on_path_end` with each path as it ends. An observer may set the state's `steps` to
     any value that supports `+ 1` and merging (the cost model packs a vector into it); it
     must not change anything else the engine reads."""
@@ -119,6 +120,9 @@ class Observer:
 
     def on_instruction(self, state: State, insn) -> None:
         """`insn` is about to run on `state`."""
+
+    def after_instruction(self, insn, states: list[State]) -> None:
+        """`insn` ran; `states` are its successors (paths it ended are not among them)."""
 
     def on_path_end(self, state: State, path: Path) -> None:
         """`state` ended as `path`."""
@@ -405,6 +409,7 @@ class Explorer:
             func, depth = state.func, state.depth
             self.observer.on_instruction(state, insn)
             successors = self.step(state, insn)
+            self.observer.after_instruction(insn, successors)
             for t in successors:  # a back edge may be taken, fall through or be a goto
                 if t.frames and t.func is func and t.depth == depth:
                     self._count_back_edge(t, insn.pc, t.pc)

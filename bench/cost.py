@@ -59,32 +59,74 @@ def bench_object(path: Path, profile, repeat: int, rounds: int) -> list[dict]:
     return pathtiming.time_object(path, profile, repeat, rounds, name=os.path.relpath(path, ROOT))
 
 
+#: Paths this long or longer are reported apart (the straight-line code the chain is for).
+LONG = 125
+#: Paths whose measured time less the test run's overhead is this or more are reported apart.
+NET_FLOOR = 10
+
+
 def held_back(rows: list[dict], profile, fraction: float) -> dict:
     """Refit the instruction prices on the paths of the programs not held back (by a
     stable hash of the source name, every build together) and judge them on the held-back
-    ones: what a user gets after `calibrate` on programs the fit never saw."""
+    ones: what a user gets after `calibrate` on programs the fit never saw. Every model is
+    fitted on the same timings (paired): the profile's micro prices alone; the fit without
+    the dependency chain (the model before it); with it; each with rows weighted for the
+    whole test run's relative error (`measured`) or the program's own (`net`). Each is
+    judged with the test run's fixed overhead in the measured time (`gross`, as the kernel
+    reports it) and without it (`net`: predicted and measured both minus overhead_ns), on
+    all held-back paths and on those of LONG instructions or more."""
     keep = [r for r in rows if "measured_ns" in r]
-    out = {}
     cut = int(fraction * 1000)
     back = lambda r: zlib.crc32(fit.group_of(r["object"]).encode()) % 1000 < cut  # noqa: E731
-    train = [r for r in keep if not back(r)]
-    test = fit.samples([r for r in keep if back(r)], profile)
-    refit = fit.fit_profile(profile, train)
-    prices = {c: refit.insn[c] for c in refit.fit["classes"]} | {fit.PATH_TERM: refit.path_ns}
-    errors = [(fit.predict(s, prices, profile) - s.measured_ns) / s.measured_ns for s in test]
-    before = [(fit.predict(s, {}, profile) - s.measured_ns) / s.measured_ns for s in test]
-    out["fraction"] = fraction
-    out["train_paths"] = refit.fit["paths"]
-    out["prices"] = prices
-    out["cross_validation_on_train"] = refit.fit["cross_validation"]
-    out["held_back_after_fit"] = fit.summary(errors)
-    out["held_back_with_profile_prices"] = fit.summary(before)
-    # the same without the test run's fixed overhead (what the program itself costs)
-    net = [(fit.predict(s, prices, profile) - s.measured_ns) / s.net_ns for s in test if s.net_ns > 0]
-    net_before = [(fit.predict(s, {}, profile) - s.measured_ns) / s.net_ns for s in test if s.net_ns > 0]
-    out["held_back_after_fit_net"] = fit.summary(net)
-    out["held_back_with_profile_prices_net"] = fit.summary(net_before)
+    train_rows = [r for r in keep if not back(r)]
+    test_rows = [r for r in keep if back(r)]
+    out = {"fraction": fraction, "train_paths": len(train_rows), "held_back_paths": len(test_rows), "models": {}}
+    variants = {"micro_prices": None}
+    for chain in (False, True):
+        for weight in ("measured", "net"):
+            variants[f"fit{'_chain' if chain else ''}_{weight}"] = (chain, weight)
+    for name, how in variants.items():
+        if how is None:
+            test, prices = fit.samples(test_rows, profile), {}
+        else:
+            chain, weight = how
+            train = fit.samples(train_rows, profile, with_chain=chain)
+            test = fit.samples(test_rows, profile, with_chain=chain)
+            prices = fit.solve(train, fit.fitted_classes(train), profile, weight)
+        res: dict = {"prices": {k: round(v, 4) for k, v in prices.items()}}
+        subsets = (
+            ("all", test),
+            (f"insns_{LONG}_or_more", [s for s in test if _insns(s) >= LONG]),
+            # below ~10 ns the kernel's whole-ns figure alone is a 10 % error of the net time
+            (f"net_{NET_FLOOR}ns_or_more", [s for s in test if s.net_ns >= NET_FLOOR]),
+        )
+        for label, subset in subsets:
+            gross = [(fit.predict(s, prices, profile) - s.measured_ns) / s.measured_ns for s in subset]
+            net = [(fit.predict(s, prices, profile) - s.measured_ns) / s.net_ns for s in subset if s.net_ns > 0]
+            res[label] = {"gross": fit.summary(gross), "net": fit.summary(net)}
+        out["models"][name] = res
     return out
+
+
+def misses_priced_as_hits(rows: list[dict], profile) -> dict:
+    """Paths whose lookups miss, at the profile's prices (no fit): with the miss prices,
+    and as before misses were priced (at the hit's price) -- the same timings, paired."""
+    out = {"with_miss_prices": {"gross": [], "net": []}, "as_hits": {"gross": [], "net": []}}
+    for r in rows:
+        misses = {k.split(".", 1)[1]: n for k, n in r.get("counts", {}).items() if k.startswith("lookup_miss.")}
+        if "measured_ns" not in r or not misses:
+            continue
+        extra = sum(n * (profile.lookup_price(t) - profile.lookup_price(t, hit=False)) for t, n in misses.items())
+        m, net = r["measured_ns"], r["net_measured_ns"]
+        for name, pred in (("with_miss_prices", r["predicted_ns"]), ("as_hits", r["predicted_ns"] + extra)):
+            out[name]["gross"].append((pred - m) / m)
+            if net > 0:
+                out[name]["net"].append((pred - m) / net)
+    return {k: {g: fit.summary(e) for g, e in v.items()} for k, v in out.items()}
+
+
+def _insns(s) -> int:
+    return sum(n for c, n in s.insns.items() if c != fit.CHAIN)
 
 
 def distribution(rows: list[dict], key: str = "error") -> dict:
@@ -316,6 +358,8 @@ def main() -> int:
         print(
             f"[{i}/{len(objects)}] {os.path.relpath(path, ROOT)}: {len(done)} paths timed", file=sys.stderr, flush=True
         )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"paths": rows}))  # kept should the summaries fail
     timed_rows = [r for r in rows if "measured_ns" in r]
     for r in timed_rows:
         r["net_error"] = (
@@ -356,8 +400,17 @@ def main() -> int:
     summary["target_resolution_aware_within_20pct_for_90pct"] = (
         res.get("within_20pct", 0) >= 0.9 if res["paths"] else None
     )
+    summary["lookup_misses"] = misses_priced_as_hits(rows, profile)
     if args.hold_back > 0:
         summary["refit"] = held_back(rows, profile, args.hold_back)
+    for name, m in summary.get("refit", {}).get("models", {}).items():
+        cells = [
+            f"{sub} gross {m[sub]['gross'].get('within_20pct', 0):.1%} net {m[sub]['net'].get('within_20pct', 0):.1%}"
+            f" ({m[sub]['gross']['paths']})"
+            for sub in m
+            if sub != "prices"
+        ]
+        print(f"  held back, {name}: " + "; ".join(cells))
     worst = sorted(timed_rows, key=lambda r: -abs(r["error"]))[:20]
     result = {"summary": summary, "worst": worst, "paths": rows}
     if not args.no_tailcalls and not args.filter:

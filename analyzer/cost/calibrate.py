@@ -47,10 +47,12 @@ Choices that shape the numbers (also in the profile's `notes`):
   kernel's indirect path); misses call an empty slot. Longer chains cost far more per call
   on this kind of machine (0.5 ns per call up to 4, about 6 ns per call from 8 to 32 with
   constant indices), so a profile is for chains of a few calls, as XDP programs use.
-* `update.<map type>` overwrites an existing entry (BPF_ANY) of a map of that type; LRU
-  inserts of new keys (which may evict) are not timed. `helper.map_update_elem` (the hash
-  map's overwrite) prices updates of other types. `map_delete_elem` is
-  timed as update+delete pairs minus the update.
+* `update.<map type>` overwrites an existing entry (BPF_ANY) of a map of that type;
+  `insert.<map type>` inserts a key never used before (a counter): hash and LPM maps are
+  emptied before each timing, LRU maps are kept full so every insert evicts (LRU updates
+  always take a fresh node, prealloc_lru_pop). `lookup_miss.<map type>` looks up a key the
+  map does not hold. `helper.map_update_elem` (the hash map's overwrite) prices updates of
+  other types. `map_delete_elem` is timed as update+delete pairs minus the update.
 * Not calibrated (reported as `uncalibrated` when a path uses them): helpers that need
   outside state (fib_lookup, perf/ring buffer output, trace_printk, spin locks,
   probe_read_kernel), kfuncs, and lookups in map types not listed in LOOKUP_MAPS.
@@ -201,6 +203,8 @@ class Bench:
     per_unit: float = 1.0
     extra: dict[str, float] = field(default_factory=dict)
     programs: dict[int, str] = field(default_factory=dict)
+    reset: str | None = None  # a map emptied before each timing (inserts need room)
+    repeat_share: int = 1  # runs per timing: the settings' repeat divided by this
 
 
 def _prologue(a: Asm) -> Asm:
@@ -405,6 +409,71 @@ def _update_bench(type_name: str) -> Bench:
     return Bench(f"update.{type_name}", make, 16, 1.0, {"insn.ld_imm64": 1, "insn.alu": 5})
 
 
+def _miss_bench(type_name: str) -> Bench:
+    """A lookup of a key the map does not hold (arrays: an index past max_entries; LPM: an
+    address no prefix covers)."""
+    key_size = LOOKUP_MAPS[type_name][0]
+    key = (
+        struct.pack("<I", 32) + bytes([192, 168, 0, 1])
+        if type_name == "lpm_trie"
+        else bytes([0xE8, 3] + [0] * (key_size - 2))
+    )
+    unit = [ld_map(1, -1), mov(2, 10), add(2, Imm(-16)), helper_call("map_lookup_elem")]
+
+    def make(rig: Rig, n: int) -> str:
+        u = [ld_map(1, rig.maps[f"cal_{type_name}"])] + unit[1:]
+        return _straight(f"lm_{type_name[-9:]}", lambda i: u, _key_setup(key))(rig, n)
+
+    return Bench(f"lookup_miss.{type_name}", make, 16, 1.0, {"insn.ld_imm64": 1, "insn.alu": 2})
+
+
+#: Map types with inserts (arrays always hold every index) and how many entries their insert
+#: map holds per run of a timing (None: a small map kept full, every insert evicts).
+INSERT_MAPS = {"hash": 64, "percpu_hash": 64, "lru_hash": None, "lru_percpu_hash": None, "lpm_trie": 64}
+#: Entries of the LRU insert maps (full after the first timing; see INSERT_MAPS).
+LRU_INSERT_ENTRIES = 1024
+#: Insert timings run the settings' repeat divided by this (the map must hold every insert).
+INSERT_REPEAT_SHARE = 20
+
+
+def _insert_entries(settings: Settings, type_name: str) -> int:
+    per_run = INSERT_MAPS[type_name]
+    if per_run is None:
+        return LRU_INSERT_ENTRIES
+    return per_run * max(1, settings.repeat // INSERT_REPEAT_SHARE) + 2 * per_run
+
+
+def _insert_bench(type_name: str) -> Bench:
+    """map_update_elem(BPF_ANY) of a key never used before: the key is a counter in an
+    array map's value, incremented by each unit. Hash and LPM maps are emptied before each
+    timing (an insert into a map with room, as trie_update_elem/htab_map_update_elem take
+    it); LRU maps are kept full, so every insert evicts (a busy LRU map's steady state:
+    prealloc_lru_pop shrinks the LRU lists)."""
+    lpm = type_name == "lpm_trie"
+
+    def make(rig: Rig, n: int) -> str:
+        fd = rig.maps[f"cal_ins_{type_name}"]
+        key_off = -12 if lpm else -16
+
+        def setup(rig: Rig, a: Asm) -> None:
+            _map_value(rig, a, "cal_counter")
+            if lpm:
+                a(Store(0, 10, -16, 4, Imm(32)))
+
+        unit = [
+            Load(0, 2, 9, 0, 4),
+            add(2, Imm(1)),
+            Store(0, 9, 0, 4, Reg(2)),
+            Store(0, 10, key_off, 4, Reg(2)),
+            *_update_call(fd),
+        ]
+        return _straight(f"in_{type_name[-9:]}", lambda i: unit, setup)(rig, n)
+
+    extra = {"insn.load_map": 1, "insn.alu": 6, "insn.store_map": 1, "insn.store_stack": 1, "insn.ld_imm64": 1}
+    reset = None if INSERT_MAPS[type_name] is None else f"cal_ins_{type_name}"
+    return Bench(f"insert.{type_name}", make, 16, 1.0, extra, reset=reset, repeat_share=INSERT_REPEAT_SHARE)
+
+
 def _update_call(fd: int) -> list:
     """map_update_elem(map `fd`, key at fp-16, value at fp-32, BPF_ANY)."""
     key, value = [mov(2, 10), add(2, Imm(-16))], [mov(3, 10), add(3, Imm(-32))]
@@ -457,7 +526,7 @@ def _setup_tail_chains(rig: Rig) -> None:
                 rig.update(name, k.to_bytes(4, "little"), prog_fd.to_bytes(4, "little"))
 
 
-def _setup_maps(rig: Rig) -> None:
+def _setup_maps(rig: Rig, settings: Settings) -> None:
     rig.map("cal_value", "array", 4, 64, 1)
     for type_name, (ks, vs) in LOOKUP_MAPS.items():
         flags = BPF_F_NO_PREALLOC if type_name == "lpm_trie" else 0
@@ -485,6 +554,11 @@ def _setup_maps(rig: Rig) -> None:
         if rig.runner.maps[name].percpu:
             value = (value + bytes(-len(value) % 8)) * kernel.possible_cpus()
         rig.update(name, _lookup_key(type_name, ks), value)
+    rig.map("cal_counter", "array", 4, 64, 1)
+    for type_name in INSERT_MAPS:
+        ks, vs = LOOKUP_MAPS[type_name]
+        entries = _insert_entries(settings, type_name)
+        rig.map(f"cal_ins_{type_name}", type_name, ks, vs, entries, BPF_F_NO_PREALLOC if type_name == "lpm_trie" else 0)
     rig.map("cal_hash16", "hash", 16, 8, 16)
     rig.update("cal_hash16", _lookup_key("hash", 16), bytes(8))
     rig.map("cal_upd", "hash", 4, 8, 16)
@@ -624,6 +698,8 @@ def benches() -> list[Bench]:
         Bench("loop.5", _loop_make(5), 16, 1, {"insn.alu": 8, "insn.ld_imm64": 1}),
     ]
     out += [_update_bench(t) for t in UPDATE_MAPS]
+    out += [_insert_bench(t) for t in INSERT_MAPS]
+    out += [_miss_bench(t) for t in LOOKUP_MAPS]
     out += [_lookup_bench(f"cal_{t}", t) for t in LOOKUP_MAPS] + [
         _lookup_bench("cal_hash16", "hash"),
         _lookup_bench("cal_lpm3", "lpm_trie"),
@@ -703,7 +779,7 @@ def calibrate(
 def measure_micro(settings: Settings, progress: Callable[[str], None] | None = None) -> Profile:
     """The micro-program part of `calibrate` (every price measured in isolation)."""
     with Rig() as rig:
-        _setup_maps(rig)
+        _setup_maps(rig, settings)
         all_benches = benches()
         _finish_benches(rig, all_benches)
         for b in all_benches:
@@ -723,7 +799,11 @@ def measure_micro(settings: Settings, progress: Callable[[str], None] | None = N
             empty.append(rig.run("empty", settings.repeat))
             for b in all_benches:
                 xs = sorted(b.programs)
-                ys = [rig.run(b.programs[n], settings.repeat) for n in xs]
+                ys = []
+                for n in xs:
+                    if b.reset:
+                        rig.runner.map_clear(b.reset)
+                    ys.append(rig.run(b.programs[n], max(1, settings.repeat // b.repeat_share)))
                 raw[b.entry].append(_slope(xs, ys) / b.per_unit)
         empty.append(rig.run("empty", settings.repeat))
     return _profile(all_benches, raw, empty, settings)
@@ -766,6 +846,8 @@ def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[
         tail_call=section("tail_call"),
         call=section("call"),
         update=section("update"),
+        insert=section("insert"),
+        lookup_miss=section("lookup_miss"),
         method={
             "repeat": settings.repeat,
             "rounds": settings.rounds,
@@ -785,6 +867,8 @@ def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[
             "lookups hit an existing entry, 4-byte keys (lpm_trie: 8, one prefix); hash_key_byte per "
             "key byte beyond 4, from a 16-byte-key hash map",
             "helper.map_update_elem overwrites an existing hash entry; map_delete_elem from update+delete pairs",
+            "lookup_miss: a key the map does not hold; insert: a key never used before (hash, LPM: a map with "
+            "room; LRU: a full map, every insert evicts), timed with repeat/" + str(INSERT_REPEAT_SHARE) + " runs",
             "overhead_ns: the empty program `r0 = XDP_PASS; exit`, median over rounds "
             "(BPF_PROG_TEST_RUN reports whole ns)",
         ],

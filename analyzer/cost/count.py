@@ -8,11 +8,17 @@ if-then-else over merged sub-paths) a vector of counters packed into one wide bi
 instruction, as always); `Counting.on_instruction` adds the other fields before each
 instruction runs: the instruction's class (`INSN_CLASSES`: ALU, jump, packet/stack/map-value/ctx
 load or store, ...), helper calls by name (the names of analyzer/helpers.py), map lookups by
-map type (lifter/maptypes.py), key bytes hashed, packet bytes read and written, bpf_loop
-callback invocations and attempts per tail-call site. Because the vector is one number, the
-explorer's exact merging (if-then-else on the path condition) and forking carry it along
-unchanged: every sub-path of a merged path keeps its own exact vector, and the vector of the
-sub-path a concrete input takes is `model.eval(expand(path.steps))`.
+map type (lifter/maptypes.py) split into hits and misses, map updates by map type split into
+overwrites and inserts of a new key, key bytes hashed, packet bytes read and written,
+bpf_loop callback invocations, attempts per tail-call site, and `chain`, the length in
+cycles of the path's longest dependency chain (`Chains`). Whether a lookup finds its key and
+whether an update's key was there before are known once the helper ran
+(`Counting.after_instruction`): they are if-then-else terms on the path's own map
+conditions (`map.<name>.found`), so each sub-path and each witness gets its own. Because
+the vector is one number, the explorer's exact merging (if-then-else on the path
+condition) and forking carry it along unchanged: every sub-path of a merged path keeps its
+own exact vector, and the vector of the sub-path a concrete input takes is
+`model.eval(expand(path.steps))`.
 
 Tail calls: a taken tail call is a `TailCall` on the path (constant or variable index as
 the analyzer sees it). What the kernel does depends on the call *site*: the verifier
@@ -47,8 +53,10 @@ from lifter.insn import (
     LoadImm64,
     MovSx,
     Neg,
+    Reg,
     Store,
 )
+from lifter.maps import is_global_data_section
 from lifter.maptypes import MAP_TYPES
 from lifter.opcodes import CallSrc
 from lifter.program import BpfObject, Program
@@ -56,8 +64,8 @@ from lifter.program import BpfObject, Program
 from ..exploration import Exploration, Options, Path
 from ..explore import Explorer, Observer
 from ..helpers import HELPER_BY_NAME, HELPERS, helper
-from ..state import State
-from ..symbolic import XDP_MD_FIELDS, Pointer, RegionKind, Scalar, const_value
+from ..state import State, found_after
+from ..symbolic import XDP_MD_FIELDS, Pointer, RegionKind, Scalar, const_value, map_found
 
 #: Bits per counter in the packed vector (a path executes far fewer than 2**32 of anything).
 FIELD_BITS = 32
@@ -100,9 +108,11 @@ def base_fields() -> tuple[str, ...]:
         + ("helper.unknown",)
         + tuple(f"lookup.{t.name}" for t in MAP_TYPES)
         + ("lookup.unknown",)
+        + tuple(f"lookup_miss.{t.name}" for t in MAP_TYPES)
         + tuple(f"update.{t.name}" for t in MAP_TYPES)
         + ("update.unknown",)
-        + ("hash_key_bytes", "pkt.read_bytes", "pkt.write_bytes", "callback")
+        + tuple(f"insert.{t.name}" for t in MAP_TYPES)
+        + ("hash_key_bytes", "pkt.read_bytes", "pkt.write_bytes", "callback", "chain")
     )
 
 
@@ -155,6 +165,89 @@ def tail_call_sites(obj: BpfObject) -> list[Site]:
     return out
 
 
+#: Cycles from an instruction's inputs to its result, roughly as the JIT's x86-64 code takes
+#: them (the dependency-chain model of `Chains`; the fit prices a cycle, so only ratios matter).
+LATENCY = {"alu": 1, "mul": 3, "div": 20, "ld_imm64": 1, "load": 4, "load_stack": 5, "atomic": 8}
+
+
+class Chains:
+    """The longest dependency chain of each state's path, in cycles (`LATENCY`), for the
+    `chain` counter: straight-line code whose instructions wait for each other costs more
+    than the same instructions side by side, which the CPU overlaps.
+
+    Per state: when each register's value is ready, when each stack slot was last stored
+    (a later load of it waits for the store: store-to-load forwarding), and the path's
+    chain so far. An instruction starts when its inputs are ready; `step` returns how much
+    it lengthens the chain. Branches and stores lengthen nothing (branches are predicted; a
+    store retires in the background). A call -- helper, subprogram, tail call -- is a
+    barrier: what it returns and everything after starts at the chain so far (its own time
+    is priced as the call's). Forked states inherit the table; a merged state keeps the
+    table of the state it was merged into (an approximation the fit absorbs)."""
+
+    def __init__(self):
+        self._tables: dict[int, tuple[list[int], dict, int]] = {}
+
+    def start(self, s: State) -> None:
+        self._tables[id(s)] = ([0] * 11, {}, 0)
+
+    def forked(self, parent: State | None, states: list[State]) -> None:
+        table = self._tables.get(id(parent)) if parent is not None else None
+        if table is None:
+            return
+        for t in states:
+            if t is not parent:
+                self._tables[id(t)] = (list(table[0]), dict(table[1]), table[2])
+
+    def end(self, s: State) -> None:
+        self._tables.pop(id(s), None)
+
+    def step(self, s: State, insn) -> int:
+        table = self._tables.get(id(s))
+        if table is None:
+            table = self._tables[id(s)] = ([0] * 11, {}, 0)
+        ready, slots, chain = table
+        done = None
+        if isinstance(insn, Alu):
+            srcs = [insn.dst] if insn.op != AluOp.MOV else []
+            if isinstance(insn.src, Reg):
+                srcs.append(insn.src.n)
+            lat = (
+                "mul"
+                if insn.op == AluOp.MUL
+                else "div"
+                if insn.op in (AluOp.DIV, AluOp.SDIV, AluOp.MOD, AluOp.SMOD)
+                else "alu"
+            )
+            done = ready[insn.dst] = max((ready[r] for r in srcs), default=0) + LATENCY[lat]
+        elif isinstance(insn, (Neg, Endian)):
+            done = ready[insn.dst] = ready[insn.dst] + LATENCY["alu"]
+        elif isinstance(insn, MovSx):
+            done = ready[insn.dst] = ready[insn.src] + LATENCY["alu"]
+        elif isinstance(insn, LoadImm64):
+            ready[insn.dst] = LATENCY["ld_imm64"]
+        elif isinstance(insn, Load):
+            start = ready[insn.base]
+            if insn.base == 10:
+                start = max(start, slots.get((s.depth, insn.off), 0))
+                done = start + LATENCY["load_stack"]
+            else:
+                done = start + LATENCY["load"]
+            ready[insn.dst] = done
+        elif isinstance(insn, Store):
+            if insn.base == 10:
+                value = ready[insn.src.n] if isinstance(insn.src, Reg) else 0
+                slots[(s.depth, insn.off)] = max(value, ready[10]) + LATENCY["alu"]
+        elif isinstance(insn, Atomic):
+            done = max(ready[insn.base], ready[insn.src]) + LATENCY["atomic"]
+            if insn.fetch:
+                ready[insn.src] = done
+        elif isinstance(insn, Call):
+            ready[:] = [chain] * 11
+        grown = max(chain, done or 0) - chain
+        self._tables[id(s)] = (ready, slots, chain + grown)
+        return grown
+
+
 class Counting(Observer):
     """The exploration observer that makes each state's `steps` counter the packed vector of
     `Layout` (see module doc). `site_keys` collects, per tail-call site, every (map, index)
@@ -166,17 +259,90 @@ class Counting(Observer):
         self.layout = Layout(base_fields() + tuple(s.field for s in sites))
         self.site_keys: dict[Site, set[tuple[str | None, int | None]]] = {s: set() for s in sites}
         self._units = {name: self.layout.unit(name) for name in self.layout.fields}
+        self.chains = Chains()
+        self._current: State | None = None
+        self._update: tuple[str, int] | None = None  # (map, writes before) of the running update
 
     def on_start(self, state: State) -> None:
         state.steps = z3.BitVecVal(0, self.layout.width)
+        self.chains.start(state)
 
     def on_instruction(self, s: State, insn) -> None:
-        delta = sum(self._units[name] * n for name, n in self.events(s, insn))
+        self._current, self._update = s, None
+        events = self.events(s, insn)
+        events.append(("chain", self.chains.step(s, insn)))
+        self._add(s, sum(self._units[name] * n for name, n in events))
+
+    def after_instruction(self, insn, states: list[State]) -> None:
+        self.chains.forked(self._current, states)
+        if not (isinstance(insn, Call) and insn.kind == CallSrc.HELPER):
+            return
+        h = helper(insn.imm)
+        if h is None:
+            return
+        if h.name == "map_lookup_elem":
+            for t in states:
+                self._lookup_result(t)
+        elif h.name == "map_update_elem" and self._update is not None:
+            name, before = self._update
+            self._update = None
+            for t in states:
+                self._update_kind(t, name, before)
+
+    def on_path_end(self, state: State, path: Path) -> None:
+        self.chains.end(state)
+
+    def _add(self, s: State, delta) -> None:
+        """Add `delta` (an int or a bit-vector term) to the state's vector."""
         steps = s.steps
-        if z3.is_bv_value(steps):
+        if isinstance(delta, int) and z3.is_bv_value(steps):
             s.steps = z3.BitVecVal(steps.as_long() + delta, self.layout.width)
+        elif isinstance(delta, int) and not delta:
+            s.steps = z3.simplify(steps)
         else:
-            s.steps = z3.simplify(steps + delta) if delta else z3.simplify(steps)
+            s.steps = z3.simplify(steps + delta)
+
+    def _either(self, s: State, cond: z3.BoolRef, yes: str, no: str) -> None:
+        """Count `yes` on the sub-paths where `cond` holds, `no` on the others."""
+        cond = z3.simplify(cond)
+        if z3.is_true(cond):
+            self._add(s, self._units[yes])
+        elif z3.is_false(cond):
+            self._add(s, self._units[no])
+        else:
+            w = self.layout.width
+            self._add(s, z3.If(cond, z3.BitVecVal(self._units[yes], w), z3.BitVecVal(self._units[no], w)))
+
+    def _lookup_result(self, t: State) -> None:
+        """A lookup returned: a hit or a miss (`lookup_miss.<type>`), as the path's
+        condition on the returned pointer's NULL-ness says."""
+        r0 = t.regs[0]
+        mdef = (
+            self.maps.get(r0.region.name)
+            if isinstance(r0, Pointer) and r0.region.kind == RegionKind.MAP_VALUE
+            else None
+        )
+        if mdef is None or mdef.type is None or f"lookup.{mdef.type.name}" not in self._units:
+            self._add(t, self._units["lookup.unknown"])
+            return
+        kind = mdef.type.name
+        self._either(t, r0.null if r0.null is not None else z3.BoolVal(False), f"lookup_miss.{kind}", f"lookup.{kind}")
+
+    def _update_kind(self, t: State, name: str, before: int) -> None:
+        """An update ran: an overwrite when its key had an entry before it (on the path's
+        own map conditions and earlier writes), else an insert (`insert.<type>`)."""
+        mdef = self.maps[name]
+        writes = t.maps.get(name, ())
+        kind = mdef.type.name if mdef.type is not None else None
+        if kind is None or len(writes) <= before or f"update.{kind}" not in self._units:
+            self._add(t, self._units["update.unknown"])
+            return
+        key = writes[before].key
+        if is_global_data_section(mdef.section) or mdef.type.always_present:
+            existed = z3.BoolVal(True)
+        else:
+            existed = found_after(writes[:before], key, map_found(name, key.size())(key))
+        self._either(t, existed, f"update.{kind}", f"insert.{kind}")
 
     # -- classification -----------------------------------------------------------------
 
@@ -244,19 +410,14 @@ class Counting(Observer):
             self.maps.get(ptr.region.name) if isinstance(ptr, Pointer) and ptr.region.kind == RegionKind.MAP else None
         )
         if h.name == "map_update_elem":
-            name = f"update.{mdef.type.name}" if mdef is not None and mdef.type is not None else "update.unknown"
-            out.append((name if name in self._units else "update.unknown", 1))
+            # overwrite or insert: counted once the helper ran (after_instruction)
+            self._update = (mdef.name, len(s.maps.get(mdef.name, ()))) if mdef is not None else None
+            if mdef is None:
+                out.append(("update.unknown", 1))
         elif h.name == "map_lookup_elem":
-            if mdef is None or mdef.type is None:
-                out.append(("lookup.unknown", 1))
-            else:
-                out.append(
-                    (f"lookup.{mdef.type.name}", 1)
-                    if f"lookup.{mdef.type.name}" in self._units
-                    else ("lookup.unknown", 1)
-                )
-                if mdef.type.name in HASHED:
-                    out.append(("hash_key_bytes", mdef.key_size or 4))
+            # hit or miss: counted once the helper ran (after_instruction)
+            if mdef is not None and mdef.type is not None and mdef.type.name in HASHED:
+                out.append(("hash_key_bytes", mdef.key_size or 4))
         elif h.name == "tail_call":
             site = Site(s.program.name, insn.pc)
             if site in self.site_keys:

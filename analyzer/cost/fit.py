@@ -11,10 +11,15 @@ does not contain) to
 
     measured - overhead - fixed  ~=  path_ns + sum over classes of price * count
 
-where `fixed` is what the micro-programs price well (helpers, lookups by map type, tail
-calls, calls) at the profile's prices. Rows are weighted by 1/measured, so the fit
-minimises relative error (the accuracy target is relative). A class executed on too few
-paths keeps its micro-benchmark price (it is moved into `fixed`).
+where `fixed` is what the micro-programs price well (helpers, lookups by map type and
+hit/miss, updates and inserts, tail calls, calls) at the profile's prices. One more column
+models how the CPU overlaps instructions: `chain`, the cycles of the path's longest
+dependency chain (count.py `Chains`), priced per cycle -- independent instructions cost their
+throughput (the class prices), instructions that wait for each other cost their latency
+too. Rows are weighted by 1/measured, so the fit minimises relative error (the accuracy
+target is relative), or by 1/(measured - overhead) (`weight="net"`, the relative error of
+what the program itself costs, without the test run's fixed overhead). A class executed on
+too few paths keeps its micro-benchmark price (it is moved into `fixed`).
 
 The fit is judged by k-fold cross-validation grouped by source program (every build of
 one C file is held back together): each path's error is computed with prices fitted
@@ -37,6 +42,10 @@ NOT_FITTED = frozenset({"exit", "call_helper", "call_local", "call_other"})
 MIN_PATHS = 8
 #: The per-path term's name in the fitted prices.
 PATH_TERM = "path"
+#: The dependency-chain column (ns per cycle of a path's longest chain, kept in `insn`).
+CHAIN = "chain"
+#: Default row weighting (see the module doc).
+WEIGHT = "measured"
 BAND = 0.20
 
 
@@ -83,13 +92,17 @@ class Sample:
     measured_ns: float
 
 
-def samples(rows: list[dict], profile: Profile) -> list[Sample]:
-    """Samples from pathtiming rows (timed, with every counter priced)."""
+def samples(rows: list[dict], profile: Profile, with_chain: bool = True) -> list[Sample]:
+    """Samples from pathtiming rows (timed, with every counter priced); the dependency
+    chain (count.py `Chains`) is a column like an instruction class unless `with_chain`
+    is false (the model without it, for comparison)."""
     out = []
     for r in rows:
         if "measured_ns" not in r or r.get("uncalibrated") or r["measured_ns"] <= 0:
             continue
         insns = {k.split(".", 1)[1]: n for k, n in r["counts"].items() if k.startswith("insn.")}
+        if with_chain and r["counts"].get("chain"):
+            insns[CHAIN] = r["counts"]["chain"]
         out.append(
             Sample(
                 group_of(r["object"]), insns, r["fixed_ns"], r["measured_ns"] - profile.overhead_ns, r["measured_ns"]
@@ -112,13 +125,15 @@ def fitted_classes(data: list[Sample]) -> list[str]:
     return sorted(c for c, k in seen.items() if k >= MIN_PATHS)
 
 
-def solve(data: list[Sample], classes: list[str], profile: Profile) -> dict[str, float]:
+def solve(data: list[Sample], classes: list[str], profile: Profile, weight: str = "measured") -> dict[str, float]:
     """Prices for `classes` and PATH_TERM fitted on `data` (the other classes at the
-    profile's prices)."""
+    profile's prices). Rows are weighted by 1/measured ns (`weight="measured"`: relative
+    error of the whole test run) or by 1/(measured - overhead) (`"net"`: relative error of
+    what the program itself costs, with a floor of one ns)."""
     rows, target = [], []
     for s in data:
         rest = s.fixed_ns + sum(profile.insn.get(c, 0.0) * n for c, n in s.insns.items() if c not in classes)
-        w = 1.0 / s.measured_ns
+        w = 1.0 / (s.measured_ns if weight == "measured" else max(s.net_ns, 1.0))
         rows.append([w * s.insns.get(c, 0) for c in classes] + [w])
         target.append(w * (s.net_ns - rest))
     x = nnls(rows, target)
@@ -148,7 +163,9 @@ def summary(errors: list[float]) -> dict:
     }
 
 
-def cross_validate(data: list[Sample], profile: Profile, k: int = 5) -> tuple[list[float], list[float]]:
+def cross_validate(
+    data: list[Sample], profile: Profile, k: int = 5, weight: str = WEIGHT
+) -> tuple[list[float], list[float]]:
     """Per sample: the relative error with prices fitted on the other folds, and with the
     profile's own (micro-benchmark) prices."""
     folds = folds_of(data, k)
@@ -157,7 +174,7 @@ def cross_validate(data: list[Sample], profile: Profile, k: int = 5) -> tuple[li
         train = [s for s, g in zip(data, folds) if g != f]
         if not train:
             continue
-        prices = solve(train, fitted_classes(train), profile)
+        prices = solve(train, fitted_classes(train), profile, weight)
         for i, (s, g) in enumerate(zip(data, folds)):
             if g == f:
                 held[i] = (predict(s, prices, profile) - s.measured_ns) / s.measured_ns
@@ -165,26 +182,28 @@ def cross_validate(data: list[Sample], profile: Profile, k: int = 5) -> tuple[li
     return held, micro
 
 
-def fit_profile(profile: Profile, rows: list[dict], k: int = 5) -> Profile:
-    """`profile` with its instruction prices and `path_ns` fitted on the timed `rows`
-    (pathtiming rows priced with this profile), and `fit` describing the fit."""
+def fit_profile(profile: Profile, rows: list[dict], k: int = 5, weight: str = WEIGHT) -> Profile:
+    """`profile` with its instruction prices, the chain's price and `path_ns` fitted on the
+    timed `rows` (pathtiming rows priced with this profile), and `fit` describing the fit."""
     data = samples(rows, profile)
     if len(data) < 2 * MIN_PATHS:
         raise ValueError(f"{len(data)} timed paths: too few to fit instruction prices (at least {2 * MIN_PATHS})")
     classes = fitted_classes(data)
-    held, micro = cross_validate(data, profile, k)
-    prices = solve(data, classes, profile)
+    held, micro = cross_validate(data, profile, k, weight)
+    net_held = [e * s.measured_ns / s.net_ns for e, s in zip(held, data) if s.net_ns > 0]
+    prices = solve(data, classes, profile, weight)
     insn = dict(profile.insn)
     for c in classes:
         insn[c] = round(prices[c], 4)
     fit = {
-        "method": "non-negative least squares, rows weighted by 1/measured ns, per class and per path",
+        "method": f"non-negative least squares, rows weighted by 1/{weight} ns, per class, per chain cycle, per path",
         "paths": len(data),
         "programs": len({s.group for s in data}),
         "classes": classes,
         "micro_insn": {c: profile.insn.get(c) for c in classes},
         "path_ns": round(prices[PATH_TERM], 4),
         "cross_validation": {"folds": k, "grouped_by": "source program"} | summary(held),
+        "cross_validation_net": summary(net_held),
         "micro_prices": summary(micro),
         "fitted_on": sorted({r["object"] for r in rows if "measured_ns" in r}),
     }

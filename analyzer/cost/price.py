@@ -1,6 +1,8 @@
 """Pricing: the ns of a counter vector under a profile, and of every path of a program.
 
-A path's cost is the sum over its counters. A merged path has one vector per feasible
+A path's cost is the sum over its counters (a lookup miss at the profile's miss price, an
+insert of a new key at its insert price, where the profile has them; the dependency chain
+at the fitted price per cycle, 0 in a profile that was not fitted). A merged path has one vector per feasible
 sub-path (each checked with the solver, count.py `Counted.vectors`); its cost is given as
 min / median / max over them. Anything the profile has no number for is listed as
 `uncalibrated` (the estimate is then a lower bound).
@@ -60,20 +62,22 @@ def price(counts: dict[str, int], taken: Counter, counted: Counted, profile: Pro
                 missing.add(name)
             else:
                 parts["helpers"] += n * cost
-        elif kind == "lookup":
-            cost = profile.lookup.get(what)
+        elif kind in ("lookup", "lookup_miss"):
+            cost = profile.lookup_price(what, hit=kind == "lookup")
             if cost is None:
                 missing.add(name)
             else:
                 parts["lookups"] += n * cost
             if what in HASHED:
                 hashed += n
-        elif kind == "update":
-            cost = profile.update.get(what, profile.helper.get("map_update_elem"))
+        elif kind in ("update", "insert"):
+            cost = profile.update_price(what, insert=kind == "insert")
             if cost is None:
                 missing.add(name)
             else:
                 parts["helpers"] += n * cost
+        elif name == "chain":
+            parts["insns"] += n * profile.insn.get("chain", 0.0)
         elif name == "callback":
             parts["calls"] += n * profile.call["callback"]
     extra_key = counts.get("hash_key_bytes", 0) - 4 * hashed
@@ -133,10 +137,11 @@ def path_costs(counted: Counted, profile: Profile) -> list[PathCost]:
 
 
 def grouped(counts: dict[str, int]) -> dict[str, dict[str, int]]:
-    """{"insn": {class: n}, "helper": {name: n}, "lookup": {type: n}, ...} for reports."""
+    """{"insn": {class: n}, "helper": {name: n}, "lookup": {type: n}, "lookup_miss": {type: n},
+    "update"/"insert": {type: n}, "pkt": {...}} for reports."""
     out: dict[str, dict[str, int]] = {}
     for name, n in counts.items():
         kind, _, what = name.partition(".")
-        if kind in ("insn", "helper", "lookup", "pkt"):
+        if kind in ("insn", "helper", "lookup", "lookup_miss", "update", "insert", "pkt"):
             out.setdefault(kind, {})[what] = n
     return out

@@ -1,7 +1,8 @@
 """Profiles: ns per counted thing, measured on one machine (`xdp2tc calibrate`, calibrate.py).
 
 A profile gives ns per instruction class, per helper, per lookup by map type (4-byte keys,
-plus ns per extra hashed key byte), per map update by map type, per tail call
+plus ns per extra hashed key byte; hits, and misses in `lookup_miss`), per map update by map
+type (overwrites in `update`, inserts of a new key in `insert`), per tail call
 (constant/variable, taken/missed), per bpf-to-bpf call and bpf_loop callback, and the fixed
 per-run overhead of BPF_PROG_TEST_RUN (not part of a path's cost). A fitted profile adds
 `path_ns` once per path (fit.py). The default one, analyzer/profiles/default.json, was
@@ -45,7 +46,9 @@ class Profile:
     source: str = ""
     path_ns: float = 0.0  # per path, fitted on real programs (analyzer/cost/fit.py)
     fit: dict = field(default_factory=dict)  # how the instruction prices were fitted, and the fit's error
-    update: dict[str, float] = field(default_factory=dict)  # map_update_elem by map type
+    update: dict[str, float] = field(default_factory=dict)  # map_update_elem overwrites by map type
+    insert: dict[str, float] = field(default_factory=dict)  # map_update_elem of a new key by map type
+    lookup_miss: dict[str, float] = field(default_factory=dict)  # lookups that find nothing, by map type
 
     TAIL_KINDS = ("constant", "variable", "constant_miss", "variable_miss")
 
@@ -69,6 +72,8 @@ class Profile:
             "path_ns": self.path_ns,
             "fit": self.fit,
             "update": self.update,
+            "insert": self.insert,
+            "lookup_miss": self.lookup_miss,
         }
 
     @classmethod
@@ -110,12 +115,29 @@ class Profile:
             number(doc.get("path_ns", 0.0), "path_ns"),
             doc.get("fit") or {},
             table("update") if "update" in doc else {},
+            table("insert") if "insert" in doc else {},
+            table("lookup_miss") if "lookup_miss" in doc else {},
         )
         missing = [f"tail_call.{k}" for k in cls.TAIL_KINDS if k not in prof.tail_call]
         missing += [f"call.{k}" for k in ("bpf2bpf", "callback") if k not in prof.call]
         if missing:
             raise ProfileError(f"{where}: missing {', '.join(missing)}")
         return prof
+
+    def lookup_price(self, map_type: str, hit: bool = True) -> float | None:
+        """A lookup in a map of `map_type`: a miss at its own price where measured, else
+        at the hit's (profiles before misses were timed)."""
+        if not hit and map_type in self.lookup_miss:
+            return self.lookup_miss[map_type]
+        return self.lookup.get(map_type)
+
+    def update_price(self, map_type: str, insert: bool = False) -> float | None:
+        """map_update_elem on a map of `map_type`: an insert of a new key at its own price
+        where measured, else the overwrite's, else the hash overwrite's
+        (`helper.map_update_elem`)."""
+        if insert and map_type in self.insert:
+            return self.insert[map_type]
+        return self.update.get(map_type, self.helper.get("map_update_elem"))
 
     def save(self, path: str | FsPath) -> None:
         FsPath(path).write_text(json.dumps(self.to_json(), indent=2) + "\n")

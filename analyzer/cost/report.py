@@ -5,7 +5,8 @@ new fields may be added):
 
     schema
     profile     {source, kernel, cpu, created, overhead_ns, path_ns,
-                 fit {paths, folds, within_20pct, median_abs_error} | null   (null: micro-program prices),
+                 fit {paths, folds, within_20pct, median_abs_error,
+                      within_20pct_net (without the test run's overhead)} | null   (null: micro-program prices),
                  foreign: what differs from this machine | null}   (overhead: per test run, not in any path)
     programs    [{file, program, section, root (false: a tail-call target, a devmap/cpumap program
                   or reached only through --prog-array; offload/programs.py's entry programs are roots),
@@ -14,8 +15,11 @@ new fields may be added):
                   sites [{program, pc, kind: constant|variable, why}],
                   paths [{id, verdict, programs, truncated, insns {min, max},
                           ns {min, median, max} | null, subpaths, exact,
-                          counts {insn {class: n}, helper {name: n}, lookup {type: n},
-                                  pkt {read_bytes, write_bytes}, callbacks}   (of the dearest sub-path)
+                          counts {insn {class: n}, helper {name: n}, lookup {type: n} (hits),
+                                  lookup_miss {type: n}, update {type: n} (overwrites),
+                                  insert {type: n} (new keys), pkt {read_bytes, write_bytes},
+                                  callbacks, chain (cycles of the longest dependency chain)}
+                                  (of the dearest sub-path)
                           tail_calls [{caller, pc, map, index, target, kind, ns}], tail_misses,
                           chain_depth, tail_share, saving_merge_ns, saving_const_ns,
                           uncalibrated [counter names], continues {targets, ns {min, max} | null,
@@ -78,8 +82,12 @@ def path_json(p: ProgramCost, pc: PathCost, graph: TailGraph) -> dict:
             "insn": g.get("insn", {}),
             "helper": g.get("helper", {}),
             "lookup": g.get("lookup", {}),
+            "lookup_miss": g.get("lookup_miss", {}),
+            "update": g.get("update", {}),
+            "insert": g.get("insert", {}),
             "pkt": g.get("pkt", {}),
             "callbacks": counts.get("callback", 0),
+            "chain": counts.get("chain", 0),
         },
         "tail_calls": tails,
         "tail_misses": max(attempts - len(path.tail_calls), 0),
@@ -158,7 +166,10 @@ def _fit_summary(profile) -> dict | None:
     cv = profile.fit.get("cross_validation") if profile.fit else None
     if not cv:
         return None
-    return {k: cv.get(k) for k in ("paths", "folds", "within_20pct", "median_abs_error")}
+    out = {k: cv.get(k) for k in ("paths", "folds", "within_20pct", "median_abs_error")}
+    net = profile.fit.get("cross_validation_net") or {}
+    out["within_20pct_net"] = net.get("within_20pct")  # without the test run's fixed overhead
+    return out
 
 
 def _span(ns: dict | None) -> str:
@@ -182,6 +193,11 @@ def cost_text(programs: list[ProgramCost], graph: TailGraph, profile) -> str:
         + (
             f"fitted on {fit['paths']} real paths: {100 * fit['within_20pct']:.0f}% within ±20% on held-back "
             f"programs ({fit['folds']}-fold cross-validation)"
+            + (
+                f", {100 * fit['within_20pct_net']:.0f}% without the test run's overhead"
+                if fit.get("within_20pct_net") is not None
+                else ""
+            )
             if fit
             else "from micro-programs only (not fitted on real paths)"
         )
@@ -207,11 +223,12 @@ def cost_text(programs: list[ProgramCost], graph: TailGraph, profile) -> str:
                         if k not in ("map_lookup_elem", "tail_call")
                     )
                 )
-            if p["counts"]["lookup"]:
-                what.append(
-                    "lookup "
-                    + ", ".join(f"{k}" + (f" x{v}" if v > 1 else "") for k, v in p["counts"]["lookup"].items())
-                )
+            for key, label in (("lookup", "lookup"), ("lookup_miss", "lookup miss"), ("insert", "insert")):
+                if p["counts"][key]:
+                    what.append(
+                        f"{label} "
+                        + ", ".join(f"{k}" + (f" x{v}" if v > 1 else "") for k, v in p["counts"][key].items())
+                    )
             if p["tail_calls"]:
                 what.append("tail " + " -> ".join(f"{t['target'] or '?'} ({t['kind']})" for t in p["tail_calls"]))
             if p["continues"]:

@@ -85,6 +85,8 @@ class Result:
     helpers: Counter = field(default_factory=Counter)  # by helper id
     lookups: Counter = field(default_factory=Counter)  # by map name
     updates: Counter = field(default_factory=Counter)  # map_update_elem calls by map name
+    misses: Counter = field(default_factory=Counter)  # lookups that found no entry, by map name
+    inserts: Counter = field(default_factory=Counter)  # updates of a key not in the map, by map name
     tail_calls: list = field(default_factory=list)  # (caller, map, index, target)
     sites: set = field(default_factory=set)  # (section, pc) of conditional jumps executed
 
@@ -486,12 +488,15 @@ class Machine:
             name = self._map(r[1])
             self.result.lookups[name] += 1
             key = self.read_bytes(r[2], self.maps[name].key_size or 4)
-            r[0] = Ptr(("map", name, key), 0) if self._exists(name, key) else 0
+            found = self._exists(name, key)
+            self.result.misses[name] += not found
+            r[0] = Ptr(("map", name, key), 0) if found else 0
         elif h == 2:  # map_update_elem
             name = self._map(r[1])
             self.result.updates[name] += 1
             mdef = self.maps[name]
             key = self.read_bytes(r[2], mdef.key_size or 4)
+            self.result.inserts[name] += not self._exists(name, key)
             self.memory[("map", name, key)] = bytearray(self.read_bytes(r[3], mdef.value_size))
             self.memory.setdefault(("exists",), {})[(name, key)] = True
             r[0] = self.helper_value("map_update_elem") & M64
