@@ -51,7 +51,7 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
 from lifter.errors import LiftError
-from offload.tcsync import TcDevice
+from offload.tcsync import FOLD_SOFTWARE, TcDevice
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("XDP2TC_FLOWERVM_CACHE", ROOT / "build" / "flowervm"))
@@ -852,8 +852,8 @@ class Session:
 
 class VmTc:
     """tc run in a flower VM session, for tcsync.TcDevice (its TcRunner seam). The filters
-    there are skip_hw: tc prints no hw_packets for them, so sync folds the software classifier's
-    counts, the VM playing the NIC."""
+    there are skip_hw and sync folds their software counts (tcsync.FOLD_SOFTWARE), the VM
+    playing the NIC."""
 
     def __init__(self, session: Session):
         self.session = session
@@ -906,7 +906,7 @@ def sync_device(args: argparse.Namespace) -> TcDevice:
         f"{session.host_boot_seconds:.1f} s; {args.dev} made there (veth, clsact)",
         flush=True,
     )
-    return TcDevice(args.dev, "skip_hw", VmTc(session))
+    return TcDevice(args.dev, "skip_hw", VmTc(session), folds=FOLD_SOFTWARE)
 
 
 def main(argv: list[str] | None = None) -> int:

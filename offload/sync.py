@@ -124,7 +124,15 @@ class SyncDaemon:
         self._index(self.filling.fill(self.contents))
         counters = {n: self.live.maps[n].kernel for n in self.filling.counter_maps if n in self.live.maps}
         if self.apply and counters:
-            self.folder = CounterFolder(counters, fold_slot())
+            if self.device.folds is None:
+                print(
+                    f"# counters: not folded: the {self.device.skip or 'software'} filters on {self.device.dev} run "
+                    "behind the program's XDP hook (tc ingress sees only what XDP passed), so the program "
+                    "has counted every packet they take",
+                    file=self.out,
+                )
+            else:
+                self.folder = CounterFolder(counters, fold_slot(), self.device.folds)
         self._next_poll = time.monotonic() + self.interval
         desired = self._desired()
         batch = self.device.plan(desired)

@@ -34,7 +34,7 @@ from analyzer import kernel
 from analyzer.xdp import VERDICTS
 from lifter.errors import LiftError
 from lifter.program import load_object
-from offload import cli, mapfill, mapwatch, sync
+from offload import cli, mapfill, mapwatch, sync, tcsync
 from offload.mapsource import MapSourceSpec, open_maps
 from offload.sync import Change, SyncDaemon
 from offload.tcsync import COOKIE_TAG, CounterFolder, CounterRef, SyncFilter, TcDevice, TcError, parse_filters
@@ -605,11 +605,13 @@ class _DropCountFilling:
         return []
 
 
-def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_path):
-    require_kernel()
+def _fake_tc(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """A `tc` stand-in: `-batch -` appends stdin to batches.txt (or refuses while the file
+    `refuse` is non-empty), `-s ...` prints stats.json, anything else prints `[]`.
+    Returns (tc, stats, batches, refuse)."""
     stats, log, fake = tmp_path / "stats.json", tmp_path / "batches.txt", tmp_path / "tc"
-    refuse = tmp_path / "refuse"  # non-empty: the fake tc refuses batches
-    refuse.write_text("yes")
+    refuse = tmp_path / "refuse"
+    refuse.write_text("")
     fake.write_text(
         f"#!{sys.executable}\n"
         "import sys\n"
@@ -622,18 +624,36 @@ def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_
         "sys.stdout.write('[]')\n"
     )
     fake.chmod(0o755)
+    return fake, stats, log, refuse
+
+
+def _stats_doc(cookie: str, packets: int, hw_packets: int | None) -> str:
+    """`tc -s -j filter show` with one drop filter: iproute2 prints `hw_bytes`/`hw_packets`
+    after the totals only when the kernel reports hardware counts that are not zero
+    (tc/tc_util.c print_tcstats_basic_hw), with `sw_packets` the difference."""
+    stats_obj = {"bytes": packets * 64, "packets": packets, "drops": packets, "overlimits": 0, "requeues": 0}
+    if hw_packets is not None:
+        stats_obj.update(sw_bytes=(packets - hw_packets) * 64, sw_packets=packets - hw_packets)
+        stats_obj.update(hw_bytes=hw_packets * 64, hw_packets=hw_packets)
+    action = {"order": 1, "kind": "gact", "control_action": {"type": "drop"}, "cookie": cookie}
+    action["stats"] = stats_obj
+    return json.dumps(
+        [{"protocol": "ip", "pref": 1, "kind": "flower", "chain": 0, "options": {"handle": 1, "actions": [action]}}]
+    )
+
+
+def _dropped_total(obj) -> int:
+    dump = json.loads(_bpftool("-j", "map", "dump", "id", str(kernel.map_id(obj.map("dropped_stat").fd))))
+    return sum(int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in dump[0]["values"])
+
+
+def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_path):
+    require_kernel()
+    fake, stats, log, refuse = _fake_tc(tmp_path)
+    refuse.write_text("yes")  # the fake tc refuses batches
     filling = _DropCountFilling()
     (drop,) = filling.fill(None)
-
-    def doc(hw_packets: int) -> str:
-        stats_obj = {"bytes": hw_packets * 64, "packets": hw_packets, "hw_bytes": hw_packets * 64}
-        stats_obj["hw_packets"] = hw_packets
-        action = {"order": 1, "kind": "gact", "control_action": {"type": "drop"}, "cookie": drop.cookie("skip_sw")}
-        action["stats"] = stats_obj
-        return json.dumps(
-            [{"protocol": "ip", "pref": 1, "kind": "flower", "chain": 0, "options": {"handle": 1, "actions": [action]}}]
-        )
-
+    cookie = drop.cookie("skip_sw")
     with kernel.load(_obj(DROP_COUNT)) as obj:
         prog = kernel.prog_id(obj.programs["xdp_drop_count"])
         live = open_maps(load_object(DROP_COUNT), MapSourceSpec("prog", str(prog)))
@@ -641,7 +661,7 @@ def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_
             filling, live, TcDevice("eth0", tc=(str(fake),)), apply=True, out=io.StringIO(), interval=0.001
         )
         try:
-            stats.write_text(doc(100))
+            stats.write_text(_stats_doc(cookie, 100, 100))
             daemon.start()
             assert daemon.failed == 1 and not log.exists()
             refuse.write_text("")
@@ -650,10 +670,74 @@ def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_
                 "filter add dev eth0 ingress protocol ip prio 1 chain 0 handle 0x1 flower"
             )
             daemon.step(5)  # first reading: the baseline
-            stats.write_text(doc(112))
+            stats.write_text(_stats_doc(cookie, 112, 112))
             daemon.step(5)
         finally:
             daemon.close()
-        dump = json.loads(_bpftool("-j", "map", "dump", "id", str(kernel.map_id(obj.map("dropped_stat").fd))))
-        total = sum(int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in dump[0]["values"])
-        assert total == 12
+        assert _dropped_total(obj) == 12
+
+
+@pytest.mark.parametrize(
+    "skip, folds, added",
+    [
+        # a NIC (skip_sw): only what the hardware counted; the program never saw it
+        ("skip_sw", tcsync.BY_SKIP, 7),
+        # the flower VM's skip_hw filters stand in for the NIC: their software totals
+        ("skip_hw", tcsync.FOLD_SOFTWARE, 12),
+        # `sync --sw` here: tc ingress runs after XDP, so the program counted all 12 itself
+        ("skip_hw", tcsync.BY_SKIP, 0),
+    ],
+)
+def test_which_counters_fold_depends_on_where_the_filters_sit(tmp_path, skip, folds, added):
+    """One hand-written document read three ways: the filter's totals went 100 -> 112 and
+    its hardware part 100 -> 107 (5 packets classified in software)."""
+    require_kernel()
+    fake, stats, log, _ = _fake_tc(tmp_path)
+    filling = _DropCountFilling()
+    (drop,) = filling.fill(None)
+    cookie = drop.cookie(skip)
+    device = TcDevice("eth0", skip, (str(fake),), folds=folds)
+    with kernel.load(_obj(DROP_COUNT)) as obj:
+        prog = kernel.prog_id(obj.programs["xdp_drop_count"])
+        live = open_maps(load_object(DROP_COUNT), MapSourceSpec("prog", str(prog)))
+        out = io.StringIO()
+        daemon = SyncDaemon(filling, live, device, apply=True, out=out, interval=0.001)
+        try:
+            stats.write_text(_stats_doc(cookie, 100, 100))
+            daemon.start()
+            assert daemon.failed == 0 and f" flower {skip} " in log.read_text()
+            daemon.step(5)  # first reading: the baseline
+            stats.write_text(_stats_doc(cookie, 112, 107))
+            daemon.step(5)
+        finally:
+            daemon.close()
+        assert _dropped_total(obj) == added
+    assert ("# counters: not folded" in out.getvalue()) == (added == 0)
+
+
+@pytest.mark.parametrize(
+    "stats_obj, folds, unseen",
+    [
+        ({"packets": 40, "bytes": 400, "hw_packets": 30, "hw_bytes": 300}, tcsync.FOLD_HARDWARE, (30, 300)),
+        ({"packets": 40, "bytes": 400, "hw_packets": 30, "hw_bytes": 300}, tcsync.FOLD_SOFTWARE, (40, 400)),
+        # no hw_* printed: zero in hardware, or a kernel without TCA_STATS_BASIC_HW, whose
+        # totals are the NIC's: for a skip_sw filter (never run in software) the totals
+        ({"packets": 9, "bytes": 90}, tcsync.FOLD_HARDWARE, (9, 90)),
+        ({"packets": 0, "bytes": 0}, tcsync.FOLD_HARDWARE, (0, 0)),
+    ],
+)
+def test_a_filters_unseen_counts_from_a_tc_document(stats_obj, folds, unseen):
+    action = {"order": 1, "kind": "gact", "control_action": {"type": "drop"}, "cookie": COOKIE_TAG + "00" * 12}
+    action["stats"] = stats_obj
+    doc = [{"protocol": "ip", "pref": 3, "kind": "flower", "chain": 0, "options": {"handle": 2, "actions": [action]}}]
+    (d,) = parse_filters(json.dumps(doc))
+    assert (d.packets, d.hw_packets) == (stats_obj["packets"], stats_obj.get("hw_packets"))
+    assert d.unseen(folds) == unseen
+
+
+def test_a_device_says_where_its_filters_fold_from():
+    assert TcDevice("eth0").folds == tcsync.FOLD_HARDWARE
+    assert TcDevice("eth0", "skip_hw").folds is None
+    assert TcDevice("eth0", "skip_hw", folds=tcsync.FOLD_SOFTWARE).folds == tcsync.FOLD_SOFTWARE
+    with pytest.raises(ValueError, match="folds must be"):
+        TcDevice("eth0", folds="both")
