@@ -855,6 +855,8 @@ class VmTc:
     there are skip_hw and sync folds their software counts (tcsync.FOLD_SOFTWARE), the VM
     playing the NIC."""
 
+    folds = FOLD_SOFTWARE
+
     def __init__(self, session: Session):
         self.session = session
         self.name = f"tc (in the flower VM, Linux {session.image.kernel_release})"
@@ -906,7 +908,7 @@ def sync_device(args: argparse.Namespace) -> TcDevice:
         f"{session.host_boot_seconds:.1f} s; {args.dev} made there (veth, clsact)",
         flush=True,
     )
-    return TcDevice(args.dev, "skip_hw", VmTc(session), folds=FOLD_SOFTWARE)
+    return TcDevice(args.dev, "skip_hw", VmTc(session))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,7 +72,7 @@ MAX_HANDLE = 0xFFFFFFFF
 #: classifier's, standing in for a NIC (`packets`/`bytes`). None: the filters run behind XDP.
 FOLD_HARDWARE = "hardware"
 FOLD_SOFTWARE = "software"
-#: TcDevice's default `folds`: FOLD_HARDWARE for skip_sw filters, None for skip_hw ones here.
+#: `folds` from the skip flag: FOLD_HARDWARE for skip_sw filters, None for skip_hw ones here.
 BY_SKIP = "by-skip"
 
 
@@ -206,9 +206,11 @@ class TcRunner(Protocol):
     text for its stdin, it returns what `subprocess.run(..., text=True)` would. HostTc runs
     `tc` (or `tc -n NETNS`) here; offload/flowervm.py's VmTc runs it in the flower VM, so
     `sync --apply --vm` applies its batches to a real cls_flower. `name` is how messages
-    call it; `close` ends what the runner holds (the VM)."""
+    call it; `close` ends what the runner holds (the VM); `folds` is TcDevice's default for
+    its filters' counters (BY_SKIP: from the skip flag; the VM's: FOLD_SOFTWARE)."""
 
     name: str
+    folds: str | None
 
     def __call__(self, args: list[str], stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
         """Run tc with `args`."""
@@ -224,6 +226,7 @@ class HostTc:
     """tc on this host: `command` is `tc` or `tc -n NETNS` (argument vector, no shell)."""
 
     command: tuple[str, ...] = ("tc",)
+    folds = BY_SKIP  # filters here: a NIC's (skip_sw) or behind XDP (skip_hw)
 
     @property
     def name(self) -> str:
@@ -240,8 +243,9 @@ class TcDevice:
     """The filters sync keeps on one device's ingress: what is there (by cookie), handles
     in use, and the TcRunner that reads and writes them (default: `tc` here; a tuple is
     taken as the host command, e.g. `tc -n NETNS`). `folds`: which of the filters' counters
-    are packets the program does not see (module docstring; default: FOLD_HARDWARE for
-    skip_sw, None for skip_hw filters on this host, which sit behind the program's XDP hook)."""
+    are packets the program does not see (module docstring; by default the runner's: in the
+    flower VM FOLD_SOFTWARE, here FOLD_HARDWARE for skip_sw and None for skip_hw filters,
+    which sit behind the program's XDP hook)."""
 
     def __init__(
         self,
@@ -253,6 +257,8 @@ class TcDevice:
         self.dev = dev
         self.skip = skip
         self.tc: TcRunner = HostTc(tuple(tc)) if isinstance(tc, tuple | list) else tc
+        if folds == BY_SKIP:
+            folds = getattr(self.tc, "folds", BY_SKIP)
         self.folds = (None if skip == "skip_hw" else FOLD_HARDWARE) if folds == BY_SKIP else folds
         if self.folds not in (None, FOLD_HARDWARE, FOLD_SOFTWARE):
             raise ValueError(f"folds must be {FOLD_HARDWARE!r}, {FOLD_SOFTWARE!r} or None, not {folds!r}")

@@ -34,7 +34,7 @@ from analyzer import kernel
 from analyzer.xdp import VERDICTS
 from lifter.errors import LiftError
 from lifter.program import load_object
-from offload import cli, mapfill, mapwatch, sync, tcsync
+from offload import cli, flowervm, mapfill, mapwatch, sync, tcsync
 from offload.mapsource import MapSourceSpec, open_maps
 from offload.sync import Change, SyncDaemon
 from offload.tcsync import COOKIE_TAG, CounterFolder, CounterRef, SyncFilter, TcDevice, TcError, parse_filters
@@ -739,5 +739,11 @@ def test_a_device_says_where_its_filters_fold_from():
     assert TcDevice("eth0").folds == tcsync.FOLD_HARDWARE
     assert TcDevice("eth0", "skip_hw").folds is None
     assert TcDevice("eth0", "skip_hw", folds=tcsync.FOLD_SOFTWARE).folds == tcsync.FOLD_SOFTWARE
+
+    class StandIn(tcsync.HostTc):  # a runner whose skip_hw filters play the NIC
+        folds = tcsync.FOLD_SOFTWARE
+
+    assert TcDevice("eth0", "skip_hw", StandIn()).folds == tcsync.FOLD_SOFTWARE
+    assert flowervm.VmTc.folds == tcsync.FOLD_SOFTWARE  # `sync --apply --vm`'s runner
     with pytest.raises(ValueError, match="folds must be"):
         TcDevice("eth0", folds="both")
