@@ -324,6 +324,49 @@ def test_sync_keeps_the_nested_maps_chained_and_follows_a_delete(nested):
         daemon.close()
 
 
+ALLOW_BLOCK = ROOT / "corpus/build/clang/allow_block.o"
+
+
+def _lpm_key(addr: str, plen: int) -> list[str]:
+    """bpftool's words for an LPM key {u32 prefixlen (host order); IPv4 address}."""
+    return [str(b) for b in plen.to_bytes(4, "little") + _ip(addr)]
+
+
+@pytest.mark.parametrize("block_at_start", [True, False])
+def test_an_allow_list_is_installed_before_the_lpm_drops_that_rely_on_it(block_at_start):
+    """allow_block.c: sources in the allow list pass, those in the LPM block list drop. An
+    LPM shape is proven at its first entry, and that proof is what says the drop relies on
+    the allow list's pass filters: whether the block entry is there at the start or added
+    later, the allow entry's pass filter must be on the device before (or in the same batch,
+    ahead of) the /16 drop that covers it, and the printed filters drop only what the
+    kernel drops (the allowed address inside the block is the frame that tells)."""
+    gen = _pinned(ALLOW_BLOCK, ("allowlist", "blocklist"))
+    obj, folder = next(gen)
+    try:
+        _bpftool("map", "update", "pinned", str(folder / "allowlist"), "key", "10", "1", "2", "3", "value", "1")
+        block = ["map", "update", "pinned", str(folder / "blocklist"), "key", *_lpm_key("10.1.0.0", 16), "value", "1"]
+        if block_at_start:
+            _bpftool(*block)
+        loaded = load_object(ALLOW_BLOCK)
+        filling = sync.filling_for(loaded, loaded.programs[0], ())  # fresh: proofs cache shapes on it
+        live = open_maps(loaded, MapSourceSpec("pinned", str(folder)))
+        daemon = SyncDaemon(filling, live, TcDevice("veth-x2tc"), out=io.StringIO(), interval=60)
+        try:
+            lines = list(daemon.start().lines)
+            if not block_at_start:
+                _bpftool(*block)
+                lines += daemon.handle([Change("blocklist", bytes(int(w) for w in _lpm_key("10.1.0.0", 16)))]).lines
+        finally:
+            daemon.close()
+        added = _keys(lines)
+        assert "src_ip 10.1.2.3 action pass" in added, added
+        assert added.index("src_ip 10.1.2.3 action pass") < added.index("src_ip 10.1.0.0/16 action drop"), added
+        frames = [_frame(a, "10.9.9.9", 6, 80) for a in ("10.1.2.3", "10.1.2.4", "10.2.0.1")]
+        assert len(_agree(lines, obj, "xdp_allow_block", frames)) == 1  # 10.1.2.4 only
+    finally:
+        gen.close()
+
+
 # --------------------------------------------------------------------------- the daemon
 
 
