@@ -104,7 +104,10 @@ class SyncDaemon:
         began = time.monotonic()
         # Filling creates a few objects per entry and keeps them all: the collector's young
         # passes would walk the growing heap again and again (100k entries: ~2 s of 11).
-        # Whatever cycles it makes are collected once, by the gc.collect() below.
+        # Garbage so far (the templates' exploration) is collected now, while the heap is
+        # small; the fill itself makes next to none (688 unreachable objects at 100k entries),
+        # so no collection walks the filled state afterwards (0.3-0.6 s at 100k entries).
+        gc.collect()
         gc.disable()
         try:
             return self._start(began)
@@ -141,7 +144,6 @@ class SyncDaemon:
         self._write(batch, f"reconcile: {entries} entries, {len(desired)} filters wanted in {took:.0f} ms", None)
         # The filled state lives as long as the daemon: keep it out of the collector's full
         # passes, which would otherwise walk every entry's objects in the middle of a change.
-        gc.collect()
         gc.freeze()
         return batch
 
@@ -303,7 +305,8 @@ class SyncDaemon:
                 self._resync()
                 return
         else:
-            self.out.write(batch.text())
+            for i in range(0, len(batch.lines), 4096):  # a 100k-line batch is not copied whole
+                self.out.write("".join(line + "\n" for line in batch.lines[i : i + 4096]))
             self.out.flush()
         self.device.commit(batch)
         done = time.monotonic_ns()

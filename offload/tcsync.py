@@ -121,9 +121,6 @@ class SyncFilter:
         object.__setattr__(self, "_cookie", (skip, cookie))
         return cookie
 
-    def order(self) -> tuple[int, int]:
-        return (self.chain, self.prio)
-
 
 @dataclass(frozen=True, slots=True)
 class DeviceFilter:
@@ -191,7 +188,7 @@ class Batch:
     """One batch of tc lines and what they do (for the dry-run header and the counters)."""
 
     lines: list[str] = field(default_factory=list)
-    added: list[tuple[SyncFilter, int]] = field(default_factory=list)  # filter, handle
+    added: list[tuple[SyncFilter, int, str]] = field(default_factory=list)  # filter, handle, cookie
     removed: list[DeviceFilter] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -289,11 +286,13 @@ class TcDevice:
         """The batch that turns the device's filters into `desired` (module docstring order).
         Filters already there (same cookie) are left alone; duplicates in `desired` collapse."""
         want: dict[str, SyncFilter] = {}
+        skip = self.skip
         for f in desired:
-            want.setdefault(f.cookie(self.skip), f)
+            want.setdefault(f.cookie(skip), f)
+        present = self.present
         return self._batch(
-            [f for c, f in want.items() if c not in self.present],
-            [d for c, d in self.present.items() if c not in want],
+            [(c, f) for c, f in want.items() if c not in present],
+            [d for c, d in present.items() if c not in want],
         )
 
     def plan_changes(
@@ -315,25 +314,18 @@ class TcDevice:
             keep = {f.cookie(self.skip) for f in new}
             new_c.update((f.cookie(self.skip), f) for f in new if f.action[0] == "pass")
             old_c.update((c, f) for f in old if not f.shield and (c := f.cookie(self.skip)) not in keep)
-        adds = [f for c, f in new_c.items() if c not in self.present]
+        adds = [(c, f) for c, f in new_c.items() if c not in self.present]
         drops = [self.present[c] for c in old_c.keys() - new_c.keys() if c in self.present]
         return self._batch(adds, drops)
 
-    def _batch(self, adds: list[SyncFilter], removes: list[DeviceFilter]) -> Batch:
+    def _batch(self, adds: list[tuple[str, SyncFilter]], removes: list[DeviceFilter]) -> Batch:
+        """`adds`: (cookie, filter) pairs."""
         batch = Batch()
-        handles = {}
-        ordered = sorted(adds, key=SyncFilter.order)
-        for f in ordered:
-            handles[id(f)] = self._handle(f)
+        ordered = [(f, self._handle(f), c) for c, f in sorted(adds, key=lambda cf: (cf[1].chain, cf[1].prio))]
 
-        def add(f: SyncFilter) -> None:
-            h = handles[id(f)]
-            batch.lines.append(
-                filter_line(
-                    self.dev, f.match, (*f.action, "cookie", f.cookie(self.skip)), f.prio, f.chain, h, self.skip
-                )
-            )
-            batch.added.append((f, h))
+        def add(f: SyncFilter, h: int, c: str) -> None:
+            batch.lines.append(filter_line(self.dev, f.match, (*f.action, "cookie", c), f.prio, f.chain, h, self.skip))
+            batch.added.append((f, h, c))
 
         def remove(d: DeviceFilter) -> None:
             batch.lines.append(
@@ -344,15 +336,15 @@ class TcDevice:
 
         later_first = sorted(removes, key=lambda d: (d.chain, d.prio, d.handle), reverse=True)
         shields = {d.cookie for d in removes if self._was_shield(d)}
-        for f in ordered:
+        for f, h, c in ordered:
             if f.shield:
-                add(f)
+                add(f, h, c)
         for d in later_first:
             if d.cookie not in shields:
                 remove(d)
-        for f in ordered:
+        for f, h, c in ordered:
             if not f.shield:
-                add(f)
+                add(f, h, c)
         for d in later_first:
             if d.cookie in shields:
                 remove(d)
@@ -386,14 +378,14 @@ class TcDevice:
             self.present.pop(d.cookie, None)
             self.wanted.pop(d.cookie, None)
             self.used.get((d.chain, d.prio), set()).discard(d.handle)
-        for f, h in batch.added:
-            c = f.cookie(self.skip)
-            self.present[c] = DeviceFilter(f.chain, f.prio, f.match.protocol, h, "flower", c, f.action[0])
-            self.wanted[c] = f
+        present, wanted = self.present, self.wanted
+        for f, h, c in batch.added:
+            present[c] = DeviceFilter(f.chain, f.prio, f.match.protocol, h, "flower", c, f.action[0])
+            wanted[c] = f
 
     def forget(self, batch: Batch) -> None:
         """Give back the handles a batch reserved but did not apply."""
-        for f, h in batch.added:
+        for f, h, _ in batch.added:
             self.used.get((f.chain, f.prio), set()).discard(h)
             self._next.pop((f.chain, f.prio), None)
 
