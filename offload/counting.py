@@ -41,6 +41,10 @@ class CountingFilling(TemplateFilling):
         """TemplateFilling.converter with the acting filters' CounterRefs (one recipe per
         mask shape, so a 100k-entry fill proves and looks up once, not per entry)."""
         plain = super().converter(t, level)
+        if t.outcome.is_pass or level != len(t.levels) - 1:
+            return plain  # no acting filter here (chain jumps, pass filters)
+        if t.levels[level].kind != "lpm" and self.recipe(t, level, None) is None:
+            return plain  # one mask shape, and it folds nothing
         recipes: dict[int | None, list[Increment] | None] = {}
 
         def make(f: FilledFilter) -> SyncFilter:

@@ -21,7 +21,7 @@ import gc
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
@@ -90,7 +90,7 @@ class SyncDaemon:
     watcher: MapWatcher | None = None
     interval: float = 1.0
     contents: MapContents = field(default_factory=MapContents)
-    by_origin: dict[tuple[str, bytes], list[SyncFilter]] = field(default_factory=dict)
+    by_origin: dict[tuple[str, bytes], Sequence[SyncFilter]] = field(default_factory=dict)
     static: list[SyncFilter] = field(default_factory=list)
     batches: int = 0
     failed: int = 0  # batches tc refused
@@ -149,11 +149,13 @@ class SyncDaemon:
 
     def _index(self, filters: list[SyncFilter]) -> None:
         self.by_origin, self.static = {}, []
+        by_origin = self.by_origin
         for f in filters:
             if f.origin is None:
                 self.static.append(f)
-            else:
-                self.by_origin.setdefault(f.origin, []).append(f)
+            else:  # tuples: most entries have one filter, and a 1-tuple is one small object
+                got = by_origin.get(f.origin)
+                by_origin[f.origin] = (f,) if got is None else (*got, f)
 
     def _desired(self) -> list[SyncFilter]:
         return self.static + [f for fs in self.by_origin.values() for f in fs]
@@ -268,7 +270,7 @@ class SyncDaemon:
         old = self.by_origin.get((ch.map, ch.key), [])
         early.append((old, new))
         seen = {f.cookie(self.device.skip) for f in old}
-        both = old + [f for f in new if f.cookie(self.device.skip) not in seen]
+        both = [*old, *(f for f in new if f.cookie(self.device.skip) not in seen)]
         if both:
             self.by_origin[(ch.map, ch.key)] = both
 

@@ -103,8 +103,9 @@ class SyncFilter:
     chain: int = 0
     origin: tuple[str, bytes] | None = None
     counters: tuple[CounterRef, ...] = ()
-    #: (skip, cookie) of the last cookie() call: a device asks with one skip flag
-    _cookie: tuple[str | None, str] | None = field(default=None, init=False, repr=False, compare=False)
+    #: the last cookie() call's skip flag and cookie (a device asks with one skip flag)
+    _skip: str | None = field(default=None, init=False, repr=False, compare=False)
+    _cookie: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def shield(self) -> bool:
@@ -112,13 +113,13 @@ class SyncFilter:
 
     def cookie(self, skip: str | None) -> str:
         """The action cookie naming this filter (module docstring); cached for one skip."""
-        got = self._cookie
-        if got is not None and got[0] == skip:
-            return got[1]
+        if self._cookie is not None and self._skip == skip:
+            return self._cookie
         # the match's normalised keys (repr of ints and key names: stable across runs)
         what = f"{self.chain}|{self.prio}|{self.match.protocol}|{self.match.keys!r}|{' '.join(self.action)}|{skip}"
         cookie = COOKIE_TAG + hashlib.sha256(what.encode()).hexdigest()[:24]
-        object.__setattr__(self, "_cookie", (skip, cookie))
+        object.__setattr__(self, "_skip", skip)
+        object.__setattr__(self, "_cookie", cookie)
         return cookie
 
 
@@ -259,7 +260,9 @@ class TcDevice:
         self.folds = (None if skip == "skip_hw" else FOLD_HARDWARE) if folds == BY_SKIP else folds
         if self.folds not in (None, FOLD_HARDWARE, FOLD_SOFTWARE):
             raise ValueError(f"folds must be {FOLD_HARDWARE!r}, {FOLD_SOFTWARE!r} or None, not {folds!r}")
-        self.present: dict[str, DeviceFilter] = {}  # cookie -> sync's filter on the device
+        # cookie -> sync's filter on the device: as read (DeviceFilter), or the handle of one
+        # this process added (its filter is wanted[cookie]; see device_filter)
+        self.present: dict[str, DeviceFilter | int] = {}
         self.wanted: dict[str, SyncFilter] = {}  # cookie -> filter (only those sync added)
         self.used: dict[tuple[int, int], set[int]] = {}  # (chain, prio) -> handles taken on the device
         self._next: dict[tuple[int, int], int] = {}  # (chain, prio) -> where the next handle search starts
@@ -292,8 +295,17 @@ class TcDevice:
         present = self.present
         return self._batch(
             [(c, f) for c, f in want.items() if c not in present],
-            [d for c, d in present.items() if c not in want],
+            [self.device_filter(c) for c in present if c not in want],
         )
+
+    def device_filter(self, cookie: str) -> DeviceFilter:
+        """Sync's filter on the device under `cookie` (one this process added is kept as its
+        handle beside its SyncFilter: 100k of them need no DeviceFilter until removed)."""
+        d = self.present[cookie]
+        if isinstance(d, DeviceFilter):
+            return d
+        f = self.wanted[cookie]
+        return DeviceFilter(f.chain, f.prio, f.match.protocol, d, "flower", cookie, f.action[0])
 
     def plan_changes(
         self,
@@ -315,7 +327,7 @@ class TcDevice:
             new_c.update((f.cookie(self.skip), f) for f in new if f.action[0] == "pass")
             old_c.update((c, f) for f in old if not f.shield and (c := f.cookie(self.skip)) not in keep)
         adds = [(c, f) for c, f in new_c.items() if c not in self.present]
-        drops = [self.present[c] for c in old_c.keys() - new_c.keys() if c in self.present]
+        drops = [self.device_filter(c) for c in old_c.keys() - new_c.keys() if c in self.present]
         return self._batch(adds, drops)
 
     def _batch(self, adds: list[tuple[str, SyncFilter]], removes: list[DeviceFilter]) -> Batch:
@@ -380,7 +392,7 @@ class TcDevice:
             self.used.get((d.chain, d.prio), set()).discard(d.handle)
         present, wanted = self.present, self.wanted
         for f, h, c in batch.added:
-            present[c] = DeviceFilter(f.chain, f.prio, f.match.protocol, h, "flower", c, f.action[0])
+            present[c] = h
             wanted[c] = f
 
     def forget(self, batch: Batch) -> None:
