@@ -97,6 +97,7 @@ class SyncDaemon:
     dirty: bool = False  # a batch failed: the next poll tick plans everything again
     folder: CounterFolder | None = None
     _next_poll: float = 0.0
+    _woke: tuple[int, int] = (0, 0)  # CLOCK_MONOTONIC and thread CPU ns when the last events were read
 
     # -- start
     def start(self) -> Batch:
@@ -171,7 +172,9 @@ class SyncDaemon:
         wait = max(0, min(timeout_ms, math.ceil((self._next_poll - now) * 1000)))
         changes: list[Change] = []
         if self.watcher is not None:
-            changes += self._from_events(self.watcher.poll(wait))
+            events = self.watcher.poll(wait)
+            self._woke = (time.monotonic_ns(), time.thread_time_ns())
+            changes += self._from_events(events)
         elif wait:
             time.sleep(wait / 1000)
         retry = False
@@ -292,7 +295,10 @@ class SyncDaemon:
 
     def _write(self, batch: Batch, why: str, enter_ns: int | None) -> None:
         """Print or apply one batch; the header ends with mono=NS (CLOCK_MONOTONIC when the
-        batch was written) and, for a watched write, since_syscall_us."""
+        batch was written) and, for a watched write, since_syscall_us split in two: woke_us
+        (the syscall's entry to the daemon holding its event: the kernel, the ring buffer's
+        wake-up and the scheduler) and work_us (from there to the batch written), with
+        cpu_us the daemon's CPU time in that part (work_us - cpu_us: waiting for a CPU or I/O)."""
         if not batch:
             return
         self.batches += 1
@@ -312,7 +318,13 @@ class SyncDaemon:
             self.out.flush()
         self.device.commit(batch)
         done = time.monotonic_ns()
-        lag = f" since_syscall_us={(done - enter_ns) / 1000:.1f}" if enter_ns else ""
+        lag = ""
+        if enter_ns:
+            woke, cpu = self._woke
+            lag = (
+                f" since_syscall_us={(done - enter_ns) / 1000:.1f} woke_us={(woke - enter_ns) / 1000:.1f}"
+                f" work_us={(done - woke) / 1000:.1f} cpu_us={(time.thread_time_ns() - cpu) / 1000:.1f}"
+            )
         verb = "applied" if self.apply else "written"
         self.out.write(f"# batch {self.batches} {verb}: {len(batch.lines)} lines mono={done}{lag}\n")
         self.out.flush()
