@@ -73,8 +73,9 @@ def create_maps(folder: Path, capacity: int) -> None:
 
 
 class Reader(threading.Thread):
-    """The daemon's stdout, line by line: `# batch N written ... mono=NS [since_syscall_us=X]`
-    lines go to a queue as (mono_ns, since_syscall_us or None)."""
+    """The daemon's stdout, line by line: `# batch N written ... mono=NS [since_syscall_us=X
+    ...]` lines go to a queue as (mono_ns, the daemon's split or None, whether the batch's
+    header holds one entry-time event alone: planned before its exit event was read)."""
 
     def __init__(self, stream):
         super().__init__(daemon=True)
@@ -84,14 +85,19 @@ class Reader(threading.Thread):
         self.fill_ms = 0.0  # the daemon's own reconcile time (maps read, filled, planned)
 
     def run(self) -> None:
+        early_alone = False
         for line in self.stream:
             self.lines += 1
             if line.startswith("# batch 1 at ") and " reconcile: " in line:
                 self.fill_ms = float(line.split(" wanted in ")[1].split()[0])
+            if line.startswith("# batch ") and " changes: " in line:
+                changes = line.split(" changes: ", 1)[1]
+                early_alone = changes.rstrip().endswith("(at syscall entry)") and "; " not in changes
             if line.startswith("# batch ") and " written: " in line:
                 fields = dict(w.split("=", 1) for w in line.split() if "=" in w)
                 parts = {k: float(fields[k]) for k in SPLIT if k in fields}
-                self.written.put((int(fields["mono"]), parts or None))
+                self.written.put((int(fields["mono"]), parts or None, early_alone))
+                early_alone = False
 
 
 def run_once(entries: int, changes: int, interval: float) -> dict:
@@ -109,7 +115,7 @@ def run_once(entries: int, changes: int, interval: float) -> dict:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, bufsize=1)
         reader = Reader(proc.stdout)
         reader.start()
-        filled, _ = reader.written.get(timeout=120)
+        filled, _, _ = reader.written.get(timeout=120)
         hwm = 0
         with open(f"/proc/{proc.pid}/status") as fh:
             for line in fh:
@@ -118,6 +124,10 @@ def run_once(entries: int, changes: int, interval: float) -> dict:
         time.sleep(0.2)  # the watcher attaches right after the reconcile batch
         adds, deletes = [], []
         lags: dict[str, list[float]] = {k: [] for k in SPLIT}
+        syscall_us: list[float] = []  # the update/delete syscall itself, as this process sees it
+        early_alone = before_return = (
+            0  # deletes: batch from the entry event alone; written before the syscall returned
+        )
         present = list(range(entries))
         fresh = entries
         for n in range(changes):
@@ -131,8 +141,13 @@ def run_once(entries: int, changes: int, interval: float) -> dict:
                 kernel.map_update(live, key, bytes(4))
             else:
                 kernel.map_delete(live, key)
-            mono, parts = reader.written.get(timeout=30)
+            t1 = time.monotonic_ns()
+            mono, parts, alone = reader.written.get(timeout=30)
             (adds if op == "add" else deletes).append((mono - t0) / 1e3)
+            syscall_us.append((t1 - t0) / 1e3)
+            if op == "delete":
+                early_alone += alone
+                before_return += mono < t1
             for k, v in (parts or {}).items():
                 lags[k].append(v)
             time.sleep(0.002)
@@ -159,6 +174,10 @@ def run_once(entries: int, changes: int, interval: float) -> dict:
                 for p in (50, 99)
             },
             "watched_batches": len(lags["since_syscall_us"]),
+            "syscall_p50_us": percentile(syscall_us, 50),
+            "syscall_p99_us": percentile(syscall_us, 99),
+            "deletes_planned_from_the_entry_event_alone": early_alone,
+            "deletes_written_before_the_syscall_returned": before_return,
         }
     finally:
         if proc is not None:
@@ -192,6 +211,9 @@ def main() -> int:
             f"(add p50/p99 {res['add_p50_us']:.0f}/{res['add_p99_us']:.0f}, delete "
             f"{res['delete_p50_us']:.0f}/{res['delete_p99_us']:.0f}); the daemon's split p50/p99 (us): "
             + ", ".join(f"{k} {_us(res, k, 50)}/{_us(res, k, 99)}" for k in ("since_syscall", "woke", "work", "cpu"))
+            + f"; the syscall itself {res['syscall_p50_us']:.0f}/{res['syscall_p99_us']:.0f} us; of "
+            f"{res['changes'] // 2} deletes, {res['deletes_planned_from_the_entry_event_alone']} planned from the "
+            f"entry event alone, {res['deletes_written_before_the_syscall_returned']} written before it returned"
         )
     summary = {k: statistics.median(r[k] for r in runs) for k in ("initial_fill_ms", "p50_us", "p99_us", "max_us")}
     print(

@@ -418,8 +418,116 @@ def test_daemon_follows_bpftool_writes_through_the_watcher(ddos):
         _bpftool("map", "delete", "pinned", str(folder / "blacklist"), "key", "10", "0", "0", "9")
         gone = _step_until_batch(daemon)
         assert gone.lines == [f"filter del dev veth-x2tc ingress protocol ip prio 10 chain 0 handle {handle} flower"]
+        # its entry event was seen (alone, or with its exit event when both came before the
+        # daemon woke: the kernel deletes in microseconds); nothing is left for the exit event
+        assert "blacklist[150994954] deleted (at syscall entry)" in _headers(out)[-1]
+        assert daemon.step(200) is None
         text = out.getvalue()
         assert "changes: blacklist[" in text and "since_syscall_us=" in text
+    finally:
+        daemon.close()
+
+
+def _headers(out: io.StringIO) -> list[str]:
+    """The `# batch N at TIME: WHY` lines the daemon printed so far."""
+    return [x for x in out.getvalue().splitlines() if x.startswith("# batch ") and " at " in x.split(":")[0]]
+
+
+def _watcher() -> mapwatch.MapWatcher:
+    try:
+        return mapwatch.MapWatcher()
+    except mapwatch.WatcherUnavailable as err:
+        require(False, f"map watcher: {err}")
+
+
+def _events(watcher: mapwatch.MapWatcher, n: int) -> list[mapwatch.MapEvent]:
+    got: list[mapwatch.MapEvent] = []
+    for _ in range(50):
+        got += watcher.poll(100)
+        if len(got) >= n:
+            break
+    return got
+
+
+def test_the_watcher_reports_a_change_at_syscall_entry_only_where_it_can():
+    """What the README's window rests on, with bpftool writing from another process: an
+    update of a small non-per-CPU value and a delete are reported at their syscall's entry
+    (`early`, the update with its new value) and again at exit; a failed delete too (sync
+    then puts back what its entry event took away); a per-CPU update only at exit (no early
+    event: its window runs to the exit event)."""
+    require_kernel()
+    folder = BPFFS / f"xdp2tc-watch-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    folder.mkdir()
+    watcher = _watcher()
+    try:
+        ids = {}
+        for name, kind in (("plain", "hash"), ("percpu", "percpu_hash")):
+            _bpftool(
+                "map",
+                "create",
+                str(folder / name),
+                "type",
+                kind,
+                "key",
+                "4",
+                "value",
+                "4",
+                "entries",
+                "8",
+                "name",
+                name,
+            )
+            ids[name] = json.loads(_bpftool("-j", "map", "show", "pinned", str(folder / name)))["id"]
+        watcher.watch(ids.values())
+        key = ["10", "0", "0", "1"]
+
+        def write(*words: str) -> list[tuple]:
+            _bpftool("map", *words)
+            got = _events(watcher, 2 if words[0] != "update" or "plain" in words[2] else 1)
+            return [(e.map_id, e.cmd, e.key, e.early, e.value) for e in got]
+
+        plain, percpu = str(folder / "plain"), str(folder / "percpu")
+        upd, dele = 2, 3  # BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM
+        k = bytes([10, 0, 0, 1])
+        assert write("update", "pinned", plain, "key", *key, "value", "7", "0", "0", "0") == [
+            (ids["plain"], upd, k, True, bytes([7, 0, 0, 0])),
+            (ids["plain"], upd, k, False, None),
+        ]
+        assert write("delete", "pinned", plain, "key", *key) == [
+            (ids["plain"], dele, k, True, None),
+            (ids["plain"], dele, k, False, None),
+        ]
+        proc = subprocess.run(["bpftool", "map", "delete", "pinned", plain, "key", *key], capture_output=True)
+        assert proc.returncode != 0  # no such entry: the delete fails, and still both events come
+        assert [(e.early, e.key) for e in _events(watcher, 2)] == [(True, k), (False, k)]
+        assert write("update", "pinned", percpu, "key", *key, "value", "1", "0", "0", "0") == [
+            (ids["percpu"], upd, k, False, None)
+        ]
+        assert watcher.poll(200) == []  # nothing else came
+    finally:
+        watcher.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_value_update_through_the_watcher_takes_the_drop_away_at_syscall_entry(ddos):
+    """The same ordering as the synthetic test below, with the kernel's events: bpftool
+    turns 10.4.4.4's value from 0 (drop) to 1 (pass); the first batch holds the entry
+    event (alone or with the exit event, whichever the daemon woke to): the shield is added
+    before the drop goes, and nothing is left for a later batch."""
+    obj, folder = ddos
+    key = _ip("10.4.4.4")
+    obj.map_update("blacklist", key, bytes(4))
+    out = io.StringIO()
+    live = open_maps(load_object(DDOS), MapSourceSpec("pinned", str(folder)))
+    daemon = SyncDaemon(_ValueDecides(), live, TcDevice("veth-x2tc"), out=out, watcher=_watcher(), interval=60)
+    try:
+        daemon.start()
+        _bpftool("map", "update", "pinned", str(folder / "blacklist"), "key", "10", "4", "4", "4", "value", *"1000")
+        batch = _step_until_batch(daemon)
+        assert [(x.split()[1], " action pass " in x) for x in batch.lines] == [("add", True), ("del", False)]
+        assert "changes: blacklist[67372042] = 1 (at syscall entry)" in _headers(out)[-1]  # BTF: u32 host order
+        assert daemon.step(200) is None
+        assert [f.action for f in daemon.by_origin[("blacklist", key)]] == [("pass",)]
     finally:
         daemon.close()
 
