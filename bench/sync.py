@@ -10,7 +10,10 @@ each, alternating). Latency = CLOCK_MONOTONIC when the daemon had written the ba
 right before the update/delete syscall. For deletes the first batch is the one the watcher's
 early (syscall-entry) event triggers: that is the window during which the stale drop is
 still on the device in --dry-run terms (with --apply, add tc's own time). The daemon's own
-`since_syscall_us` (from the kernel's timestamp at syscall entry) is reported alongside.
+`since_syscall_us` (from the kernel's timestamp at syscall entry) is reported alongside,
+split where the tail comes from: `woke` (syscall entry to the daemon holding the event:
+the ring buffer's wake-up and the scheduler), `work` (event to batch written) and `cpu`
+(the daemon's CPU time within `work`; the rest of `work` is waiting for a CPU or the pipe).
 
 Initial fill: the daemon's own reconcile time (its header: maps read in batches, filled,
 planned), the time from starting the process to its reconcile batch written (Python, imports,
@@ -44,6 +47,8 @@ from analyzer import kernel  # noqa: E402
 
 OBJ = ROOT / "corpus/build/clang/thesis_ddos_blacklist.o"
 DAEMON = "import sys; from offload import cli; sys.exit(cli.main(sys.argv[1:]))"
+#: The daemon's own split of a watched batch's latency (offload/sync.py SyncDaemon._write).
+SPLIT = ("since_syscall_us", "woke_us", "work_us", "cpu_us")
 
 
 def bpftool(*args: str) -> None:
@@ -68,8 +73,9 @@ def create_maps(folder: Path, capacity: int) -> None:
 
 
 class Reader(threading.Thread):
-    """The daemon's stdout, line by line: `# batch N written ... mono=NS [since_syscall_us=X]`
-    lines go to a queue as (mono_ns, since_syscall_us or None)."""
+    """The daemon's stdout, line by line: `# batch N written ... mono=NS [since_syscall_us=X
+    ...]` lines go to a queue as (mono_ns, the daemon's split or None, whether the batch's
+    header holds one entry-time event alone: planned before its exit event was read)."""
 
     def __init__(self, stream):
         super().__init__(daemon=True)
@@ -79,14 +85,19 @@ class Reader(threading.Thread):
         self.fill_ms = 0.0  # the daemon's own reconcile time (maps read, filled, planned)
 
     def run(self) -> None:
+        early_alone = False
         for line in self.stream:
             self.lines += 1
             if line.startswith("# batch 1 at ") and " reconcile: " in line:
                 self.fill_ms = float(line.split(" wanted in ")[1].split()[0])
+            if line.startswith("# batch ") and " changes: " in line:
+                changes = line.split(" changes: ", 1)[1]
+                early_alone = changes.rstrip().endswith("(at syscall entry)") and "; " not in changes
             if line.startswith("# batch ") and " written: " in line:
                 fields = dict(w.split("=", 1) for w in line.split() if "=" in w)
-                lag = fields.get("since_syscall_us")
-                self.written.put((int(fields["mono"]), float(lag) if lag else None))
+                parts = {k: float(fields[k]) for k in SPLIT if k in fields}
+                self.written.put((int(fields["mono"]), parts or None, early_alone))
+                early_alone = False
 
 
 def run_once(entries: int, changes: int, interval: float) -> dict:
@@ -104,14 +115,19 @@ def run_once(entries: int, changes: int, interval: float) -> dict:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, bufsize=1)
         reader = Reader(proc.stdout)
         reader.start()
-        filled, _ = reader.written.get(timeout=120)
+        filled, _, _ = reader.written.get(timeout=120)
         hwm = 0
         with open(f"/proc/{proc.pid}/status") as fh:
             for line in fh:
                 if line.startswith("VmHWM:"):
                     hwm = int(line.split()[1])
         time.sleep(0.2)  # the watcher attaches right after the reconcile batch
-        adds, deletes, lags = [], [], []
+        adds, deletes = [], []
+        lags: dict[str, list[float]] = {k: [] for k in SPLIT}
+        syscall_us: list[float] = []  # the update/delete syscall itself, as this process sees it
+        early_alone = before_return = (
+            0  # deletes: batch from the entry event alone; written before the syscall returned
+        )
         present = list(range(entries))
         fresh = entries
         for n in range(changes):
@@ -125,10 +141,15 @@ def run_once(entries: int, changes: int, interval: float) -> dict:
                 kernel.map_update(live, key, bytes(4))
             else:
                 kernel.map_delete(live, key)
-            mono, lag = reader.written.get(timeout=30)
+            t1 = time.monotonic_ns()
+            mono, parts, alone = reader.written.get(timeout=30)
             (adds if op == "add" else deletes).append((mono - t0) / 1e3)
-            if lag is not None:
-                lags.append(lag)
+            syscall_us.append((t1 - t0) / 1e3)
+            if op == "delete":
+                early_alone += alone
+                before_return += mono < t1
+            for k, v in (parts or {}).items():
+                lags[k].append(v)
             time.sleep(0.002)
             while not reader.written.empty():  # a delete's exit event may add a (no-op) batch
                 reader.written.get_nowait()
@@ -147,15 +168,27 @@ def run_once(entries: int, changes: int, interval: float) -> dict:
             "add_p99_us": percentile(adds, 99),
             "delete_p50_us": percentile(deletes, 50),
             "delete_p99_us": percentile(deletes, 99),
-            "daemon_since_syscall_p50_us": percentile(lags, 50) if lags else None,
-            "daemon_since_syscall_p99_us": percentile(lags, 99) if lags else None,
-            "watched_batches": len(lags),
+            **{
+                f"daemon_{k.removesuffix('_us')}_p{p}_us": percentile(v, p) if v else None
+                for k, v in lags.items()
+                for p in (50, 99)
+            },
+            "watched_batches": len(lags["since_syscall_us"]),
+            "syscall_p50_us": percentile(syscall_us, 50),
+            "syscall_p99_us": percentile(syscall_us, 99),
+            "deletes_planned_from_the_entry_event_alone": early_alone,
+            "deletes_written_before_the_syscall_returned": before_return,
         }
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=10)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _us(res: dict, what: str, p: int) -> str:
+    v = res[f"daemon_{what}_p{p}_us"]
+    return "-" if v is None else f"{v:.0f}"
 
 
 def main() -> int:
@@ -176,8 +209,11 @@ def main() -> int:
             f"(peak RSS {res['daemon_peak_rss_kib'] / 1024:.0f} MiB); {res['changes']} changes: "
             f"p50 {res['p50_us']:.0f} us, p99 {res['p99_us']:.0f} us, max {res['max_us']:.0f} us "
             f"(add p50/p99 {res['add_p50_us']:.0f}/{res['add_p99_us']:.0f}, delete "
-            f"{res['delete_p50_us']:.0f}/{res['delete_p99_us']:.0f}; daemon since syscall p50/p99 "
-            f"{res['daemon_since_syscall_p50_us']}/{res['daemon_since_syscall_p99_us']} us)"
+            f"{res['delete_p50_us']:.0f}/{res['delete_p99_us']:.0f}); the daemon's split p50/p99 (us): "
+            + ", ".join(f"{k} {_us(res, k, 50)}/{_us(res, k, 99)}" for k in ("since_syscall", "woke", "work", "cpu"))
+            + f"; the syscall itself {res['syscall_p50_us']:.0f}/{res['syscall_p99_us']:.0f} us; of "
+            f"{res['changes'] // 2} deletes, {res['deletes_planned_from_the_entry_event_alone']} planned from the "
+            f"entry event alone, {res['deletes_written_before_the_syscall_returned']} written before it returned"
         )
     summary = {k: statistics.median(r[k] for r in runs) for k in ("initial_fill_ms", "p50_us", "p99_us", "max_us")}
     print(

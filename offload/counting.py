@@ -11,7 +11,7 @@ from rules.counters import Increment, path_increments, template_increments
 from rules.reasons import Reason
 from rules.templates import FilledFilter, Template, entry_shape
 
-from .mapfill import TemplateFilling, sync_filter, template_filling
+from .mapfill import TemplateFilling, template_filling
 from .tcsync import CounterRef, SyncFilter
 
 
@@ -37,22 +37,41 @@ class CountingFilling(TemplateFilling):
             self.increments[(t.index, shape)] = template_increments(t, shape)
         return self.increments[(t.index, shape)]
 
-    def sync_filter(self, t: Template, f: FilledFilter) -> SyncFilter:
-        plain = sync_filter(f)
-        if f.role != "rule":
-            return plain
-        (origin,) = f.sources
-        shape = tuple(entry_shape(t, f.level, origin[1]) if i == f.level else None for i in range(len(t.levels)))
-        got = self.of(t, shape)
-        if not got or isinstance(got, Reason):
-            return plain
-        refs = []
-        for i in got:
-            if i.key is None and i.level != f.level:
-                return plain  # another level's entry: this filter does not know its key
-            key = i.key if i.key is not None else origin[1]
-            refs.append(CounterRef(i.map, key, i.offset, i.size, "packets", i.amount))
-        return SyncFilter(plain.match, plain.action, plain.prio, plain.chain, plain.origin, tuple(refs))
+    def converter(self, t: Template, level: int):
+        """TemplateFilling.converter with the acting filters' CounterRefs (one recipe per
+        mask shape, so a 100k-entry fill proves and looks up once, not per entry)."""
+        plain = super().converter(t, level)
+        if t.outcome.is_pass or level != len(t.levels) - 1:
+            return plain  # no acting filter here (chain jumps, pass filters)
+        if t.levels[level].kind != "lpm" and self.recipe(t, level, None) is None:
+            return plain  # one mask shape, and it folds nothing
+        recipes: dict[int | None, list[Increment] | None] = {}
+
+        def make(f: FilledFilter) -> SyncFilter:
+            if f.role != "rule":
+                return plain(f)
+            (origin,) = f.sources
+            shape = entry_shape(t, level, origin[1])
+            if shape not in recipes:
+                recipes[shape] = self.recipe(t, level, shape)
+            got = recipes[shape]
+            if got is None:
+                return plain(f)
+            refs = tuple(
+                CounterRef(i.map, i.key if i.key is not None else origin[1], i.offset, i.size, "packets", i.amount)
+                for i in got
+            )
+            return SyncFilter(f.match, f.action, f.prio, f.chain, origin, refs)
+
+        return make
+
+    def recipe(self, t: Template, level: int, shape: int | None) -> list[Increment] | None:
+        """The Increments a filter of `t` at `level` with this mask shape folds into; None when
+        none (no proof, or one names another level's entry, whose key this filter does not know)."""
+        got = self.of(t, tuple(shape if i == level else None for i in range(len(t.levels))))
+        if not got or isinstance(got, Reason) or any(i.key is None and i.level != level for i in got):
+            return None
+        return got
 
     def notes(self) -> list[str]:
         out = super().notes()

@@ -53,7 +53,7 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
 from lifter.errors import LiftError
-from offload.tcsync import TcDevice
+from offload.tcsync import FOLD_SOFTWARE, TcDevice
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("XDP2TC_FLOWERVM_CACHE", ROOT / "build" / "flowervm"))
@@ -866,8 +866,10 @@ class Session:
 
 class VmTc:
     """tc run in a flower VM session, for tcsync.TcDevice (its TcRunner seam). The filters
-    there are skip_hw: tc prints no hw_packets for them, so sync folds the software classifier's
-    counts, the VM playing the NIC."""
+    there are skip_hw and sync folds their software counts (tcsync.FOLD_SOFTWARE), the VM
+    playing the NIC."""
+
+    folds = FOLD_SOFTWARE
 
     def __init__(self, session: Session):
         self.session = session

@@ -111,12 +111,6 @@ def templates_after(rs: ruleset.RuleSet) -> tuple[list[Template], list]:
     return find_templates(rs.synth, first_chain, first_prio)
 
 
-def sync_filter(f: FilledFilter) -> SyncFilter:
-    """A filled filter as sync keeps it: its one source entry is its origin."""
-    (origin,) = f.sources
-    return SyncFilter(f.match, f.action, f.prio, f.chain, origin)
-
-
 class TemplateFilling:
     """The rule templates of one program as sync's Filling (offload/sync.py): templates
     found once, each map entry's filters from `fill_entry` (exact, never aggregated, so a
@@ -125,48 +119,84 @@ class TemplateFilling:
     leaves filters without its cookie alone). counter_maps is empty here: sync uses
     offload/counting.py's CountingFilling, which adds the filters' CounterRefs. A template
     with gates (an enable switch in `.data`) fills nothing here: its filters depend on another
-    entry than their own, which a per-entry change cannot follow (rules fills it)."""
+    entry than their own, which a per-entry change cannot follow (rules fills it).
+
+    Allow lists: a pass template is filled only where a drop template's proof relies on it
+    (Template.needs, as rules.templates.fill). An LPM drop template proves each prefix length
+    at its first entry, and that proof may add an allow list to `needs`: the allow list's
+    pass filters for every entry must then go on the device before that drop. So `fill`
+    fills the drop templates first and the allow lists they then need; `entry` asks for a
+    whole fill (returns None) whenever an allow list is needed that the last `fill` did not
+    give filters for."""
 
     counter_maps: frozenset[str] = frozenset()
 
     def __init__(self, templates: list[Template]):
         self.templates = templates
         self.maps = frozenset(lv.map for t in templates for lv in t.levels)
+        self.filled_allow: frozenset[int] = frozenset()  # the pass templates the last fill() filled
 
     def notes(self) -> list[str]:
         """One `# template` line per template (a NOT proven one fills nothing: say so)."""
         return [template_line(t) + (" (gated: rules only, not synced)" if t.gates else "") for t in self.templates]
 
+    def needed(self) -> frozenset[int]:
+        """The pass templates a drop template's proof relies on (asked each time: an LPM
+        shape's proof may add to `needs`)."""
+        return frozenset(i for t in self.templates if not t.outcome.is_pass for i in t.needs)
+
     def active(self) -> list[Template]:
-        """The drop templates, and the allow lists a drop template's proof relies on (as
-        rules.templates.fill; asked each time: an LPM shape's proof may add to `needs`)."""
-        needed = {i for t in self.templates for i in t.needs}
+        """The drop templates, and the allow lists a drop template's proof relies on."""
+        needed = self.needed()
         return [t for t in self.templates if not t.outcome.is_pass or t.index in needed]
 
     def fill(self, contents: MapContents) -> list[SyncFilter]:
-        """The union of every entry's filters (what `entry` keeps up to date)."""
-        return [
-            f
-            for name in sorted(self.maps)
-            for key in (contents.get(name).entries if contents.get(name) else ())
-            for f in self.entry(contents, name, key)
-        ]
+        """The union of every entry's filters (what `entry` keeps up to date): the drop
+        templates' first (their proofs say which allow lists they need), then those allow lists'."""
+        out: list[SyncFilter] = []
+        self._fill([t for t in self.templates if not t.outcome.is_pass], contents, out)
+        needed = self.needed()
+        self._fill([t for t in self.templates if t.outcome.is_pass and t.index in needed], contents, out)
+        self.filled_allow = needed
+        return out
 
-    def entry(self, contents: MapContents, map_name: str, key: bytes) -> list[SyncFilter]:
+    def _fill(self, templates: list[Template], contents: MapContents, out: list[SyncFilter]) -> None:
+        for t in templates:
+            for level, lv in enumerate(t.levels):
+                me = contents.get(lv.map)
+                if me is None:
+                    continue
+                make = self.converter(t, level)
+                for key, values in me.entries.items():
+                    for f in fill_entry(t, level, key, values)[0]:
+                        out.append(make(f))
+
+    def entry(self, contents: MapContents, map_name: str, key: bytes) -> list[SyncFilter] | None:
         me = contents.get(map_name)
         values = me.value(key) if me is not None else None
+        if self.needed() - self.filled_allow:
+            return None
         if values is None:
             return []
         out = []
         for t in self.active():
             for level, lv in enumerate(t.levels):
                 if lv.map == map_name:
-                    out += [self.sync_filter(t, f) for f in fill_entry(t, level, key, values)[0]]
+                    make = self.converter(t, level)
+                    out += [make(f) for f in fill_entry(t, level, key, values)[0]]
+        if self.needed() - self.filled_allow:  # this entry's proof relies on an allow list not filled
+            return None
         return out
 
-    def sync_filter(self, t: Template, f: FilledFilter) -> SyncFilter:
-        """One filled filter of template `t` as sync keeps it (offload/counting.py adds counters)."""
-        return sync_filter(f)
+    def converter(self, t: Template, level: int):
+        """A function making the SyncFilter of one filled filter of template `t` at `level`
+        (its one source entry is its origin; offload/counting.py adds counters)."""
+
+        def make(f: FilledFilter) -> SyncFilter:
+            (origin,) = f.sources
+            return SyncFilter(f.match, f.action, f.prio, f.chain, origin)
+
+        return make
 
 
 def template_filling(obj: BpfObject, prog: Program, assume: tuple[str, ...] = ()) -> TemplateFilling | None:

@@ -63,7 +63,7 @@ class LiveMap:
             self.kernel.type,
             self.kernel.key_size,
             self.kernel.value_size,
-            {k: self.split(v) for k, v in raw.items()},
+            {k: self.split(v) for k, v in raw.items()} if self.kernel.percpu else {k: (v,) for k, v in raw.items()},
         )
 
     def read(self, key: bytes) -> tuple[bytes, ...] | None:

@@ -20,9 +20,26 @@ hands the packet to the program, and a filter's proof assumes the filters before
 A verdict filter made wrong by a map change is wrong from the syscall until step 2 of the
 batch that follows it has been applied: that window is what bench/sync.py measures.
 
-Hardware counters: `tc -s -j filter show` gives each action's `stats` (iproute2
-tc/m_action.c prints an action's `cookie` and `stats` object; tc/tc_util.c
-print_tcstats_basic_hw adds `hw_packets`/`hw_bytes` next to the totals `packets`/`bytes`).
+Counters folded back: `tc -s -j filter show` gives each action's `stats` (iproute2
+tc/m_action.c prints an action's `cookie` and `stats`; tc/tc_util.c print_tcstats2_attr the
+totals `packets`/`bytes`, and print_tcstats_basic_hw `hw_packets`/`hw_bytes` beside them, only
+when the kernel sent TCA_STATS_BASIC_HW and they are not both zero). Which of them are packets
+the program no longer sees depends on where the filters classify relative to the XDP hook
+(TcDevice.folds):
+  * FOLD_HARDWARE, `skip_sw` filters in the NIC (sync's default): the NIC classifies before
+    the driver runs XDP, so what the filters drop never reaches the program: the `hw_*`
+    counters are folded. Where tc prints none, the totals: a skip_sw filter is never run in
+    software (cls_flower keeps it out of its software table), so its totals are the NIC's
+    (all zero when tc leaves `hw_*` out for being zero; the NIC's alone on kernels without
+    TCA_STATS_BASIC_HW).
+  * FOLD_SOFTWARE, `skip_hw` filters in the flower VM (`sync --apply --vm`): the VM has no
+    NIC and no XDP program; its software classifier stands in for the NIC, so the totals are
+    folded, as the NIC's would be.
+  * None, `skip_hw` filters on the program's own host (`sync --sw`): tc's ingress hook runs
+    in __netif_receive_skb_core after XDP (native XDP runs in the driver before an skb
+    exists; generic XDP, do_xdp_generic, runs before sch_handle_ingress), so only packets
+    the program returned XDP_PASS for reach these filters: the program has seen and counted
+    every packet they count. Nothing is folded (folding would count them twice).
 The delta since the last reading is added to the counter entries the filter names
 (CounterRef) in one CPU's slot: a possible CPU that is not online when there is one (the
 program never writes that slot), else CPU 0. The update syscall writes every CPU's slot of a
@@ -32,7 +49,6 @@ between the read and the write of one fold is lost: a window of two syscalls per
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import subprocess
@@ -51,6 +67,13 @@ COOKIE_TAG = b"x2tc".hex()
 SHIELD_ACTIONS = ("pass", "goto")
 #: tc filter handles are 32-bit, 0 meaning "none".
 MAX_HANDLE = 0xFFFFFFFF
+#: TcDevice.folds: which counters of sync's filters are packets the program no longer sees
+#: (module docstring): the NIC's (`hw_packets`/`hw_bytes`), or the flower VM's software
+#: classifier's, standing in for a NIC (`packets`/`bytes`). None: the filters run behind XDP.
+FOLD_HARDWARE = "hardware"
+FOLD_SOFTWARE = "software"
+#: `folds` from the skip flag: FOLD_HARDWARE for skip_sw filters, None for skip_hw ones here.
+BY_SKIP = "by-skip"
 
 
 @dataclass(frozen=True)
@@ -67,11 +90,12 @@ class CounterRef:
     scale: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SyncFilter:
     """One filter sync wants on the device: where it sits (chain, prio), what it matches and
     does (`action` tokens after the word `action`), which map entry it comes from (`origin`,
-    None for filters that hold for every map content) and the counters it takes over."""
+    None for filters that hold for every map content) and the counters it takes over.
+    Slotted: sync keeps one per map entry (100k entries: every byte counts)."""
 
     match: FlowerMatch
     action: tuple[str, ...]
@@ -79,32 +103,31 @@ class SyncFilter:
     chain: int = 0
     origin: tuple[str, bytes] | None = None
     counters: tuple[CounterRef, ...] = ()
+    #: the last cookie() call's skip flag and cookie (a device asks with one skip flag)
+    _skip: str | None = field(default=None, init=False, repr=False, compare=False)
+    _cookie: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def shield(self) -> bool:
         return self.action[0] in SHIELD_ACTIONS
 
     def cookie(self, skip: str | None) -> str:
-        """The action cookie naming this filter (module docstring); computed once per skip."""
-        cookies = self._cookies
-        if skip not in cookies:
-            # the match's normalised keys (repr of ints and key names: stable across runs)
-            what = f"{self.chain}|{self.prio}|{self.match.protocol}|{self.match.keys!r}|{' '.join(self.action)}|{skip}"
-            cookies[skip] = COOKIE_TAG + hashlib.sha256(what.encode()).hexdigest()[:24]
-        return cookies[skip]
-
-    @functools.cached_property
-    def _cookies(self) -> dict[str | None, str]:
-        return {}
-
-    def order(self) -> tuple[int, int]:
-        return (self.chain, self.prio)
+        """The action cookie naming this filter (module docstring); cached for one skip."""
+        if self._cookie is not None and self._skip == skip:
+            return self._cookie
+        # the match's normalised keys (repr of ints and key names: stable across runs)
+        what = f"{self.chain}|{self.prio}|{self.match.protocol}|{self.match.keys!r}|{' '.join(self.action)}|{skip}"
+        cookie = COOKIE_TAG + hashlib.sha256(what.encode()).hexdigest()[:24]
+        object.__setattr__(self, "_skip", skip)
+        object.__setattr__(self, "_cookie", cookie)
+        return cookie
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeviceFilter:
     """A filter found on the device (`tc -j filter show`): where it sits, its kind, the
-    first action's cookie (None: none) and its counters."""
+    first action's cookie (None: none) and its counters: tc's totals (`packets`, `bytes`)
+    and the hardware part (`hw_packets`, `hw_bytes`; None where tc printed none)."""
 
     chain: int
     prio: int
@@ -115,10 +138,19 @@ class DeviceFilter:
     action: str = ""  # the first action's control type (gact: drop, pass, goto, ...)
     packets: int = 0
     bytes: int = 0
+    hw_packets: int | None = None
+    hw_bytes: int | None = None
 
     @property
     def ours(self) -> bool:
         return bool(self.cookie) and self.cookie.startswith(COOKIE_TAG)
+
+    def unseen(self, folds: str) -> tuple[int, int]:
+        """(packets, bytes) the program did not see, for filters classifying as `folds` says
+        (FOLD_HARDWARE or FOLD_SOFTWARE; module docstring)."""
+        if folds == FOLD_HARDWARE and self.hw_packets is not None:
+            return self.hw_packets, self.hw_bytes or 0
+        return self.packets, self.bytes
 
 
 def parse_filters(text: str) -> list[DeviceFilter]:
@@ -143,8 +175,10 @@ def parse_filters(text: str) -> list[DeviceFilter]:
                 kind=str(item.get("kind", "")),
                 cookie=first.get("cookie"),
                 action=str((first.get("control_action") or {}).get("type", first.get("kind", ""))),
-                packets=int(stats.get("hw_packets", stats.get("packets", 0))),
-                bytes=int(stats.get("hw_bytes", stats.get("bytes", 0))),
+                packets=int(stats.get("packets", 0)),
+                bytes=int(stats.get("bytes", 0)),
+                hw_packets=int(stats["hw_packets"]) if "hw_packets" in stats else None,
+                hw_bytes=int(stats["hw_bytes"]) if "hw_bytes" in stats else None,
             )
         )
     return out
@@ -155,7 +189,7 @@ class Batch:
     """One batch of tc lines and what they do (for the dry-run header and the counters)."""
 
     lines: list[str] = field(default_factory=list)
-    added: list[tuple[SyncFilter, int]] = field(default_factory=list)  # filter, handle
+    added: list[tuple[SyncFilter, int, str]] = field(default_factory=list)  # filter, handle, cookie
     removed: list[DeviceFilter] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -170,9 +204,11 @@ class TcRunner(Protocol):
     text for its stdin, it returns what `subprocess.run(..., text=True)` would. HostTc runs
     `tc` (or `tc -n NETNS`) here; offload/flowervm.py's VmTc runs it in the flower VM, so
     `sync --apply --vm` applies its batches to a real cls_flower. `name` is how messages
-    call it; `close` ends what the runner holds (the VM)."""
+    call it; `close` ends what the runner holds (the VM); `folds` is TcDevice's default for
+    its filters' counters (BY_SKIP: from the skip flag; the VM's: FOLD_SOFTWARE)."""
 
     name: str
+    folds: str | None
 
     def __call__(self, args: list[str], stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
         """Run tc with `args`."""
@@ -188,6 +224,7 @@ class HostTc:
     """tc on this host: `command` is `tc` or `tc -n NETNS` (argument vector, no shell)."""
 
     command: tuple[str, ...] = ("tc",)
+    folds = BY_SKIP  # filters here: a NIC's (skip_sw) or behind XDP (skip_hw)
 
     @property
     def name(self) -> str:
@@ -203,15 +240,31 @@ class HostTc:
 class TcDevice:
     """The filters sync keeps on one device's ingress: what is there (by cookie), handles
     in use, and the TcRunner that reads and writes them (default: `tc` here; a tuple is
-    taken as the host command, e.g. `tc -n NETNS`)."""
+    taken as the host command, e.g. `tc -n NETNS`). `folds`: which of the filters' counters
+    are packets the program does not see (module docstring; by default the runner's: in the
+    flower VM FOLD_SOFTWARE, here FOLD_HARDWARE for skip_sw and None for skip_hw filters,
+    which sit behind the program's XDP hook)."""
 
-    def __init__(self, dev: str, skip: str | None = "skip_sw", tc: tuple[str, ...] | TcRunner = ("tc",)):
+    def __init__(
+        self,
+        dev: str,
+        skip: str | None = "skip_sw",
+        tc: tuple[str, ...] | TcRunner = ("tc",),
+        folds: str | None = BY_SKIP,
+    ):
         self.dev = dev
         self.skip = skip
         self.tc: TcRunner = HostTc(tuple(tc)) if isinstance(tc, tuple | list) else tc
-        self.present: dict[str, DeviceFilter] = {}  # cookie -> sync's filter on the device
+        if folds == BY_SKIP:
+            folds = getattr(self.tc, "folds", BY_SKIP)
+        self.folds = (None if skip == "skip_hw" else FOLD_HARDWARE) if folds == BY_SKIP else folds
+        if self.folds not in (None, FOLD_HARDWARE, FOLD_SOFTWARE):
+            raise ValueError(f"folds must be {FOLD_HARDWARE!r}, {FOLD_SOFTWARE!r} or None, not {folds!r}")
+        # cookie -> sync's filter on the device: as read (DeviceFilter), or the handle of one
+        # this process added (its filter is wanted[cookie]; see device_filter)
+        self.present: dict[str, DeviceFilter | int] = {}
         self.wanted: dict[str, SyncFilter] = {}  # cookie -> filter (only those sync added)
-        self.used: set[tuple[int, int, int]] = set()  # (chain, prio, handle) taken on the device
+        self.used: dict[tuple[int, int], set[int]] = {}  # (chain, prio) -> handles taken on the device
         self._next: dict[tuple[int, int], int] = {}  # (chain, prio) -> where the next handle search starts
 
     # -- reading the device
@@ -226,7 +279,9 @@ class TcDevice:
     def load(self, filters: list[DeviceFilter]) -> None:
         """Take the device's filters as the starting point (restart-safe reconcile)."""
         self.present = {f.cookie: f for f in filters if f.ours}
-        self.used = {(f.chain, f.prio, f.handle) for f in filters}
+        self.used = {}
+        for f in filters:
+            self.used.setdefault((f.chain, f.prio), set()).add(f.handle)
         self._next = {}
 
     # -- the diff
@@ -234,12 +289,23 @@ class TcDevice:
         """The batch that turns the device's filters into `desired` (module docstring order).
         Filters already there (same cookie) are left alone; duplicates in `desired` collapse."""
         want: dict[str, SyncFilter] = {}
+        skip = self.skip
         for f in desired:
-            want.setdefault(f.cookie(self.skip), f)
+            want.setdefault(f.cookie(skip), f)
+        present = self.present
         return self._batch(
-            [f for c, f in want.items() if c not in self.present],
-            [d for c, d in self.present.items() if c not in want],
+            [(c, f) for c, f in want.items() if c not in present],
+            [self.device_filter(c) for c in present if c not in want],
         )
+
+    def device_filter(self, cookie: str) -> DeviceFilter:
+        """Sync's filter on the device under `cookie` (one this process added is kept as its
+        handle beside its SyncFilter: 100k of them need no DeviceFilter until removed)."""
+        d = self.present[cookie]
+        if isinstance(d, DeviceFilter):
+            return d
+        f = self.wanted[cookie]
+        return DeviceFilter(f.chain, f.prio, f.match.protocol, d, "flower", cookie, f.action[0])
 
     def plan_changes(
         self,
@@ -260,25 +326,18 @@ class TcDevice:
             keep = {f.cookie(self.skip) for f in new}
             new_c.update((f.cookie(self.skip), f) for f in new if f.action[0] == "pass")
             old_c.update((c, f) for f in old if not f.shield and (c := f.cookie(self.skip)) not in keep)
-        adds = [f for c, f in new_c.items() if c not in self.present]
-        drops = [self.present[c] for c in old_c.keys() - new_c.keys() if c in self.present]
+        adds = [(c, f) for c, f in new_c.items() if c not in self.present]
+        drops = [self.device_filter(c) for c in old_c.keys() - new_c.keys() if c in self.present]
         return self._batch(adds, drops)
 
-    def _batch(self, adds: list[SyncFilter], removes: list[DeviceFilter]) -> Batch:
+    def _batch(self, adds: list[tuple[str, SyncFilter]], removes: list[DeviceFilter]) -> Batch:
+        """`adds`: (cookie, filter) pairs."""
         batch = Batch()
-        handles = {}
-        ordered = sorted(adds, key=SyncFilter.order)
-        for f in ordered:
-            handles[id(f)] = self._handle(f)
+        ordered = [(f, self._handle(f), c) for c, f in sorted(adds, key=lambda cf: (cf[1].chain, cf[1].prio))]
 
-        def add(f: SyncFilter) -> None:
-            h = handles[id(f)]
-            batch.lines.append(
-                filter_line(
-                    self.dev, f.match, (*f.action, "cookie", f.cookie(self.skip)), f.prio, f.chain, h, self.skip
-                )
-            )
-            batch.added.append((f, h))
+        def add(f: SyncFilter, h: int, c: str) -> None:
+            batch.lines.append(filter_line(self.dev, f.match, (*f.action, "cookie", c), f.prio, f.chain, h, self.skip))
+            batch.added.append((f, h, c))
 
         def remove(d: DeviceFilter) -> None:
             batch.lines.append(
@@ -289,15 +348,15 @@ class TcDevice:
 
         later_first = sorted(removes, key=lambda d: (d.chain, d.prio, d.handle), reverse=True)
         shields = {d.cookie for d in removes if self._was_shield(d)}
-        for f in ordered:
+        for f, h, c in ordered:
             if f.shield:
-                add(f)
+                add(f, h, c)
         for d in later_first:
             if d.cookie not in shields:
                 remove(d)
-        for f in ordered:
+        for f, h, c in ordered:
             if not f.shield:
-                add(f)
+                add(f, h, c)
         for d in later_first:
             if d.cookie in shields:
                 remove(d)
@@ -311,16 +370,17 @@ class TcDevice:
         """The lowest free handle at the filter's (chain, prio) from where the last search
         ended (handles freed since are found again when the search wraps)."""
         where = (f.chain, f.prio)
+        used = self.used.setdefault(where, set())
         h = self._next.get(where, 1)
         for _ in range(2):
-            while (f.chain, f.prio, h) in self.used and h <= MAX_HANDLE:
+            while h in used and h <= MAX_HANDLE:
                 h += 1
             if h <= MAX_HANDLE:
                 break
             h = 1
         else:
             raise TcError(f"no free handle at chain {f.chain} prio {f.prio}")
-        self.used.add((f.chain, f.prio, h))
+        used.add(h)
         self._next[where] = h + 1
         return h
 
@@ -329,16 +389,16 @@ class TcDevice:
         for d in batch.removed:
             self.present.pop(d.cookie, None)
             self.wanted.pop(d.cookie, None)
-            self.used.discard((d.chain, d.prio, d.handle))
-        for f, h in batch.added:
-            c = f.cookie(self.skip)
-            self.present[c] = DeviceFilter(f.chain, f.prio, f.match.protocol, h, "flower", c, f.action[0])
-            self.wanted[c] = f
+            self.used.get((d.chain, d.prio), set()).discard(d.handle)
+        present, wanted = self.present, self.wanted
+        for f, h, c in batch.added:
+            present[c] = h
+            wanted[c] = f
 
     def forget(self, batch: Batch) -> None:
         """Give back the handles a batch reserved but did not apply."""
-        for f, h in batch.added:
-            self.used.discard((f.chain, f.prio, h))
+        for f, h, _ in batch.added:
+            self.used.get((f.chain, f.prio), set()).discard(h)
             self._next.pop((f.chain, f.prio), None)
 
     # -- writing
@@ -386,14 +446,16 @@ def _cpu_list(text: str) -> set[int]:
 
 @dataclass
 class CounterFolder:
-    """Hardware counter deltas since the last reading, added to the counter maps."""
+    """Counter deltas since the last reading, added to the counter maps; `folds`: which
+    counters (FOLD_HARDWARE or FOLD_SOFTWARE, module docstring)."""
 
     maps: dict[str, kernel.MapInfo]  # counter map name -> open map
     slot: int = 0
+    folds: str = FOLD_HARDWARE
     seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # cookie -> (packets, bytes)
 
     def fold(self, device: list[DeviceFilter], wanted: dict[str, SyncFilter]) -> dict[tuple[str, bytes], int]:
-        """Add each filter's new hardware packets/bytes to its CounterRefs. A filter seen for
+        """Add each filter's new unseen packets/bytes to its CounterRefs. A filter seen for
         the first time sets its baseline (what it counted before sync saw it is not known to
         be unfolded); a counter that went down means the filter was re-created: all of it is
         new. Returns what was added per (map, key)."""
@@ -402,12 +464,13 @@ class CounterFolder:
             f = wanted.get(d.cookie) if d.cookie else None
             if f is None:
                 continue
+            packets, nbytes = d.unseen(self.folds)
             last = self.seen.get(d.cookie)
-            self.seen[d.cookie] = (d.packets, d.bytes)
+            self.seen[d.cookie] = (packets, nbytes)
             if last is None:
                 continue
-            dp = d.packets - last[0] if d.packets >= last[0] else d.packets
-            db = d.bytes - last[1] if d.bytes >= last[1] else d.bytes
+            dp = packets - last[0] if packets >= last[0] else packets
+            db = nbytes - last[1] if nbytes >= last[1] else nbytes
             for ref in f.counters:
                 delta = (dp if ref.what == "packets" else db) * ref.scale
                 if delta and ref.map in self.maps:  # else a map the sources lack (sync warned)

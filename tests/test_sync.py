@@ -34,7 +34,7 @@ from analyzer import kernel
 from analyzer.xdp import VERDICTS
 from lifter.errors import LiftError
 from lifter.program import load_object
-from offload import cli, mapfill, mapwatch, sync
+from offload import cli, flowervm, mapfill, mapwatch, sync, tcsync
 from offload.mapsource import MapSourceSpec, open_maps
 from offload.sync import Change, SyncDaemon
 from offload.tcsync import COOKIE_TAG, CounterFolder, CounterRef, SyncFilter, TcDevice, TcError, parse_filters
@@ -324,6 +324,49 @@ def test_sync_keeps_the_nested_maps_chained_and_follows_a_delete(nested):
         daemon.close()
 
 
+ALLOW_BLOCK = ROOT / "corpus/build/clang/allow_block.o"
+
+
+def _lpm_key(addr: str, plen: int) -> list[str]:
+    """bpftool's words for an LPM key {u32 prefixlen (host order); IPv4 address}."""
+    return [str(b) for b in plen.to_bytes(4, "little") + _ip(addr)]
+
+
+@pytest.mark.parametrize("block_at_start", [True, False])
+def test_an_allow_list_is_installed_before_the_lpm_drops_that_rely_on_it(block_at_start):
+    """allow_block.c: sources in the allow list pass, those in the LPM block list drop. An
+    LPM shape is proven at its first entry, and that proof is what says the drop relies on
+    the allow list's pass filters: whether the block entry is there at the start or added
+    later, the allow entry's pass filter must be on the device before (or in the same batch,
+    ahead of) the /16 drop that covers it, and the printed filters drop only what the
+    kernel drops (the allowed address inside the block is the frame that tells)."""
+    gen = _pinned(ALLOW_BLOCK, ("allowlist", "blocklist"))
+    obj, folder = next(gen)
+    try:
+        _bpftool("map", "update", "pinned", str(folder / "allowlist"), "key", "10", "1", "2", "3", "value", "1")
+        block = ["map", "update", "pinned", str(folder / "blocklist"), "key", *_lpm_key("10.1.0.0", 16), "value", "1"]
+        if block_at_start:
+            _bpftool(*block)
+        loaded = load_object(ALLOW_BLOCK)
+        filling = sync.filling_for(loaded, loaded.programs[0], ())  # fresh: proofs cache shapes on it
+        live = open_maps(loaded, MapSourceSpec("pinned", str(folder)))
+        daemon = SyncDaemon(filling, live, TcDevice("veth-x2tc"), out=io.StringIO(), interval=60)
+        try:
+            lines = list(daemon.start().lines)
+            if not block_at_start:
+                _bpftool(*block)
+                lines += daemon.handle([Change("blocklist", bytes(int(w) for w in _lpm_key("10.1.0.0", 16)))]).lines
+        finally:
+            daemon.close()
+        added = _keys(lines)
+        assert "src_ip 10.1.2.3 action pass" in added, added
+        assert added.index("src_ip 10.1.2.3 action pass") < added.index("src_ip 10.1.0.0/16 action drop"), added
+        frames = [_frame(a, "10.9.9.9", 6, 80) for a in ("10.1.2.3", "10.1.2.4", "10.2.0.1")]
+        assert len(_agree(lines, obj, "xdp_allow_block", frames)) == 1  # 10.1.2.4 only
+    finally:
+        gen.close()
+
+
 # --------------------------------------------------------------------------- the daemon
 
 
@@ -375,8 +418,116 @@ def test_daemon_follows_bpftool_writes_through_the_watcher(ddos):
         _bpftool("map", "delete", "pinned", str(folder / "blacklist"), "key", "10", "0", "0", "9")
         gone = _step_until_batch(daemon)
         assert gone.lines == [f"filter del dev veth-x2tc ingress protocol ip prio 10 chain 0 handle {handle} flower"]
+        # its entry event was seen (alone, or with its exit event when both came before the
+        # daemon woke: the kernel deletes in microseconds); nothing is left for the exit event
+        assert "blacklist[150994954] deleted (at syscall entry)" in _headers(out)[-1]
+        assert daemon.step(200) is None
         text = out.getvalue()
         assert "changes: blacklist[" in text and "since_syscall_us=" in text
+    finally:
+        daemon.close()
+
+
+def _headers(out: io.StringIO) -> list[str]:
+    """The `# batch N at TIME: WHY` lines the daemon printed so far."""
+    return [x for x in out.getvalue().splitlines() if x.startswith("# batch ") and " at " in x.split(":")[0]]
+
+
+def _watcher() -> mapwatch.MapWatcher:
+    try:
+        return mapwatch.MapWatcher()
+    except mapwatch.WatcherUnavailable as err:
+        require(False, f"map watcher: {err}")
+
+
+def _events(watcher: mapwatch.MapWatcher, n: int) -> list[mapwatch.MapEvent]:
+    got: list[mapwatch.MapEvent] = []
+    for _ in range(50):
+        got += watcher.poll(100)
+        if len(got) >= n:
+            break
+    return got
+
+
+def test_the_watcher_reports_a_change_at_syscall_entry_only_where_it_can():
+    """What the README's window rests on, with bpftool writing from another process: an
+    update of a small non-per-CPU value and a delete are reported at their syscall's entry
+    (`early`, the update with its new value) and again at exit; a failed delete too (sync
+    then puts back what its entry event took away); a per-CPU update only at exit (no early
+    event: its window runs to the exit event)."""
+    require_kernel()
+    folder = BPFFS / f"xdp2tc-watch-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    folder.mkdir()
+    watcher = _watcher()
+    try:
+        ids = {}
+        for name, kind in (("plain", "hash"), ("percpu", "percpu_hash")):
+            _bpftool(
+                "map",
+                "create",
+                str(folder / name),
+                "type",
+                kind,
+                "key",
+                "4",
+                "value",
+                "4",
+                "entries",
+                "8",
+                "name",
+                name,
+            )
+            ids[name] = json.loads(_bpftool("-j", "map", "show", "pinned", str(folder / name)))["id"]
+        watcher.watch(ids.values())
+        key = ["10", "0", "0", "1"]
+
+        def write(*words: str) -> list[tuple]:
+            _bpftool("map", *words)
+            got = _events(watcher, 2 if words[0] != "update" or "plain" in words[2] else 1)
+            return [(e.map_id, e.cmd, e.key, e.early, e.value) for e in got]
+
+        plain, percpu = str(folder / "plain"), str(folder / "percpu")
+        upd, dele = 2, 3  # BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM
+        k = bytes([10, 0, 0, 1])
+        assert write("update", "pinned", plain, "key", *key, "value", "7", "0", "0", "0") == [
+            (ids["plain"], upd, k, True, bytes([7, 0, 0, 0])),
+            (ids["plain"], upd, k, False, None),
+        ]
+        assert write("delete", "pinned", plain, "key", *key) == [
+            (ids["plain"], dele, k, True, None),
+            (ids["plain"], dele, k, False, None),
+        ]
+        proc = subprocess.run(["bpftool", "map", "delete", "pinned", plain, "key", *key], capture_output=True)
+        assert proc.returncode != 0  # no such entry: the delete fails, and still both events come
+        assert [(e.early, e.key) for e in _events(watcher, 2)] == [(True, k), (False, k)]
+        assert write("update", "pinned", percpu, "key", *key, "value", "1", "0", "0", "0") == [
+            (ids["percpu"], upd, k, False, None)
+        ]
+        assert watcher.poll(200) == []  # nothing else came
+    finally:
+        watcher.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_value_update_through_the_watcher_takes_the_drop_away_at_syscall_entry(ddos):
+    """The same ordering as the synthetic test below, with the kernel's events: bpftool
+    turns 10.4.4.4's value from 0 (drop) to 1 (pass); the first batch holds the entry
+    event (alone or with the exit event, whichever the daemon woke to): the shield is added
+    before the drop goes, and nothing is left for a later batch."""
+    obj, folder = ddos
+    key = _ip("10.4.4.4")
+    obj.map_update("blacklist", key, bytes(4))
+    out = io.StringIO()
+    live = open_maps(load_object(DDOS), MapSourceSpec("pinned", str(folder)))
+    daemon = SyncDaemon(_ValueDecides(), live, TcDevice("veth-x2tc"), out=out, watcher=_watcher(), interval=60)
+    try:
+        daemon.start()
+        _bpftool("map", "update", "pinned", str(folder / "blacklist"), "key", "10", "4", "4", "4", "value", *"1000")
+        batch = _step_until_batch(daemon)
+        assert [(x.split()[1], " action pass " in x) for x in batch.lines] == [("add", True), ("del", False)]
+        assert "changes: blacklist[67372042] = 1 (at syscall entry)" in _headers(out)[-1]  # BTF: u32 host order
+        assert daemon.step(200) is None
+        assert [f.action for f in daemon.by_origin[("blacklist", key)]] == [("pass",)]
     finally:
         daemon.close()
 
@@ -605,11 +756,13 @@ class _DropCountFilling:
         return []
 
 
-def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_path):
-    require_kernel()
+def _fake_tc(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """A `tc` stand-in: `-batch -` appends stdin to batches.txt (or refuses while the file
+    `refuse` is non-empty), `-s ...` prints stats.json, anything else prints `[]`.
+    Returns (tc, stats, batches, refuse)."""
     stats, log, fake = tmp_path / "stats.json", tmp_path / "batches.txt", tmp_path / "tc"
-    refuse = tmp_path / "refuse"  # non-empty: the fake tc refuses batches
-    refuse.write_text("yes")
+    refuse = tmp_path / "refuse"
+    refuse.write_text("")
     fake.write_text(
         f"#!{sys.executable}\n"
         "import sys\n"
@@ -622,18 +775,36 @@ def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_
         "sys.stdout.write('[]')\n"
     )
     fake.chmod(0o755)
+    return fake, stats, log, refuse
+
+
+def _stats_doc(cookie: str, packets: int, hw_packets: int | None) -> str:
+    """`tc -s -j filter show` with one drop filter: iproute2 prints `hw_bytes`/`hw_packets`
+    after the totals only when the kernel reports hardware counts that are not zero
+    (tc/tc_util.c print_tcstats_basic_hw), with `sw_packets` the difference."""
+    stats_obj = {"bytes": packets * 64, "packets": packets, "drops": packets, "overlimits": 0, "requeues": 0}
+    if hw_packets is not None:
+        stats_obj.update(sw_bytes=(packets - hw_packets) * 64, sw_packets=packets - hw_packets)
+        stats_obj.update(hw_bytes=hw_packets * 64, hw_packets=hw_packets)
+    action = {"order": 1, "kind": "gact", "control_action": {"type": "drop"}, "cookie": cookie}
+    action["stats"] = stats_obj
+    return json.dumps(
+        [{"protocol": "ip", "pref": 1, "kind": "flower", "chain": 0, "options": {"handle": 1, "actions": [action]}}]
+    )
+
+
+def _dropped_total(obj) -> int:
+    dump = json.loads(_bpftool("-j", "map", "dump", "id", str(kernel.map_id(obj.map("dropped_stat").fd))))
+    return sum(int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in dump[0]["values"])
+
+
+def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_path):
+    require_kernel()
+    fake, stats, log, refuse = _fake_tc(tmp_path)
+    refuse.write_text("yes")  # the fake tc refuses batches
     filling = _DropCountFilling()
     (drop,) = filling.fill(None)
-
-    def doc(hw_packets: int) -> str:
-        stats_obj = {"bytes": hw_packets * 64, "packets": hw_packets, "hw_bytes": hw_packets * 64}
-        stats_obj["hw_packets"] = hw_packets
-        action = {"order": 1, "kind": "gact", "control_action": {"type": "drop"}, "cookie": drop.cookie("skip_sw")}
-        action["stats"] = stats_obj
-        return json.dumps(
-            [{"protocol": "ip", "pref": 1, "kind": "flower", "chain": 0, "options": {"handle": 1, "actions": [action]}}]
-        )
-
+    cookie = drop.cookie("skip_sw")
     with kernel.load(_obj(DROP_COUNT)) as obj:
         prog = kernel.prog_id(obj.programs["xdp_drop_count"])
         live = open_maps(load_object(DROP_COUNT), MapSourceSpec("prog", str(prog)))
@@ -641,7 +812,7 @@ def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_
             filling, live, TcDevice("eth0", tc=(str(fake),)), apply=True, out=io.StringIO(), interval=0.001
         )
         try:
-            stats.write_text(doc(100))
+            stats.write_text(_stats_doc(cookie, 100, 100))
             daemon.start()
             assert daemon.failed == 1 and not log.exists()
             refuse.write_text("")
@@ -650,10 +821,80 @@ def test_apply_retries_a_refused_batch_and_folds_counters_through_a_fake_tc(tmp_
                 "filter add dev eth0 ingress protocol ip prio 1 chain 0 handle 0x1 flower"
             )
             daemon.step(5)  # first reading: the baseline
-            stats.write_text(doc(112))
+            stats.write_text(_stats_doc(cookie, 112, 112))
             daemon.step(5)
         finally:
             daemon.close()
-        dump = json.loads(_bpftool("-j", "map", "dump", "id", str(kernel.map_id(obj.map("dropped_stat").fd))))
-        total = sum(int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in dump[0]["values"])
-        assert total == 12
+        assert _dropped_total(obj) == 12
+
+
+@pytest.mark.parametrize(
+    "skip, folds, added",
+    [
+        # a NIC (skip_sw): only what the hardware counted; the program never saw it
+        ("skip_sw", tcsync.BY_SKIP, 7),
+        # the flower VM's skip_hw filters stand in for the NIC: their software totals
+        ("skip_hw", tcsync.FOLD_SOFTWARE, 12),
+        # `sync --sw` here: tc ingress runs after XDP, so the program counted all 12 itself
+        ("skip_hw", tcsync.BY_SKIP, 0),
+    ],
+)
+def test_which_counters_fold_depends_on_where_the_filters_sit(tmp_path, skip, folds, added):
+    """One hand-written document read three ways: the filter's totals went 100 -> 112 and
+    its hardware part 100 -> 107 (5 packets classified in software)."""
+    require_kernel()
+    fake, stats, log, _ = _fake_tc(tmp_path)
+    filling = _DropCountFilling()
+    (drop,) = filling.fill(None)
+    cookie = drop.cookie(skip)
+    device = TcDevice("eth0", skip, (str(fake),), folds=folds)
+    with kernel.load(_obj(DROP_COUNT)) as obj:
+        prog = kernel.prog_id(obj.programs["xdp_drop_count"])
+        live = open_maps(load_object(DROP_COUNT), MapSourceSpec("prog", str(prog)))
+        out = io.StringIO()
+        daemon = SyncDaemon(filling, live, device, apply=True, out=out, interval=0.001)
+        try:
+            stats.write_text(_stats_doc(cookie, 100, 100))
+            daemon.start()
+            assert daemon.failed == 0 and f" flower {skip} " in log.read_text()
+            daemon.step(5)  # first reading: the baseline
+            stats.write_text(_stats_doc(cookie, 112, 107))
+            daemon.step(5)
+        finally:
+            daemon.close()
+        assert _dropped_total(obj) == added
+    assert ("# counters: not folded" in out.getvalue()) == (added == 0)
+
+
+@pytest.mark.parametrize(
+    "stats_obj, folds, unseen",
+    [
+        ({"packets": 40, "bytes": 400, "hw_packets": 30, "hw_bytes": 300}, tcsync.FOLD_HARDWARE, (30, 300)),
+        ({"packets": 40, "bytes": 400, "hw_packets": 30, "hw_bytes": 300}, tcsync.FOLD_SOFTWARE, (40, 400)),
+        # no hw_* printed: zero in hardware, or a kernel without TCA_STATS_BASIC_HW, whose
+        # totals are the NIC's: for a skip_sw filter (never run in software) the totals
+        ({"packets": 9, "bytes": 90}, tcsync.FOLD_HARDWARE, (9, 90)),
+        ({"packets": 0, "bytes": 0}, tcsync.FOLD_HARDWARE, (0, 0)),
+    ],
+)
+def test_a_filters_unseen_counts_from_a_tc_document(stats_obj, folds, unseen):
+    action = {"order": 1, "kind": "gact", "control_action": {"type": "drop"}, "cookie": COOKIE_TAG + "00" * 12}
+    action["stats"] = stats_obj
+    doc = [{"protocol": "ip", "pref": 3, "kind": "flower", "chain": 0, "options": {"handle": 2, "actions": [action]}}]
+    (d,) = parse_filters(json.dumps(doc))
+    assert (d.packets, d.hw_packets) == (stats_obj["packets"], stats_obj.get("hw_packets"))
+    assert d.unseen(folds) == unseen
+
+
+def test_a_device_says_where_its_filters_fold_from():
+    assert TcDevice("eth0").folds == tcsync.FOLD_HARDWARE
+    assert TcDevice("eth0", "skip_hw").folds is None
+    assert TcDevice("eth0", "skip_hw", folds=tcsync.FOLD_SOFTWARE).folds == tcsync.FOLD_SOFTWARE
+
+    class StandIn(tcsync.HostTc):  # a runner whose skip_hw filters play the NIC
+        folds = tcsync.FOLD_SOFTWARE
+
+    assert TcDevice("eth0", "skip_hw", StandIn()).folds == tcsync.FOLD_SOFTWARE
+    assert flowervm.VmTc.folds == tcsync.FOLD_SOFTWARE  # `sync --apply --vm`'s runner
+    with pytest.raises(ValueError, match="folds must be"):
+        TcDevice("eth0", folds="both")

@@ -42,7 +42,12 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--once", action="store_true", help="reconcile (one batch) and exit; no watcher")
     p.add_argument("--netns", type=netns_name, help="run tc in this network namespace (tc -n NETNS)")
-    p.add_argument("--sw", action="store_true", help="skip_hw instead of skip_sw (test in software)")
+    p.add_argument(
+        "--sw",
+        action="store_true",
+        help="skip_hw instead of skip_sw (test in software; counters are not folded: tc ingress runs "
+        "after XDP, so the program counted those packets itself)",
+    )
     flowervm.add_sync_option(p)  # --vm: the batches applied in the flower VM
 
 
