@@ -254,13 +254,17 @@ class Checker:
     def reaching(self, rules: list[Rule]) -> list[z3.BoolRef]:
         """Per filter: the packets that reach it and match it."""
         entry: dict[int, list[z3.BoolRef]] = {0: [z3.BoolVal(True)]}
-        missed: dict[int, list[z3.BoolRef]] = {}
+        # per chain: no filter of it so far matched, built on the previous one's term (z3
+        # shares it: linear in the filters, where a list of negations per filter is quadratic)
+        missed: dict[int, z3.BoolRef] = {}
+        ors: dict = {}
         out = []
         for r in rules:
-            into = z3.Or(entry.get(r.chain, [z3.BoolVal(False)]))
-            hit = z3.And(into, *[z3.Not(x) for x in missed.get(r.chain, [])], self.match(r))
+            into = _union(entry, r.chain, ors)
+            none = missed.get(r.chain, z3.BoolVal(True))
+            hit = z3.And(into, none, self.match(r))
             out.append(hit)
-            missed.setdefault(r.chain, []).append(self.match(r))
+            missed[r.chain] = z3.And(none, z3.Not(self.match(r)))
             if r.role == "goto":
                 entry.setdefault(int(r.action[2]), []).append(hit)
         return out
@@ -307,6 +311,15 @@ class Checker:
         rules = self.minimise(rules)
         assign_prios(rules)
         return rules
+
+
+def _union(entry: dict[int, list[z3.BoolRef]], chain: int, memo: dict) -> z3.BoolRef:
+    """The packets entering `chain` (the Or of `entry[chain]`), built once per chain and
+    again only when a goto into it was added since (z3.Or over many terms is slow to build)."""
+    terms = entry.get(chain, [])
+    if memo.get(chain, (None,))[0] != len(terms):
+        memo[chain] = (len(terms), z3.Or(terms) if terms else z3.BoolVal(False))
+    return memo[chain][1]
 
 
 def _full(name: str) -> int:
