@@ -810,12 +810,20 @@ PREFIX_LENGTHS = (24, 16, 8)
 
 def _prefix_set(s: z3.Solver, term: z3.BitVecRef, row) -> tuple[tuple[int, ...], int] | None:
     """(values, mask) when the address's top bits take 2..MAX_VALUES values in the models
-    of `s` (the longest such prefix); None otherwise (a single prefix is `_fixed_bits`'s)."""
-    for length in PREFIX_LENGTHS:
-        if length >= row.width:
-            continue
+    of `s` (the longest such prefix); None otherwise (a single prefix is `_fixed_bits`'s).
+    A longer prefix takes at least as many values as a shorter one: when the shortest
+    already takes too many, none fits (one enumeration, not one per length)."""
+    lengths = [n for n in PREFIX_LENGTHS if n < row.width]
+    if not lengths:
+        return None
+    found = {lengths[-1]: _values(s, z3.Extract(row.width - 1, row.width - lengths[-1], term), MAX_VALUES + 1)}
+    if len(found[lengths[-1]]) > MAX_VALUES:
+        return None
+    for length in lengths:
         shift = row.width - length
-        values = _values(s, z3.Extract(row.width - 1, shift, term), MAX_VALUES + 1)
+        if length not in found:
+            found[length] = _values(s, z3.Extract(row.width - 1, shift, term), MAX_VALUES + 1)
+        values = found[length]
         if len(values) <= 1:
             return None
         if len(values) <= MAX_VALUES:
@@ -825,15 +833,32 @@ def _prefix_set(s: z3.Solver, term: z3.BitVecRef, row) -> tuple[tuple[int, ...],
 
 
 def _fixed_bits(s: z3.Solver, term: z3.BitVecRef, seen: list[int], width: int) -> Exact:
-    """The bits of `term` that have one value in every model of `s` (seen: values found)."""
+    """The bits of `term` that have one value in every model of `s` (seen: values found).
+    The bits not yet seen to vary are asked together; a model where some of them differ
+    rules those out and the rest are asked again (few checks where most bits are fixed or
+    vary together); a query without an answer falls back to asking bit by bit."""
     first = seen[0]
+    full = (1 << width) - 1
+    candidates = full
+    for v in seen:
+        candidates &= ~(v ^ first)
+    while candidates:
+        s.push()
+        s.add(term & candidates != first & candidates)
+        r = s.check()
+        differs = s.model().eval(term, model_completion=True).as_long() ^ first if r == z3.sat else 0
+        s.pop()
+        if r == z3.unsat:
+            return Exact(first & candidates, candidates)
+        if r != z3.sat:
+            break
+        candidates &= ~differs
     mask = 0
     for i in range(width):
-        bit = first >> i & 1
-        if any((v >> i & 1) != bit for v in seen):
+        if not candidates >> i & 1:
             continue
         s.push()
-        s.add(z3.Extract(i, i, term) != bit)
+        s.add(z3.Extract(i, i, term) != (first >> i & 1))
         if s.check() == z3.unsat:
             mask |= 1 << i
         s.pop()
