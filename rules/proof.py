@@ -99,7 +99,7 @@ def hits(filters: list[Filter], d) -> list[z3.BoolRef]:
     for i in order:
         f = filters[i]
         m = match_formula(f.match, d)
-        into = _union(entry, f.chain, ors)
+        into = chain_entry(entry, f.chain, ors)
         none = missed.get(f.chain, z3.BoolVal(True))
         out[i] = z3.And(into, none, m)
         missed[f.chain] = z3.And(none, z3.Not(m))
@@ -108,9 +108,10 @@ def hits(filters: list[Filter], d) -> list[z3.BoolRef]:
     return out
 
 
-def _union(entry: dict[int, list[z3.BoolRef]], chain: int, memo: dict) -> z3.BoolRef:
-    """The packets entering `chain` (the Or of `entry[chain]`), built once per chain and
-    again only when a goto into it was added since (z3.Or over many terms is slow to build)."""
+def chain_entry(entry: dict[int, list[z3.BoolRef]], chain: int, memo: dict) -> z3.BoolRef:
+    """The packets entering `chain` (the Or of `entry[chain]`, the goto hits into it), built
+    once per chain and again only when a goto into it was added since (z3.Or over many
+    terms is slow to build; ruleset.Checker uses it too)."""
     terms = entry.get(chain, [])
     if memo.get(chain, (None,))[0] != len(terms):
         memo[chain] = (len(terms), z3.Or(terms) if terms else z3.BoolVal(False))

@@ -25,6 +25,7 @@ import z3
 from .dissector import dissect, match_formula
 from .final import finish
 from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range, render
+from .proof import chain_entry
 from .reasons import Reason
 from .synthesis import PASS, Outcome, Synthesis, Synthesizer, maybe_sat
 
@@ -260,7 +261,7 @@ class Checker:
         ors: dict = {}
         out = []
         for r in rules:
-            into = _union(entry, r.chain, ors)
+            into = chain_entry(entry, r.chain, ors)
             none = missed.get(r.chain, z3.BoolVal(True))
             hit = z3.And(into, none, self.match(r))
             out.append(hit)
@@ -311,15 +312,6 @@ class Checker:
         rules = self.minimise(rules)
         assign_prios(rules)
         return rules
-
-
-def _union(entry: dict[int, list[z3.BoolRef]], chain: int, memo: dict) -> z3.BoolRef:
-    """The packets entering `chain` (the Or of `entry[chain]`), built once per chain and
-    again only when a goto into it was added since (z3.Or over many terms is slow to build)."""
-    terms = entry.get(chain, [])
-    if memo.get(chain, (None,))[0] != len(terms):
-        memo[chain] = (len(terms), z3.Or(terms) if terms else z3.BoolVal(False))
-    return memo[chain][1]
 
 
 def _full(name: str) -> int:
