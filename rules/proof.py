@@ -93,17 +93,29 @@ def hits(filters: list[Filter], d) -> list[z3.BoolRef]:
     """Per filter (file order): the packets that reach it from chain 0 and match it."""
     order = sorted(range(len(filters)), key=lambda i: (filters[i].chain, filters[i].prio, i))
     entry: dict[int, list[z3.BoolRef]] = {0: [z3.BoolVal(True)]}
-    missed: dict[int, list[z3.BoolRef]] = {}
+    missed: dict[int, z3.BoolRef] = {}  # per chain: no filter so far matched (one shared term)
+    ors: dict = {}
     out: list[z3.BoolRef | None] = [None] * len(filters)
     for i in order:
         f = filters[i]
         m = match_formula(f.match, d)
-        into = z3.Or(entry.get(f.chain, [z3.BoolVal(False)]))
-        out[i] = z3.And(into, *[z3.Not(x) for x in missed.get(f.chain, [])], m)
-        missed.setdefault(f.chain, []).append(m)
+        into = chain_entry(entry, f.chain, ors)
+        none = missed.get(f.chain, z3.BoolVal(True))
+        out[i] = z3.And(into, none, m)
+        missed[f.chain] = z3.And(none, z3.Not(m))
         if f.goto is not None:
             entry.setdefault(f.goto, []).append(out[i])
     return out
+
+
+def chain_entry(entry: dict[int, list[z3.BoolRef]], chain: int, memo: dict) -> z3.BoolRef:
+    """The packets entering `chain` (the Or of `entry[chain]`, the goto hits into it), built
+    once per chain and again only when a goto into it was added since (z3.Or over many
+    terms is slow to build; ruleset.Checker uses it too)."""
+    terms = entry.get(chain, [])
+    if memo.get(chain, (None,))[0] != len(terms):
+        memo[chain] = (len(terms), z3.Or(terms) if terms else z3.BoolVal(False))
+    return memo[chain][1]
 
 
 def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:

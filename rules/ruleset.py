@@ -25,6 +25,7 @@ import z3
 from .dissector import dissect, match_formula
 from .final import finish
 from .flower import FLOWER_KEYS, Exact, FlowerMatch, Range, render
+from .proof import chain_entry
 from .reasons import Reason
 from .synthesis import PASS, Outcome, Synthesis, Synthesizer, maybe_sat
 
@@ -254,13 +255,17 @@ class Checker:
     def reaching(self, rules: list[Rule]) -> list[z3.BoolRef]:
         """Per filter: the packets that reach it and match it."""
         entry: dict[int, list[z3.BoolRef]] = {0: [z3.BoolVal(True)]}
-        missed: dict[int, list[z3.BoolRef]] = {}
+        # per chain: no filter of it so far matched, built on the previous one's term (z3
+        # shares it: linear in the filters, where a list of negations per filter is quadratic)
+        missed: dict[int, z3.BoolRef] = {}
+        ors: dict = {}
         out = []
         for r in rules:
-            into = z3.Or(entry.get(r.chain, [z3.BoolVal(False)]))
-            hit = z3.And(into, *[z3.Not(x) for x in missed.get(r.chain, [])], self.match(r))
+            into = chain_entry(entry, r.chain, ors)
+            none = missed.get(r.chain, z3.BoolVal(True))
+            hit = z3.And(into, none, self.match(r))
             out.append(hit)
-            missed.setdefault(r.chain, []).append(self.match(r))
+            missed[r.chain] = z3.And(none, z3.Not(self.match(r)))
             if r.role == "goto":
                 entry.setdefault(int(r.action[2]), []).append(hit)
         return out

@@ -223,6 +223,9 @@ class Synthesizer:
         #: (path id, outcome, split into VLAN chains) -> extract_all's z3 findings (shared by
         #: with_assumption): blocks' (protocol, sets, masked, set_masks), None: atypical only
         self.extracted: dict[tuple[int, Outcome, bool], list[tuple] | None] = {}
+        #: path id -> (protocol, the keys with one value) of its unsplit block: what a shield
+        #: reads of the path a counterexample takes (path_block); None: atypical only
+        self.fixed_keys: dict[int, tuple[str, dict[str, int]] | None] = {}
         #: blocks given up, by path: with the shields tried (counterexample.py shows why)
         self.failed: dict[int, Block] = {}
         #: rewrite outcomes' good sets (rewriteproof.py), by outcome
@@ -334,10 +337,12 @@ class Synthesizer:
         split = not quiet and self.chain_budget > 0
         key = (p.id, outcome, split)
         if key not in self.extracted:
-            found = self._extract_all(p, outcome, split)
+            found, one = self._extract_all(p, outcome, split)
             self.extracted[key] = (
                 None if found is None else [(b.protocol, b.sets, b.masked, b.set_masks) for b in found]
             )
+            if one:  # no VLAN chain to split into: the unsplit extraction is the same
+                self.extracted[(p.id, outcome, False)] = self.extracted[key]
         found = self.extracted[key]
         if found is None:
             if not quiet:
@@ -358,17 +363,25 @@ class Synthesizer:
             other.extracted = self.extracted
         return other
 
-    def _extract_all(self, p: Path, outcome: Outcome, split: bool) -> list[Block] | None:
-        """extract_all's work: None when only atypical packets take the path."""
+    def _typical_solver(self, p: Path) -> tuple[z3.Solver, bool] | None:
+        """A solver holding path `p` under typical packets (else typical fragments: then
+        True), or None when only atypical packets take it."""
         cond = z3.And(self.conds[p.id], *self.env)
-        frags = False
         s = solver(cond, self.typical)
-        if s.check() != z3.sat:
-            s = solver(cond, self.typical_fragment)
-            frags = s.check() == z3.sat
-            if not frags:
-                return None
+        if s.check() == z3.sat:
+            return s, False
+        s = solver(cond, self.typical_fragment)
+        return (s, True) if s.check() == z3.sat else None
+
+    def _extract_all(self, p: Path, outcome: Outcome, split: bool) -> tuple[list[Block] | None, bool]:
+        """extract_all's work: None when only atypical packets take the path; and whether
+        the result is also the unsplit one (split asked, but one chain without a VLAN tag)."""
+        found = self._typical_solver(p)
+        if found is None:
+            return None, True
+        s, frags = found
         chains = self._chains(s) if split else [self._one_chain(s)]
+        one = len(chains) == 1 and not chains[0][1] and PROTOCOLS.get(chains[0][0]) not in VLAN_TYPES
         if len(chains) > 1 or chains[0][1]:
             self.chain_budget -= len(chains)
         out: list[Block] = []
@@ -380,7 +393,7 @@ class Synthesizer:
                 s.add(self.d.keys[name] == value)
             out += self._extract_chain(s, p, outcome, protocol, chain, frags)
             s.pop()
-        return out
+        return out, one
 
     def _one_chain(self, s: z3.Solver) -> tuple[str, dict[str, int]]:
         """The protocol of all models of `s`, or `all` (no split into VLAN chains)."""
@@ -537,15 +550,34 @@ class Synthesizer:
             f"not proved after {MAX_SHIELDS} shields (flower cannot separate what the program decides)",
         )
 
-    def path_block(self, model: z3.ModelRef) -> Block | None:
-        """The extracted block of the path the model's packet takes, of the packet's protocol
-        chain where the path has several (None if it is only taken by atypical packets)."""
+    def path_block(self, model: z3.ModelRef) -> tuple[str, dict[str, int]] | None:
+        """The protocol and single-valued keys of the unsplit block of the path the model's
+        packet takes (None if only atypical packets take it): all a shield reads of it."""
         for p in self.e.paths:
             if z3.is_true(model.eval(self.conds[p.id], model_completion=True)):
-                blocks = self.blocks_for(p)
-                hit = [b for b in blocks if z3.is_true(model.eval(b.formula(self.d), model_completion=True))]
-                return (hit or blocks or [None])[0]
+                if p.id not in self.fixed_keys:
+                    self.fixed_keys[p.id] = self._fixed_keys(p)
+                return self.fixed_keys[p.id]
         return None
+
+    def _fixed_keys(self, p: Path) -> tuple[str, dict[str, int]] | None:
+        """path_block's work: extraction's first steps (extract_all, unsplit) asking each
+        key for two values, not for its whole value set."""
+        found = self._typical_solver(p)
+        if found is None:
+            return None
+        s, frags = found
+        protocol, _ = self._one_chain(s)
+        s.push()
+        if protocol != "all":
+            s.add(self.d.skb_protocol == PROTOCOLS[protocol])
+        sets = {}
+        for name in _key_names(protocol, {}, frags):
+            values = _values(s, self.d.keys[name], 2)
+            if len(values) == 1:
+                sets[name] = (values[0],)
+        s.pop()
+        return protocol, {n: v[0] for n, v in _valid(protocol, sets).items()}
 
     def block_for(self, p: Path) -> Block | None:
         """Path `p`'s first extracted block (blocks_for), or None."""
@@ -576,10 +608,10 @@ class Synthesizer:
         names = _key_names(b.protocol, chain, False, only)
         seen = {n: model.eval(self.d.keys[n], model_completion=True).as_long() for n in names}
         taken = self.path_block(model)
-        if taken is not None and taken.protocol == b.protocol:
+        if taken is not None and taken[0] == b.protocol:
             # The keys that path fixes, where the packet's flower view agrees: its natural
             # region, cut down to what flower sees of this packet.
-            fixed = {n: v[0] for n, v in taken.sets.items() if len(v) == 1}
+            fixed = dict(taken[1])
             keys = {n: v for n, v in fixed.items() if seen.get(n) == v}
             keys.update({n: v[0] for n, v in b.sets.items() if len(v) == 1})
             keys = {n: v[0] for n, v in _valid(b.protocol, {n: (v,) for n, v in keys.items()}).items()}
@@ -778,12 +810,20 @@ PREFIX_LENGTHS = (24, 16, 8)
 
 def _prefix_set(s: z3.Solver, term: z3.BitVecRef, row) -> tuple[tuple[int, ...], int] | None:
     """(values, mask) when the address's top bits take 2..MAX_VALUES values in the models
-    of `s` (the longest such prefix); None otherwise (a single prefix is `_fixed_bits`'s)."""
-    for length in PREFIX_LENGTHS:
-        if length >= row.width:
-            continue
+    of `s` (the longest such prefix); None otherwise (a single prefix is `_fixed_bits`'s).
+    A longer prefix takes at least as many values as a shorter one: when the shortest
+    already takes too many, none fits (one enumeration, not one per length)."""
+    lengths = [n for n in PREFIX_LENGTHS if n < row.width]
+    if not lengths:
+        return None
+    found = {lengths[-1]: _values(s, z3.Extract(row.width - 1, row.width - lengths[-1], term), MAX_VALUES + 1)}
+    if len(found[lengths[-1]]) > MAX_VALUES:
+        return None
+    for length in lengths:
         shift = row.width - length
-        values = _values(s, z3.Extract(row.width - 1, shift, term), MAX_VALUES + 1)
+        if length not in found:
+            found[length] = _values(s, z3.Extract(row.width - 1, shift, term), MAX_VALUES + 1)
+        values = found[length]
         if len(values) <= 1:
             return None
         if len(values) <= MAX_VALUES:
@@ -793,15 +833,32 @@ def _prefix_set(s: z3.Solver, term: z3.BitVecRef, row) -> tuple[tuple[int, ...],
 
 
 def _fixed_bits(s: z3.Solver, term: z3.BitVecRef, seen: list[int], width: int) -> Exact:
-    """The bits of `term` that have one value in every model of `s` (seen: values found)."""
+    """The bits of `term` that have one value in every model of `s` (seen: values found).
+    The bits not yet seen to vary are asked together; a model where some of them differ
+    rules those out and the rest are asked again (few checks where most bits are fixed or
+    vary together); a query without an answer falls back to asking bit by bit."""
     first = seen[0]
+    full = (1 << width) - 1
+    candidates = full
+    for v in seen:
+        candidates &= ~(v ^ first)
+    while candidates:
+        s.push()
+        s.add(term & candidates != first & candidates)
+        r = s.check()
+        differs = s.model().eval(term, model_completion=True).as_long() ^ first if r == z3.sat else 0
+        s.pop()
+        if r == z3.unsat:
+            return Exact(first & candidates, candidates)
+        if r != z3.sat:
+            break
+        candidates &= ~differs
     mask = 0
     for i in range(width):
-        bit = first >> i & 1
-        if any((v >> i & 1) != bit for v in seen):
+        if not candidates >> i & 1:
             continue
         s.push()
-        s.add(z3.Extract(i, i, term) != bit)
+        s.add(z3.Extract(i, i, term) != (first >> i & 1))
         if s.check() == z3.unsat:
             mask |= 1 << i
         s.pop()
