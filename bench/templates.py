@@ -6,7 +6,8 @@
   REPEAT runs; peak memory of one more run by tracemalloc (Python allocations).
   The issue's targets: 10k < 1 s, 100k < 10 s.
 * aggregate: 10k distinct random /32s inside 10.20.0.0/16 -> the fewest prefixes
-  (templates.min_prefixes), the count, and the z3 proof that both sets are equal.
+  (rules/lpmagg.py: one label, so the exact cover), the count, and the z3 proof that both
+  sets are equal.
 * lpm_aggregate (rules/lpmagg.py, longest match kept): the same 10k /32s as LPM trie
   entries, all `drop`; and inside a 10.20.0.0/16 `drop` entry, each /32 `pass` or `drop` at
   random -> prefix count, aggregation time and z3 proof time (medians of REPEAT runs).
@@ -44,7 +45,7 @@ from lifter.program import load_object  # noqa: E402
 from rules import lpmagg  # noqa: E402
 from rules.mapcontents import MapContents, MapEntries  # noqa: E402
 from rules.synthesis import Synthesizer  # noqa: E402
-from rules.templates import fill, find_templates, min_prefixes, prefixes_equal  # noqa: E402
+from rules.templates import fill, find_templates  # noqa: E402
 
 
 def templates_of(stem: str):
@@ -147,10 +148,11 @@ def main() -> int:
         print(f"fill filter_ports {n:>7} entries: {r}", flush=True)
     addrs = sorted((10 << 24 | 20 << 16) + x for x in rng.sample(range(1 << 16), 10_000))
     t = time.perf_counter()
-    cover = min_prefixes(addrs, 32)
+    rules = {(a, 32): "drop" for a in addrs}
+    cover = lpmagg.aggregate(rules, 32)
     agg = time.perf_counter() - t
     t = time.perf_counter()
-    equal = prefixes_equal(addrs, cover, 32)
+    equal = lpmagg.proven_equal(rules, cover, 32)
     proof = time.perf_counter() - t
     out["aggregate"] = {
         "addresses": len(addrs),

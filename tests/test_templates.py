@@ -29,10 +29,11 @@ from offload import cli, mapfill
 from offload.mapsource import parse_spec
 from rules import ruleset, tc
 from rules.filled import finish_filled
+from rules.lpmagg import aggregate, proven_equal
 from rules.mapcontents import MapContents, MapEntries
 from rules.proof import hits, prove_script
 from rules.script import parse_script
-from rules.templates import ContentSynth, fill, fill_entry, find_templates, min_prefixes, prefixes_equal
+from rules.templates import ContentSynth, fill, fill_entry, find_templates
 from tests.conftest import CLANG, need_object, require, require_kernel, require_tool
 from tests.oracles import tcflower
 from tests.test_kernel_runner import kernel_ready
@@ -213,12 +214,25 @@ def test_wrong_filled_filter_is_refused():
 
 
 def test_aggregation_fewest_prefixes():
-    """Hand-derived: .0-.3 is one /30, .5 stays /32, .6-.7 a /31; a wrong cover is caught."""
+    """An address set is a band of /32s with one label (rules/lpmagg.py). Hand-derived: .0-.3
+    is one /30, .5 stays /32, .6-.7 a /31; a wrong cover is caught."""
     base = 0x0A000000
-    addrs = [base + i for i in (0, 1, 2, 3, 5, 6, 7)]
-    assert min_prefixes(addrs, 32) == [(base, 30), (base + 5, 32), (base + 6, 31)]
-    assert prefixes_equal(addrs, min_prefixes(addrs, 32), 32)
-    assert not prefixes_equal(addrs, [(base, 29)], 32)
+    rules = {(base + i, 32): "drop" for i in (0, 1, 2, 3, 5, 6, 7)}
+    got = aggregate(rules, 32)
+    assert sorted(got) == [(base, 30, "drop"), (base + 5, 32, "drop"), (base + 6, 31, "drop")]
+    assert proven_equal(rules, got, 32)
+    assert not proven_equal(rules, [(base, 29, "drop")], 32)
+
+
+def test_address_set_fill_aggregates_with_lpmagg():
+    """fill() aggregates a hash level keyed by one address: 10.0.0.0-10.0.0.3 and 192.168.1.40
+    give a /30 and a /32 whose sources are the entries they stand for, proven equal."""
+    entries = {"blacklist": [(ip(f"10.0.0.{i}"), b"\1\0\0\0") for i in range(4)] + DDOS["blacklist"]}
+    _, e, rs, templates, _ = _built("thesis_ddos_blacklist", ("no-ip-options",))
+    got = fill(templates, _contents(e, entries))
+    assert got.aggregated["blacklist"] == (5, 2, True)
+    by = {str(f.match.get("src_ip").mask.bit_count()): sorted(k for _, k in f.sources) for f in got.filters}
+    assert by == {"30": [ip(f"10.0.0.{i}") for i in range(4)], "32": [ip("192.168.1.40")]}
 
 
 def test_rule_budget():
