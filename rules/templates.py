@@ -28,6 +28,17 @@ the longest match (Template.longest): every entry gets a filter at its prefix le
 prio, `pass` where its value does not take the decision, and the proof takes the entry as
 the longest match wherever it covers the lookup.
 
+Deny mode (xdp-filter's dny_*: an entry with its flag passes, every other packet drops): a
+path taken when the maps hold NO entry for the packet gets a *complement* per untagged family
+(`complements`): the pass filters of the allow templates (one per entry whose value on any
+CPU passes), static pass shields from counterexamples, then one catch-all drop. Its proof
+assumes only that those pass filters come first (pass_region, for every map content), so
+it needs every entry's pass filter: a missing one (budget, software) takes the catch-all
+out. `sync` leaves complements to `rules` (an entry added to the map would need its pass
+filter before the syscall returns).
+
+Key layouts (`key_layout`) are guessed from models and proven in one query per guess.
+
 Filling is per entry (`fill_entry`: the filters of one map entry of one template, so a map
 change re-renders only its own filters) and whole (`fill`: every entry, optional address
 aggregation proven equal with z3, and the rule budget).
