@@ -391,10 +391,10 @@ def _no_entry(maps: list[str]) -> Reason:
 
 
 def complements(s: Synthesizer, no_entry: list, templates: list[Template]) -> list:
-    """Deny mode: per extracted block of the paths taken when the maps hold no entry for the
-    packet, a complement template: the pass filters of the allow templates (one per entry,
-    Template.needs), then static pass shields, then one catch-all filter with the block's
-    fixed keys. Proven once for every map content: a packet of the catch-all that no pass
+    """Deny mode: per untagged family (ip, ipv6, arp) of the paths taken when the maps hold no
+    entry for the packet, a complement template: the pass filters of the allow templates
+    (one per entry, Template.needs), then static pass shields, then one catch-all filter
+    `protocol FAMILY action drop`. Proven once for every map content: a packet of the catch-all that no pass
     filter of those templates takes (pass_region, whatever the maps hold) and no shield
     takes gets the block's verdict from the program. Shields come from counterexamples as
     the static synthesis makes them (an ICMPv6 neighbour solicitation whose target, no
@@ -425,13 +425,9 @@ def _complement_reason(why: Reason, detail: str) -> Reason:
 
 def _complement(s: Synthesizer, b: Block, allow: list[Template]) -> Template | Reason:
     """One complement template for block `b` (complements()), or why none proves."""
-    if b.set_masks:
-        return Reason("map-dependent", "a key with several prefixes")
-    combos = _combos(b, set())
-    if isinstance(combos, Reason):
-        return combos
     d = s.d
-    region = z3.Or([match_formula(FlowerMatch(b.protocol, c), d) for c in combos])
+    combos: list[tuple] = [()]  # the bare family: every packet no pass filter took
+    region = match_formula(FlowerMatch(b.protocol, ()), d)
     shields = [t for t in allow if solver(region, z3.Or(*_template_regions(t))).check() == z3.sat]
     passed = [z3.Not(pass_region(t)) for t in shields]
     good = s.good(b.outcome)
@@ -602,17 +598,21 @@ def key_layout(s: Synthesizer, cond: z3.BoolRef, key: z3.BitVecRef) -> tuple[Key
         r = q.check()
         m = q.model() if r == z3.sat else None
         q.pop()
-        if r == z3.unsat:
-            return tuple(KeyByte(const=c[1]) if c[0] == "const" else KeyByte(key=c[0], byte=c[1]) for c in guess)
-        if m is None:  # unknown: the guess is dropped byte by byte where it does not prove alone
+        if r == z3.unknown:  # each byte's guess alone; one that does not prove is dropped
+            dropped = False
             for i, (b, t) in enumerate(zip(kbytes, terms)):
                 q.push()
                 q.add(b != t)
                 if q.check() != z3.unsat:
                     cands[i].remove(guess[i])
+                    dropped = True
                 q.pop()
-            continue
-        refine(m)
+            if not dropped:
+                r = z3.unsat  # every byte proved alone
+        if r == z3.unsat:
+            return tuple(KeyByte(const=c[1]) if c[0] == "const" else KeyByte(key=c[0], byte=c[1]) for c in guess)
+        if m is not None:
+            refine(m)
 
 
 def _guess(cands: list[list], names: list[str]) -> list:
