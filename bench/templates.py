@@ -224,6 +224,7 @@ def xdp_filter_checks(only: list[str] = ()) -> dict:
     from rules.filled import finish_filled
     from rules.proof import hits
     from rules.script import parse_script
+    from rules.synthesis import DROP
     from rules.templates import ContentSynth
     from tests.oracles import tcflower
     from tests.test_templates import _random_frame, _random_frame6, _witness, write_entries
@@ -257,12 +258,14 @@ def xdp_filter_checks(only: list[str] = ()) -> dict:
         addrs = [bytes([10, 0, 0, i]) for i in (1, 2, 3)]
         frames += [_random_frame(rng, addrs, [53, 443, 8080, 22]) for _ in range(300)]
         frames += [_random_frame6(rng, [_v6(i) for i in (1, 2, 3)], [53, 443, 8080, 22]) for _ in range(300)]
-        bad = []
+        bad, aborted = [], 0
         with kernel.load(objs[stem], programs=[e.program.name]) as loaded:
             write_entries(loaded, e.obj, entries)
             for fr in frames:
                 said = tcflower.run(oracle, fr)
-                if said == ("drop",) and VERDICTS.get(loaded.run(e.program.name, fr).retval) != "DROP":
+                got_v = VERDICTS.get(loaded.run(e.program.name, fr).retval)
+                aborted += got_v == "ABORTED"
+                if said == ("drop",) and got_v not in DROP.verdicts:  # XDP_ABORTED drops too
                     bad.append(fr.hex())
         filled = [x.split(" skip_sw ", 1)[1] for x in got.lines if x.startswith("filter ")]
         results[stem] = {
@@ -274,6 +277,7 @@ def xdp_filter_checks(only: list[str] = ()) -> dict:
             "frames": len(frames),
             "dropped_by_script": sum(1 for fr in frames if tcflower.run(oracle, fr) == ("drop",)),
             "kernel_disagrees": bad[:5],
+            "kernel_aborted": aborted,
             "templates_seconds": round(t1 - t0, 1),
             "fill_and_proof_seconds": round(t2 - t1, 1),
             "ok": bool(got.proved) and not bad and bool(filled),
