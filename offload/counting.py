@@ -76,7 +76,7 @@ class CountingFilling(TemplateFilling):
     def notes(self) -> list[str]:
         out = super().notes()
         for t in self.templates:
-            if t.outcome.is_pass:
+            if t.outcome.is_pass or t.complement is not None:  # a complement is rules only
                 continue
             shape = tuple(None for _ in t.levels)
             got = self.of(t, shape) if all(lv.kind == "hash" for lv in t.levels) else None

@@ -138,12 +138,22 @@ class TemplateFilling:
 
     def notes(self) -> list[str]:
         """One `# template` line per template (a NOT proven one fills nothing: say so)."""
-        return [template_line(t) + (" (gated: rules only, not synced)" if t.gates else "") for t in self.templates]
+        return [
+            template_line(t)
+            + (" (gated: rules only, not synced)" if t.gates else "")
+            + (" (rules only, not synced)" if t.complement is not None else "")
+            for t in self.templates
+        ]
 
     def needed(self) -> frozenset[int]:
         """The pass templates a drop template's proof relies on (asked each time: an LPM
         shape's proof may add to `needs`)."""
-        return frozenset(i for t in self.templates if not t.outcome.is_pass for i in t.needs)
+        return frozenset(
+            i
+            for t in self.templates
+            if not t.outcome.is_pass and t.complement is None  # complements: rules only
+            for i in t.needs
+        )
 
     def active(self) -> list[Template]:
         """The drop templates, and the allow lists a drop template's proof relies on."""
@@ -212,6 +222,10 @@ def template_line(t: Template) -> str:
         f"{lv.map}[{'+'.join(lv.keys)}]" + "".join(f" value={n}" for n, _ in lv.vkeys) for lv in t.levels
     )
     where += "".join(f" if {g.map}" for g in t.gates)
+    if t.complement is not None:  # deny mode (rules.templates.complements)
+        where = "no entry: catch-all after the pass filters of templates " + ",".join(
+            str(i) for i in t.needs if i != t.index
+        )
     shapes = ", ".join("proven" if ok else "NOT proven" for ok in t.proved.values()) or "no entry"
     if t.outcome.is_pass:
         shapes = "pass filters, used only where a drop template's proof relies on them"

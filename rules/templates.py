@@ -28,6 +28,17 @@ the longest match (Template.longest): every entry gets a filter at its prefix le
 prio, `pass` where its value does not take the decision, and the proof takes the entry as
 the longest match wherever it covers the lookup.
 
+Deny mode (xdp-filter's dny_*: an entry with its flag passes, every other packet drops): a
+path taken when the maps hold NO entry for the packet gets a *complement* per untagged family
+(`complements`): the pass filters of the allow templates (one per entry whose value on any
+CPU passes), static pass shields from counterexamples, then one catch-all drop. Its proof
+assumes only that those pass filters come first (pass_region, for every map content), so
+it needs every entry's pass filter: a missing one (budget, software) takes the catch-all
+out. `sync` leaves complements to `rules` (an entry added to the map would need its pass
+filter before the syscall returns).
+
+Key layouts (`key_layout`) are guessed from models and proven in one query per guess.
+
 Filling is per entry (`fill_entry`: the filters of one map entry of one template, so a map
 change re-renders only its own filters) and whole (`fill`: every entry, optional address
 aggregation proven equal with z3, and the rule budget).
@@ -35,7 +46,6 @@ aggregation proven equal with z3, and the rule budget).
 
 from __future__ import annotations
 
-import bisect
 import copy
 import dataclasses
 import functools
@@ -52,7 +62,7 @@ from .dissector import match_formula
 from .flower import FLOWER_KEYS, PROTOCOLS, Exact, FlowerMatch, exact, prefix_mask
 from .mapcontents import MapContents
 from .reasons import Reason
-from .synthesis import EXTRACTED, Outcome, Synthesizer, solver
+from .synthesis import EXTRACTED, MAX_SHIELDS, Block, Outcome, Synthesizer, solver
 
 #: Prios per level: one per mask shape (prefix lengths 0..128 of an address key).
 PRIO_BAND = 130
@@ -60,8 +70,12 @@ PRIO_BAND = 130
 MAX_EXCLUDED = 4
 #: Fixed-key combinations (ip_proto tcp / udp, ...) one template may take.
 MAX_COMBOS = 16
-#: Keys whose contents may be aggregated into prefixes (an address set).
-ADDRESS_KEYS = ("src_ip", "dst_ip")
+#: Per template proof query (ms): one proof per template and shape (per family for a
+#: complement), over every path of the program; the synthesis' 10 s is too short for
+#: xdp-filter's IPv6 source address on a loaded machine.
+PROOF_TIMEOUT_MS = 120_000
+#: Keys whose contents may be aggregated into prefixes (an address set), and an LPM key's.
+ADDRESS_KEYS = ("src_ip", "dst_ip", "src_ip6", "dst_ip6")
 
 
 @dataclass(frozen=True)
@@ -122,6 +136,9 @@ class Template:
     synth: Synthesizer | None = None
     gates: list[Level] = field(default_factory=list)
     longest: bool = False  # an LPM value decides: every entry gets a filter (module doc)
+    #: a complement (deny mode, module doc): the pass filters it puts before its catch-all
+    complement: list[FlowerMatch] | None = None
+    prio: int = 0  # a complement's first prio (its shields, then the catch-all)
 
     @property
     def lookups(self) -> list[Level]:
@@ -185,6 +202,7 @@ def find_templates(synth: Synthesizer, first_chain: int = 1, first_prio: int = 1
     templates: list[Template] = []
     software = []
     chain, prio = first_chain, first_prio
+    no_entry = []
     for p in e.paths:
         o = synth.outcomes[p.id]
         if not isinstance(o, Outcome):
@@ -192,12 +210,14 @@ def find_templates(synth: Synthesizer, first_chain: int = 1, first_prio: int = 1
         made = _path_templates(synth, p, o, mdefs)
         if isinstance(made, Reason) and made.detail.endswith(MOVED):
             # a parser that skips VLAN tags: a field at several offsets; per untagged family
-            views = [_path_templates(s, p, o, mdefs) for s in _per_family(synth, p)]
+            views = [_path_templates(s, p, o, mdefs) for _, s in _per_family(synth, p)]
             made = [t for v in views if isinstance(v, list) for t in v] or made
         if made is None:
             continue
         if isinstance(made, Reason):
-            if not o.is_pass:
+            if made.detail.endswith(NO_ENTRY):
+                no_entry.append((p, o, made))
+            elif not o.is_pass:
                 software.append(([p.id], made))
             continue
         for t in made:
@@ -221,6 +241,14 @@ def find_templates(synth: Synthesizer, first_chain: int = 1, first_prio: int = 1
     for t in templates:
         if all(lv.kind != "lpm" for lv in t.levels) and not t.outcome.is_pass:
             prove(t, tuple(None for _ in t.levels))
+    for made in complements(synth, no_entry, templates):
+        if isinstance(made, Template):
+            made.index, made.prio = len(templates), prio
+            made.needs = sorted(set(made.needs) | {made.index})  # its own shields too (rule budget)
+            prio += PRIO_BAND
+            templates.append(made)
+        else:
+            software.append(made)
     return templates, software
 
 
@@ -277,7 +305,8 @@ def _per_family(s: Synthesizer, p):
         if solver(s.conds[p.id], *s.env, s.typical, only).check() == z3.sat:
             view = copy.copy(s)
             view.conds = {**s.conds, p.id: z3.And(s.conds[p.id], only)}
-            yield view
+            view.extracted = {}  # the view's blocks are not the program's path's
+            yield fam, view
 
 
 def _same(a: Template, b: Template) -> bool:
@@ -351,14 +380,80 @@ def _unset_takes_it(cond: z3.BoolRef, a: ValueRead) -> bool:
     return solver(z3.substitute(z3.And(parts), *zero)).check() == z3.sat
 
 
+#: How _no_entry's reason ends (find_templates tries a complement for those paths).
+NO_ENTRY = "no entry for the packet"
+
+
 def _no_entry(maps: list[str]) -> Reason:
     """Why a path taken when the maps hold NO entry for the packet (xdp-filter's deny mode:
-    the hits pass, the rest drops) gets no template."""
-    return Reason(
-        "map-dependent",
-        f"taken when {', '.join(maps)} holds no entry for the packet: a filter per entry cannot say "
-        "that (it would need a pass filter before it for every entry, complete at every instant)",
-    )
+    the hits pass, the rest drops) gets no template of its own (complements() may take it)."""
+    return Reason("map-dependent", f"taken when {', '.join(maps)} holds {NO_ENTRY}")
+
+
+def complements(s: Synthesizer, no_entry: list, templates: list[Template]) -> list:
+    """Deny mode: per untagged family (ip, ipv6, arp) of the paths taken when the maps hold no
+    entry for the packet, a complement template: the pass filters of the allow templates
+    (one per entry, Template.needs), then static pass shields, then one catch-all filter
+    `protocol FAMILY action drop`. Proven once for every map content: a packet of the catch-all that no pass
+    filter of those templates takes (pass_region, whatever the maps hold) and no shield
+    takes gets the block's verdict from the program. Shields come from counterexamples as
+    the static synthesis makes them (an ICMPv6 neighbour solicitation whose target, no
+    flower key, is in the map). Returns the templates and, for paths none takes, ([path
+    ids], Reason)."""
+    out: list = []
+    allow = [t for t in templates if t.outcome.is_pass and len(t.levels) == 1 and not t.gates]
+    groups: dict[tuple, tuple[Block, Reason]] = {}
+    for p, o, why in no_entry:
+        families = [fam for fam, _ in _per_family(s, p)] if allow else []
+        if not families:
+            out.append(([p.id], _complement_reason(why, "no allow template to put before a catch-all")))
+        for fam in families:  # a catch-all per untagged family (a tagged frame goes to the host)
+            b, _ = groups.setdefault((fam, o), (Block(fam, {}, o, []), why))
+            b.paths.append(p.id)
+    for b, why in groups.values():
+        made = _complement(s, b, allow)
+        if isinstance(made, Reason):
+            out.append((b.paths, _complement_reason(why, made.detail)))
+        else:
+            out.append(made)
+    return out
+
+
+def _complement_reason(why: Reason, detail: str) -> Reason:
+    return Reason(why.code, f"{why.detail}; no complement (a catch-all after a pass filter per entry): {detail}")
+
+
+def _complement(s: Synthesizer, b: Block, allow: list[Template]) -> Template | Reason:
+    """One complement template for block `b` (complements()), or why none proves."""
+    d = s.d
+    combos: list[tuple] = [()]  # the bare family: every packet no pass filter took
+    region = match_formula(FlowerMatch(b.protocol, ()), d)
+    shields = [t for t in allow if solver(region, z3.Or(*_template_regions(t))).check() == z3.sat]
+    passed = [z3.Not(pass_region(t)) for t in shields]
+    good = s.good(b.outcome)
+    own = z3.Or([s.conds[p] for p in b.paths])
+    for _ in range(MAX_SHIELDS):
+        static = [z3.Not(match_formula(m, d)) for m in b.shields]
+        q = solver(*s.env, region, *passed, *static, z3.Not(good))
+        q.set("timeout", PROOF_TIMEOUT_MS)
+        r = q.check()
+        if r == z3.unknown:
+            return Reason("unknown", "z3 gave no answer in time")
+        if r == z3.unsat:
+            if solver(*s.env, region, *passed, *static, own).check() == z3.unsat:
+                return Reason("not-expressible", "the pass filters and shields take every packet of these paths")
+            t = Template(0, b.protocol, combos, [], b.outcome, list(b.paths), synth=s, complement=list(b.shields))
+            t.needs = [x.index for x in shields]
+            t.proved[()] = True
+            t.excluded[()] = []
+            return t
+        b.shields = s.widen(b, good, s.shield(b, q.model(), good))
+    return Reason("not-expressible", f"not proved after {MAX_SHIELDS} shields")
+
+
+def _template_regions(t: Template) -> list[z3.BoolRef]:
+    """Packets of each fixed-key combination of template `t`, its map keys free."""
+    return [match_formula(FlowerMatch(t.protocol, c), t.synth.d) for c in t.combos]
 
 
 def _split_gates(s: Synthesizer, cond: z3.BoolRef, levels: list[Level]) -> tuple[list[Level], list[Level]]:
@@ -449,41 +544,115 @@ def _flower_names(s: Synthesizer) -> list[str]:
     return list(dict.fromkeys(n for f in ("ip", "ipv6", "arp") for n in EXTRACTED.get(f, ()) if n in s.d.keys))
 
 
+def key_layout(s: Synthesizer, cond: z3.BoolRef, key: z3.BitVecRef) -> tuple[KeyByte, ...] | int | None:
+    """Each byte of `key` (a lookup's key term, kernel memory order) as a constant or a byte
+    of a flower key on every packet of `cond`; None: no packet takes `cond`; an int: the
+    first byte that is neither.
+
+    Guessed from models and proven in one query: a counterexample refutes at least one
+    guess and joins the models, so the candidates shrink until the guess proves (one solver
+    holds `cond` throughout: a query per byte and candidate re-reads it each time). Where a
+    byte is several keys' byte, a constant wins, then the widest key all of whose bytes the
+    key holds: an IPv6 address is src_ip6, not the IPv4 keys' view of its first bytes
+    (flow_dissector_key_addrs is a union)."""
+    q = solver(cond)
+    if q.check() != z3.sat:
+        return None
+    kbytes = [z3.Extract(8 * i + 7, 8 * i, key) for i in range(key.size() // 8)]
+    names = [n for n in _flower_names(s) if FLOWER_KEYS[n].width % 8 == 0]
+    models = [q.model()]
+    q.push()
+    q.add(z3.And([b != models[0].eval(b, model_completion=True) for b in kbytes]))
+    if q.check() == z3.sat:  # every byte that can change changed: fewer coincidences
+        models.append(q.model())
+    q.pop()
+
+    def seen(m) -> tuple[list[int], dict[str, int]]:
+        return [m.eval(b, model_completion=True).as_long() for b in kbytes], {
+            n: m.eval(s.d.keys[n], model_completion=True).as_long() for n in names
+        }
+
+    def byte_of(vals: dict[str, int], n: str, j: int) -> int:
+        return vals[n] >> (FLOWER_KEYS[n].width - 8 - 8 * j) & 0xFF
+
+    first, _ = seen(models[0])
+    cands: list[list] = [
+        [("const", v)] + [(n, j) for n in names for j in range(FLOWER_KEYS[n].width // 8)] for v in first
+    ]
+
+    def refine(m) -> None:
+        got, vals = seen(m)
+        for i, cs in enumerate(cands):
+            cs[:] = [c for c in cs if (c[1] if c[0] == "const" else byte_of(vals, *c)) == got[i]]
+
+    for m in models:
+        refine(m)
+    while True:
+        bad = next((i for i, cs in enumerate(cands) if not cs), None)
+        if bad is not None:
+            return bad
+        guess = _guess(cands, names)
+        terms = [_candidate_term(s, c) for c in guess]
+        q.push()
+        q.add(z3.Or([b != t for b, t in zip(kbytes, terms)]))
+        r = q.check()
+        m = q.model() if r == z3.sat else None
+        q.pop()
+        if r == z3.unknown:  # each byte's guess alone; one that does not prove is dropped
+            dropped = False
+            for i, (b, t) in enumerate(zip(kbytes, terms)):
+                q.push()
+                q.add(b != t)
+                if q.check() != z3.unsat:
+                    cands[i].remove(guess[i])
+                    dropped = True
+                q.pop()
+            if not dropped:
+                r = z3.unsat  # every byte proved alone
+        if r == z3.unsat:
+            return tuple(KeyByte(const=c[1]) if c[0] == "const" else KeyByte(key=c[0], byte=c[1]) for c in guess)
+        if m is not None:
+            refine(m)
+
+
+def _guess(cands: list[list], names: list[str]) -> list:
+    """One candidate per key byte (key_layout): constants first, then the keys every byte
+    of which some byte may be, widest first, then whatever is left."""
+    guess: list = [cs[0] if cs[0][0] == "const" else None for cs in cands]
+    whole = [
+        n for n in names if all(any(c == (n, j) for cs in cands for c in cs) for j in range(FLOWER_KEYS[n].width // 8))
+    ]
+    for n in sorted(whole, key=lambda n: -FLOWER_KEYS[n].width):
+        at = {}
+        for j in range(FLOWER_KEYS[n].width // 8):
+            i = next(
+                (i for i, cs in enumerate(cands) if guess[i] is None and i not in at.values() and (n, j) in cs), None
+            )
+            if i is None:
+                break
+            at[j] = i
+        else:
+            for j, i in at.items():
+                guess[i] = (n, j)
+    return [g if g is not None else cands[i][0] for i, g in enumerate(guess)]
+
+
+def _candidate_term(s: Synthesizer, c) -> z3.BitVecRef:
+    if c[0] == "const":
+        return z3.BitVecVal(c[1], 8)
+    hi = FLOWER_KEYS[c[0]].width - 1 - 8 * c[1]
+    return z3.Extract(hi, hi - 7, s.d.keys[c[0]])
+
+
 def _level(s: Synthesizer, cond: z3.BoolRef, a, mdef) -> Level | Reason:
     """How the lookup's key bytes come from flower keys (or a Reason why they do not)."""
     lpm = mdef.type.keyed == "lpm"
     size = a.key.size() // 8
-    model_s = solver(cond)
-    if model_s.check() != z3.sat:
+    layout = key_layout(s, cond, a.key)
+    if layout is None:
         return Reason("atypical-packets", "only atypical packets take this path")
-    m = model_s.model()
-    names = _flower_names(s)
-    layout = []
-    for i in range(size):
-        b = z3.Extract(8 * i + 7, 8 * i, a.key)
-        seen = m.eval(b, model_completion=True).as_long()
-        if solver(cond, b != seen).check() == z3.unsat:
-            layout.append(KeyByte(const=seen))
-            continue
-        found = None
-        for n in names:
-            width = FLOWER_KEYS[n].width
-            if width % 8:
-                continue
-            term = s.d.keys[n]
-            for j in range(width // 8):
-                hi = width - 1 - 8 * j
-                cand = z3.Extract(hi, hi - 7, term)
-                if m.eval(cand, model_completion=True).as_long() != seen:
-                    continue
-                if solver(cond, b != cand).check() == z3.unsat:
-                    found = KeyByte(key=n, byte=j)
-                    break
-            if found:
-                break
-        if found is None:
-            return Reason("map-dependent", f"map {a.map}: key byte {i} {MOVED}")
-        layout.append(found)
+    if isinstance(layout, int):
+        return Reason("map-dependent", f"map {a.map}: key byte {layout} {MOVED}")
     keys = tuple(dict.fromkeys(kb.key for kb in layout if kb.key))
     for n in keys:
         got = sorted(kb.byte for kb in layout if kb.key == n)
@@ -499,7 +668,7 @@ def _level(s: Synthesizer, cond: z3.BoolRef, a, mdef) -> Level | Reason:
         plen = sum((kb.const or 0) << (8 * i) for i, kb in enumerate(head))
         if any(kb.const is None for kb in head) or plen != 8 * len(data) or len(keys) != 1:
             return Reason("map-dependent", f"map {a.map}: an LPM lookup that is not a full-length address")
-        if keys[0] not in ADDRESS_KEYS + ("src_ip6", "dst_ip6") or any(kb.key is None for kb in data):
+        if keys[0] not in ADDRESS_KEYS or any(kb.key is None for kb in data):
             return Reason("map-dependent", f"map {a.map}: an LPM key that is not one address")
         if [kb.byte for kb in data] != list(range(len(data))):
             return Reason("map-dependent", f"map {a.map}: an LPM address not in network order")
@@ -515,21 +684,9 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level], gates: l
     if block is None:
         return Reason("atypical-packets", "only atypical packets take this path")
     filled = {n for lv in levels for n in lv.keys + tuple(v for v, _ in lv.vkeys)}
-    fixed = {n: v for n, v in block.sets.items() if n not in filled}
-    multi = [(n, v) for n, v in fixed.items() if len(v) > 1]
-    single = [(n, exact(n, v[0])) for n, v in fixed.items() if len(v) == 1]
-    single += [(n, v) for n, v in block.masked.items() if n not in filled]
-    combos = []
-    for values in itertools.product(*[v for _, v in multi]):
-        if len(combos) >= MAX_COMBOS:
-            return Reason("map-dependent", "too many fixed-key combinations for one template")
-        combo = tuple(single) + tuple((n, exact(n, x)) for (n, _), x in zip(multi, values))
-        placeholders = tuple((n, exact(n, 0)) for n in sorted(filled))
-        try:
-            FlowerMatch(block.protocol, combo + placeholders)
-        except ValueError as err:  # a key flower refuses beside this combination (ports of ICMP)
-            return Reason("not-expressible", f"no flower match for the map key here: {err}")
-        combos.append(combo)
+    combos = _combos(block, filled)
+    if isinstance(combos, Reason):
+        return combos
     # what the path asks of the entries' values
     # (a conjunct about another lookup's value, an earlier "not in the map", is the
     # proof's business through the program's other paths, not a condition on the entry;
@@ -567,6 +724,27 @@ def _template(s: Synthesizer, p, o: Outcome, cond, levels: list[Level], gates: l
             return Reason("map-dependent", "a map value is compared with packet fields")
         out.append(Template(0, block.protocol, [combo], levels, o, [p.id], v, synth=s, gates=gates))
     return out
+
+
+def _combos(block: Block, filled: set[str]) -> list[tuple[tuple[str, Exact], ...]] | Reason:
+    """The fixed keys of each filter variant of an extracted block (one per value of each
+    key with several values), beside placeholders for the keys a map entry fills."""
+    fixed = {n: v for n, v in block.sets.items() if n not in filled}
+    multi = [(n, v) for n, v in fixed.items() if len(v) > 1]
+    single = [(n, exact(n, v[0])) for n, v in fixed.items() if len(v) == 1]
+    single += [(n, v) for n, v in block.masked.items() if n not in filled]
+    combos = []
+    for values in itertools.product(*[v for _, v in multi]):
+        if len(combos) >= MAX_COMBOS:
+            return Reason("map-dependent", "too many fixed-key combinations for one template")
+        combo = tuple(single) + tuple((n, exact(n, x)) for (n, _), x in zip(multi, values))
+        placeholders = tuple((n, exact(n, 0)) for n in sorted(filled))
+        try:
+            FlowerMatch(block.protocol, combo + placeholders)
+        except ValueError as err:  # a key flower refuses beside this combination (ports of ICMP)
+            return Reason("not-expressible", f"no flower match for the map key here: {err}")
+        combos.append(combo)
+    return combos
 
 
 def rekey(e: z3.ExprRef, lookups: list[tuple[str, z3.ExprRef, z3.ExprRef]]) -> z3.ExprRef:
@@ -738,6 +916,7 @@ def prove(t: Template, shape: tuple) -> bool:
     # value_cond (and a value-given key) names map.M.val(k, off): the substitution turns it
     # into the entry's value
     q = solver(*[sub(x) for x in s.env], sub(z3.Or(region)), *consts, *[sub(x) for x in extra], z3.Not(sub(good)))
+    q.set("timeout", PROOF_TIMEOUT_MS)
     if t.before and q.check() != z3.unsat:
         # an allow list before: the packets its pass filters take never reach these
         q.add(*[z3.Not(sub(pass_region(x))) for x in t.before])
@@ -860,7 +1039,10 @@ def fill_entry(
                 v = v << 8 | key[i]
             vals[n] = exact(n, v)
     shield = False
-    if t.value_cond is not None and not all(_value_ok(t, level, key, v) for v in values):
+    # a pass filter is due where any CPU's value takes the decision (a complement relies on
+    # it); a drop filter only where every CPU's does
+    every = any if t.outcome.is_pass else all
+    if t.value_cond is not None and not every(_value_ok(t, level, key, v) for v in values):
         if not t.longest:
             return [], Reason("pass-to-host", f"map {lv.map}: the entry's value does not take this decision")
         shield = True  # longest match: its packets must not reach a shorter entry's filter
@@ -978,18 +1160,43 @@ def fill(templates: list[Template], contents: MapContents, aggregate: bool = Tru
     out = Fill([])
     per: dict[int, list[FilledFilter]] = {}
     for t in templates:  # the drop templates first: their proofs say which allow lists they need
-        if not t.outcome.is_pass:
+        if t.complement is not None:
+            per[t.index] = fill_complement(t)
+        elif not t.outcome.is_pass:
             per[t.index] = _fill_template(t, contents, aggregate, out)
             missing = [x.map for i in t.needs for x in templates[i].levels if contents.get(x.map) is None]
             if missing and per[t.index]:  # the proof relied on pass filters of maps not given
                 why = Reason("map-dependent", f"its filters need the contents of {', '.join(missing)}")
                 out.software += [(src, why) for f in per.pop(t.index) for src in f.sources]
     needed = {i for t in templates if per.get(t.index) for i in t.needs}
+    incomplete = set()
     for t in templates:  # allow lists: only where a drop template's proof relies on them
         if t.outcome.is_pass and t.index in needed:
+            before = len(out.software)
             per[t.index] = _fill_template(t, contents, aggregate, out)
+            if len(out.software) > before:  # an entry without its pass filter
+                incomplete.add(t.index)
+    for t in templates:  # a proof that relied on every entry's pass filter
+        if incomplete & set(t.needs) and per.get(t.index):
+            why = Reason("map-dependent", "an entry of an allow list it relies on has no pass filter")
+            out.software += [(src, why) for f in per.pop(t.index) for src in f.sources]
     for t in templates:
         out.filters += per.get(t.index, [])
+    return out
+
+
+def fill_complement(t: Template) -> list[FilledFilter]:
+    """A complement's own filters (complements()): its static pass shields, then the
+    catch-all, one per fixed-key combination; chain 0 from Template.prio on."""
+    out = [
+        FilledFilter(t.index, 0, 0, t.prio + i, m, ("pass",), "shield", (), tuple(t.paths))
+        for i, m in enumerate(t.complement)
+    ]
+    at = t.prio + len(t.complement)
+    out += [
+        FilledFilter(t.index, 0, 0, at, FlowerMatch(t.protocol, c), t.outcome.action, "rule", (), tuple(t.paths))
+        for c in t.combos
+    ]
     return out
 
 
@@ -1014,93 +1221,13 @@ def _fill_template(t: Template, contents: MapContents, aggregate: bool, out: Fil
             filled = []
         if t.longest:
             filled.sort(key=lambda f: f.prio)  # printed as tc takes them: longest prefix first
-        if aggregate and lv.kind == "hash" and lv.keys in (("src_ip",), ("dst_ip",)) and filled:
-            filled, proof = aggregate_level(t, level, filled)
-            out.aggregated[lv.map] = proof
-        if aggregate and lv.kind == "lpm" and filled:  # longest match kept (rules/lpmagg.py)
-            filled, out.aggregated[lv.map] = lpmagg.aggregate_filters(filled, lv.keys[0], 8 * len(lv.layout), lv.prio)
+        address_set = lv.kind == "hash" and len(lv.keys) == 1 and lv.keys[0] in ADDRESS_KEYS
+        if aggregate and filled and (address_set or lv.kind == "lpm"):
+            # an address set is a band of /32s with one label: the same longest-match aggregation
+            width = FLOWER_KEYS[lv.keys[0]].width
+            filled, out.aggregated[lv.map] = lpmagg.aggregate_filters(filled, lv.keys[0], width, lv.prio)
         got += filled
     return got
-
-
-def aggregate_level(t: Template, level: int, filled: list[FilledFilter]) -> tuple[list[FilledFilter], tuple]:
-    """The level's exact-address filters as the fewest aligned prefixes covering exactly the
-    same addresses, per fixed-key combination; (entries, prefixes, proven equal). Sound
-    because all filters of one level share chain, action and fixed keys: the prefix filters
-    match exactly the union of what the exact filters matched (the z3 proof)."""
-    lv = t.levels[level]
-    name = lv.keys[0]
-    width = FLOWER_KEYS[name].width
-    by_combo: dict[tuple, list[FilledFilter]] = {}
-    for f in filled:
-        combo = tuple((n, v) for n, v in f.match.keys if n != name)
-        by_combo.setdefault(combo, []).append(f)
-    out = []
-    entries = len({s for f in filled for s in f.sources})
-    equal = True
-    prefixes = 0
-    for combo, fs in by_combo.items():
-        addr = {f.match.get(name).value: f for f in fs}
-        cover = min_prefixes(sorted(addr), width)
-        equal &= prefixes_equal(sorted(addr), cover, width)
-        prefixes += len(cover)
-        for value, plen in cover:
-            mask = prefix_mask(plen, width)
-            srcs = tuple(s for a in _within(sorted(addr), value, plen, width) for s in addr[a].sources)
-            f0 = fs[0]
-            out.append(
-                FilledFilter(
-                    t.index,
-                    level,
-                    lv.chain,
-                    lv.prio + width - plen,
-                    FlowerMatch(t.protocol, combo + ((name, Exact(value, mask)),)),
-                    f0.action,
-                    f0.role,
-                    srcs,
-                    f0.paths,
-                )
-            )
-    if not equal:  # never expected; the exact filters are what the proof covers
-        return filled, (entries, len(filled), False)
-    out.sort(key=lambda f: (f.prio, f.match.keys))
-    return out, (entries, prefixes, True)
-
-
-def _within(sorted_addrs: list[int], value: int, plen: int, width: int) -> list[int]:
-    """The addresses of the sorted list inside value/plen."""
-    hi = value + (1 << (width - plen)) - 1
-    return sorted_addrs[bisect.bisect_left(sorted_addrs, value) : bisect.bisect_right(sorted_addrs, hi)]
-
-
-def min_prefixes(addrs: list[int], width: int) -> list[tuple[int, int]]:
-    """The fewest aligned prefixes (value, length) whose union is exactly the set `addrs`
-    (sorted, distinct): siblings are merged bottom-up until none is left to merge; a set of
-    aligned blocks with no mergeable siblings is the minimal exact cover."""
-    level = set(addrs)
-    out: list[tuple[int, int]] = []
-    for bits in range(0, width):
-        plen = width - bits
-        merged = set()
-        for v in level:
-            sib = v ^ (1 << bits)
-            if sib in level:
-                merged.add(v & ~(1 << bits))
-            else:
-                out.append((v, plen))
-        level = merged
-        if not level:
-            break
-    out += [(v, 0) for v in level]
-    return sorted(out)
-
-
-def prefixes_equal(addrs: list[int], cover: list[tuple[int, int]], width: int) -> bool:
-    """z3: an address is one of `addrs` iff it lies in one of the prefixes of `cover`."""
-    x = z3.BitVec("addr", width)
-    a = z3.Or([x == v for v in addrs]) if addrs else z3.BoolVal(False)
-    b = z3.Or([x & prefix_mask(p, width) == v for v, p in cover]) if cover else z3.BoolVal(False)
-    return solver(a != b).check() == z3.unsat
 
 
 # --- the printed, filled script against the program with these contents ------------------------

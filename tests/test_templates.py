@@ -29,10 +29,11 @@ from offload import cli, mapfill
 from offload.mapsource import parse_spec
 from rules import ruleset, tc
 from rules.filled import finish_filled
+from rules.lpmagg import aggregate, proven_equal
 from rules.mapcontents import MapContents, MapEntries
 from rules.proof import hits, prove_script
 from rules.script import parse_script
-from rules.templates import ContentSynth, fill, fill_entry, find_templates, min_prefixes, prefixes_equal
+from rules.templates import ContentSynth, fill, fill_entry, find_templates
 from tests.conftest import CLANG, need_object, require, require_kernel, require_tool
 from tests.oracles import tcflower
 from tests.test_kernel_runner import kernel_ready
@@ -213,12 +214,25 @@ def test_wrong_filled_filter_is_refused():
 
 
 def test_aggregation_fewest_prefixes():
-    """Hand-derived: .0-.3 is one /30, .5 stays /32, .6-.7 a /31; a wrong cover is caught."""
+    """An address set is a band of /32s with one label (rules/lpmagg.py). Hand-derived: .0-.3
+    is one /30, .5 stays /32, .6-.7 a /31; a wrong cover is caught."""
     base = 0x0A000000
-    addrs = [base + i for i in (0, 1, 2, 3, 5, 6, 7)]
-    assert min_prefixes(addrs, 32) == [(base, 30), (base + 5, 32), (base + 6, 31)]
-    assert prefixes_equal(addrs, min_prefixes(addrs, 32), 32)
-    assert not prefixes_equal(addrs, [(base, 29)], 32)
+    rules = {(base + i, 32): "drop" for i in (0, 1, 2, 3, 5, 6, 7)}
+    got = aggregate(rules, 32)
+    assert sorted(got) == [(base, 30, "drop"), (base + 5, 32, "drop"), (base + 6, 31, "drop")]
+    assert proven_equal(rules, got, 32)
+    assert not proven_equal(rules, [(base, 29, "drop")], 32)
+
+
+def test_address_set_fill_aggregates_with_lpmagg():
+    """fill() aggregates a hash level keyed by one address: 10.0.0.0-10.0.0.3 and 192.168.1.40
+    give a /30 and a /32 whose sources are the entries they stand for, proven equal."""
+    entries = {"blacklist": [(ip(f"10.0.0.{i}"), b"\1\0\0\0") for i in range(4)] + DDOS["blacklist"]}
+    _, e, rs, templates, _ = _built("thesis_ddos_blacklist", ("no-ip-options",))
+    got = fill(templates, _contents(e, entries))
+    assert got.aggregated["blacklist"] == (5, 2, True)
+    by = {str(f.match.get("src_ip").mask.bit_count()): sorted(k for _, k in f.sources) for f in got.filters}
+    assert by == {"30": [ip(f"10.0.0.{i}") for i in range(4)], "32": [ip("192.168.1.40")]}
 
 
 def test_rule_budget():
@@ -469,13 +483,34 @@ def test_xdp_filter_ethernet_allow_mode():
     assert got.proved is True and got.software == []
 
 
-def test_xdp_filter_deny_mode_stays_in_software():
-    """xdpfilt_dny_eth (hits pass, everything else drops): the drop is taken when NO entry
-    allows the packet, which no per-entry filter expresses; the path stays in software and
-    says why."""
-    _, e, rs, templates, unfit = _built("xdpfilt_dny_eth", ())
-    whys = {why.detail for _, why in unfit}
-    assert any("no entry" in w and "filter_ethernet" in w for w in whys), whys
+def test_xdp_filter_deny_mode_complement():
+    """xdpfilt_dny_eth (a flagged MAC passes, everything else drops): each flagged entry's
+    pass filter, then one catch-all drop per family (ip, ipv6, arp), proven for every map
+    content and on the printed script. The kernel agrees (same entries): frames the tc
+    oracle drops get XDP_DROP, frames a MAC pass filter takes get XDP_PASS."""
+    path, e, rs, contents, text, got = _script("xdpfilt_dny_eth", (), XDPFILT_ETH)
+    assert got.proved is True
+    lines = _lines(text)
+    macs = [k for _, k in lines if "_mac" in k]
+    assert macs == ["dst_mac 02:00:00:00:00:02 action pass", "src_mac 0a:00:00:00:00:07 action pass"]
+    catch = [i for i, x in enumerate(lines) if x[1] == "action drop"]
+    assert sorted(lines[i][0] for i in catch) == ["arp", "ip", "ipv6"]
+    assert min(catch) > max(i for i, x in enumerate(lines) if "_mac" in x[1])
+    oracle = tcflower.parse(text)
+    rng = random.Random(3)
+    base = [_random_frame(rng, [ip("10.0.0.1")], [80]) for _ in range(4)]
+    frames = list(base)  # to the DST-flagged MAC: pass
+    frames += [bytes.fromhex("ffffffffffff0a0000000007") + f[12:] for f in base]  # SRC-flagged: pass
+    frames += [bytes.fromhex("ffffffffffff0a0000000008") + f[12:] for f in base]  # unflagged: drop
+    frames += [bytes.fromhex("020000000003020000000001") + f[12:] for f in base]  # unlisted: drop
+    said = [tcflower.run(oracle, f) for f in frames]
+    assert said == [("pass",)] * 8 + [("drop",)] * 8
+    kernel_ready()
+    with kernel.load(path, programs=[e.program.name]) as loaded:
+        write_entries(loaded, e.obj, XDPFILT_ETH)
+        for f, verdict in zip(frames, said):
+            want = "DROP" if verdict == ("drop",) else "PASS"
+            assert VERDICTS.get(loaded.run(e.program.name, f).retval) == want, f.hex()
 
 
 def _in_private_bpffs(script: str) -> str:
@@ -540,3 +575,112 @@ def test_check_flower_refuses_maps_from(tmp_path, capsys):
     f.write_text(json.dumps(_dump(DDOS)))
     assert cli.main(["rules", str(path), "--dev", "eth0", "--maps-from", f"json:{f}", "--check-flower"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+# --- deny mode: a complement after a pass filter per entry (tests/data/templates/deny_addrs.c) ---
+
+
+def v6(n: int) -> bytes:
+    return bytes.fromhex("fd00" + "00" * 13) + bytes([n])
+
+
+#: deny_addrs/allow_addrs: the source flag (1) set on 10.0.0.2, fd00::1 and fd00::3 only.
+ADDRS = {
+    "filter_v4": [(ip(f"10.0.0.{i}"), struct.pack("<Q", f)) for i, f in ((1, 2), (2, 1), (3, 0))],
+    "filter_v6": [(v6(i), struct.pack("<Q", f)) for i, f in ((1, 1), (2, 0), (3, 3))],
+}
+
+
+def _lines(text: str) -> list[tuple[str, str]]:
+    """(protocol, keys and action) of each filter line, in print order."""
+    return [
+        (x.split(" protocol ", 1)[1].split()[0], x.split(" skip_sw ", 1)[1])
+        for x in text.splitlines()
+        if x.startswith("filter ")
+    ]
+
+
+def test_deny_mode_complement():
+    """deny_addrs (a flagged source passes, every other IPv4/IPv6 packet drops): each flagged
+    entry gets a pass filter, each unflagged one a drop, and each family one catch-all drop
+    after them, proven for every map content (the proof assumes only the pass filters of
+    the allow templates it names) and again on the printed script with these entries.
+    Without the pass filters the content proof refuses both catch-alls."""
+    _, e, rs, contents, text, got = _script("deny_addrs", (), ADDRS)
+    assert _lines(text) == [
+        ("ipv6", "src_ip fd00::1 action pass"),
+        ("ipv6", "src_ip fd00::3 action pass"),
+        ("ip", "src_ip 10.0.0.2 action pass"),
+        ("ipv6", "src_ip fd00::2 action drop"),
+        ("ip", "src_ip 10.0.0.1 action drop"),
+        ("ip", "src_ip 10.0.0.3 action drop"),
+        ("ipv6", "action drop"),
+        ("ip", "action drop"),
+    ]
+    assert got.proved is True and got.software == []
+    templates = _built("deny_addrs", ())[3]
+    alls = [t for t in templates if t.complement is not None]
+    assert [(t.protocol, t.proved) for t in alls] == [("ipv6", {(): True}), ("ip", {(): True})]
+    for t in alls:
+        allow = {i for i in t.needs if i != t.index}
+        assert {templates[i].maps for i in allow} == {("filter_v6",) if t.protocol == "ipv6" else ("filter_v4",)}
+        assert all(templates[i].outcome.is_pass for i in allow)
+    without = "\n".join(x for x in text.splitlines() if "action pass" not in x)
+    proof = prove_script(parse_script(without), ContentSynth(rs.synth, contents))
+    assert proof.sound.count(False) == 2
+    # filter_v6's contents not given: no IPv6 catch-all (unknown is not empty); IPv4's stays
+    _, _, _, _, text, got = _script("deny_addrs", (), {"filter_v4": ADDRS["filter_v4"]})
+    assert ("ipv6", "action drop") not in _lines(text) and ("ip", "action drop") in _lines(text) and got.proved
+
+
+def test_ipv6_source_address_layout():
+    """The IPv6 source address key is src_ip6 (shown `src_ip` on a protocol ipv6 line): its
+    first 8 bytes are also the IPv4 keys' view of the address union, which must not win."""
+    templates = _built("allow_addrs", ())[3]
+    drops = [t for t in templates if not t.outcome.is_pass]
+    assert sorted((t.protocol, t.levels[0].keys, t.proved) for t in drops) == [
+        ("ip", ("src_ip",), {(None,): True}),
+        ("ipv6", ("src_ip6",), {(None,): True}),
+    ]
+
+
+def _random_frame6(rng: random.Random, addrs: list[bytes], ports: list[int]) -> bytes:
+    proto = rng.choice((6, 17))
+    sport, dport = rng.choice(ports), rng.choice(ports)
+    l4 = (
+        struct.pack("!HHHH", sport, dport, 8, 0)
+        if proto == 17
+        else struct.pack("!HHIIBBHHH", sport, dport, 1, 0, 0x50, 2, 1, 0, 0)
+    )
+    ip6 = struct.pack("!IHBB16s16s", 6 << 28, len(l4), proto, 64, rng.choice(addrs), rng.choice(addrs))
+    return (bytes.fromhex("020000000002020000000001") + b"\x86\xdd" + ip6 + l4).ljust(60, b"\0")
+
+
+@pytest.mark.parametrize("stem", ["deny_addrs", "allow_addrs"])
+def test_kernel_agrees_ipv4_ipv6_addresses(stem):
+    """The kernel as oracle for IPv4 and IPv6 entries: with the same entries loaded, every
+    random frame (listed and unlisted sources, both families) the printed script drops
+    (independent tc oracle) gets XDP_DROP, and in deny mode every frame a pass filter takes
+    gets XDP_PASS (there each pass filter is exactly an entry the program lets through)."""
+    path, e, rs, contents, text, got = _script(stem, (), ADDRS)
+    assert got.proved
+    oracle = tcflower.parse(text)
+    rng = random.Random(7)
+    v4 = [k for k, _ in ADDRS["filter_v4"]] + [ip("10.9.9.9")]
+    six = [k for k, _ in ADDRS["filter_v6"]] + [v6(9)]
+    frames = [_random_frame(rng, v4, [53, 80]) for _ in range(100)] + [
+        _random_frame6(rng, six, [53]) for _ in range(100)
+    ]
+    said = [tcflower.run(oracle, f) for f in frames]
+    assert said.count(("drop",)) > 20
+    kernel_ready()
+    bad = [r for r in tc.check_syntax([x for x in text.splitlines() if x.startswith("filter ")]) if not r.accepted]
+    assert not bad, "\n".join(f"{r.line}: {r.message}" for r in bad[:3])
+    with kernel.load(path, programs=[e.program.name]) as loaded:
+        write_entries(loaded, e.obj, ADDRS)
+        for f, verdict in zip(frames, said):
+            got_v = VERDICTS.get(loaded.run(e.program.name, f).retval)
+            if verdict == ("drop",):
+                assert got_v == "DROP", f.hex()
+            elif stem == "deny_addrs":
+                assert got_v == "PASS", f.hex()
