@@ -135,6 +135,7 @@ class TemplateFilling:
         self.templates = templates
         self.maps = frozenset(lv.map for t in templates for lv in t.levels)
         self.filled_allow: frozenset[int] = frozenset()  # the pass templates the last fill() filled
+        self.broken_allow: frozenset[int] = frozenset()  # of those, the ones with an entry without a filter
 
     def notes(self) -> list[str]:
         """One `# template` line per template (a NOT proven one fills nothing: say so)."""
@@ -162,29 +163,46 @@ class TemplateFilling:
 
     def fill(self, contents: MapContents) -> list[SyncFilter]:
         """The union of every entry's filters (what `entry` keeps up to date): the drop
-        templates' first (their proofs say which allow lists they need), then those allow lists'."""
-        out: list[SyncFilter] = []
-        self._fill([t for t in self.templates if not t.outcome.is_pass], contents, out)
+        templates' first (their proofs say which allow lists they need), then those allow
+        lists'. A drop template relying on an allow list with an entry that gets no pass
+        filter (an LPM /0, a key z3 refutes) fills nothing: its proof assumed every entry's
+        pass filter before it (as rules.templates.fill)."""
+        drops = {t.index: self._fill(t, contents)[0] for t in self.templates if not t.outcome.is_pass}
         needed = self.needed()
-        self._fill([t for t in self.templates if t.outcome.is_pass and t.index in needed], contents, out)
+        allow = {t.index: self._fill(t, contents) for t in self.templates if t.outcome.is_pass and t.index in needed}
+        self.broken_allow = frozenset(i for i, (_, incomplete) in allow.items() if incomplete)
+        out: list[SyncFilter] = []
+        for t in self.templates:
+            if t.index in drops and not self.broken_allow & set(t.needs):
+                out += drops[t.index]
+        for filters, _ in allow.values():
+            out += filters
         self.filled_allow = needed
         return out
 
-    def _fill(self, templates: list[Template], contents: MapContents, out: list[SyncFilter]) -> None:
-        for t in templates:
-            for level, lv in enumerate(t.levels):
-                me = contents.get(lv.map)
-                if me is None:
-                    continue
-                make = self.converter(t, level)
-                for key, values in me.entries.items():
-                    for f in fill_entry(t, level, key, values)[0]:
-                        out.append(make(f))
+    def _fill(self, t: Template, contents: MapContents) -> tuple[list[SyncFilter], bool]:
+        """Template `t`'s filters for every entry given, and whether an entry got none for a
+        reason other than pass-to-host."""
+        out: list[SyncFilter] = []
+        incomplete = False
+        for level, lv in enumerate(t.levels):
+            me = contents.get(lv.map)
+            if me is None:
+                continue
+            make = self.converter(t, level)
+            for key, values in me.entries.items():
+                filters, why = fill_entry(t, level, key, values)
+                out += [make(f) for f in filters]
+                incomplete |= why is not None and why.code != "pass-to-host"
+        return out, incomplete
 
     def entry(self, contents: MapContents, map_name: str, key: bytes) -> list[SyncFilter] | None:
         me = contents.get(map_name)
         values = me.value(key) if me is not None else None
         if self.needed() - self.filled_allow:
+            return None
+        allow_maps = {lv.map for t in self.templates if t.index in self.filled_allow for lv in t.levels}
+        if map_name in allow_maps and self.broken_allow:  # a change may mend the allow list: refill
             return None
         if values is None:
             return []
@@ -193,7 +211,10 @@ class TemplateFilling:
             for level, lv in enumerate(t.levels):
                 if lv.map == map_name:
                     make = self.converter(t, level)
-                    out += [make(f) for f in fill_entry(t, level, key, values)[0]]
+                    filters, why = fill_entry(t, level, key, values)
+                    if t.outcome.is_pass and why is not None and why.code != "pass-to-host":
+                        return None  # an allow entry without its pass filter: refill without the drops relying on it
+                    out += [make(f) for f in filters]
         if self.needed() - self.filled_allow:  # this entry's proof relies on an allow list not filled
             return None
         return out

@@ -39,6 +39,7 @@ from offload.mapsource import MapSourceSpec, open_maps
 from offload.sync import Change, SyncDaemon
 from offload.tcsync import COOKIE_TAG, CounterFolder, CounterRef, SyncFilter, TcDevice, TcError, parse_filters
 from rules.flower import FlowerMatch, exact, prefix
+from rules.reasons import Reason
 from rules.tc import KERNEL_ERROR, check_syntax
 
 DDOS = ROOT / "corpus/build/clang/thesis_ddos_blacklist.o"
@@ -363,6 +364,47 @@ def test_an_allow_list_is_installed_before_the_lpm_drops_that_rely_on_it(block_a
         assert added.index("src_ip 10.1.2.3 action pass") < added.index("src_ip 10.1.0.0/16 action drop"), added
         frames = [_frame(a, "10.9.9.9", 6, 80) for a in ("10.1.2.3", "10.1.2.4", "10.2.0.1")]
         assert len(_agree(lines, obj, "xdp_allow_block", frames)) == 1  # 10.1.2.4 only
+    finally:
+        gen.close()
+
+
+def test_an_allow_entry_without_its_pass_filter_takes_the_drops_relying_on_it_off(monkeypatch):
+    """As rules.templates.fill: when an allow entry gets no pass filter (an LPM /0 or a key
+    z3 refutes; here fill_entry is made to refuse 10.1.2.3), the /16 drop whose proof
+    assumed every allow entry's pass filter ahead of it is not installed, at start and when
+    the refused entry arrives later; mending the allow list brings the drop back."""
+    refused = bytes([10, 1, 2, 3])
+    real = mapfill.fill_entry
+
+    def fill_entry(t, level, key, values, contents=None):
+        if t.outcome.is_pass and key == refused:
+            return [], Reason("atypical-packets", "refused for the test")
+        return real(t, level, key, values, contents)
+
+    monkeypatch.setattr(mapfill, "fill_entry", fill_entry)
+    gen = _pinned(ALLOW_BLOCK, ("allowlist", "blocklist"))
+    _, folder = next(gen)
+    try:
+        _bpftool("map", "update", "pinned", str(folder / "allowlist"), "key", "10", "1", "2", "4", "value", "1")
+        _bpftool("map", "update", "pinned", str(folder / "blocklist"), "key", *_lpm_key("10.1.0.0", 16), "value", "1")
+        loaded = load_object(ALLOW_BLOCK)
+        filling = sync.filling_for(loaded, loaded.programs[0], ())
+        live = open_maps(loaded, MapSourceSpec("pinned", str(folder)))
+        daemon = SyncDaemon(filling, live, TcDevice("veth-x2tc"), out=io.StringIO(), interval=60)
+        try:
+            first = list(daemon.start().lines)
+            start = _keys(first)
+            assert "src_ip 10.1.0.0/16 action drop" in start, start  # every allow entry has its filter
+            _bpftool("map", "update", "pinned", str(folder / "allowlist"), "key", *map(str, refused), "value", "1")
+            later = list(daemon.handle([Change("allowlist", refused)]).lines)
+            drop_prio = next(line.split(" prio ")[1].split()[0] for line in first if "10.1.0.0/16" in line)
+            assert any(line.startswith("filter del ") and f" prio {drop_prio} " in line for line in later), later
+            assert "src_ip 10.1.2.3 action pass" not in _keys(later), later
+            _bpftool("map", "delete", "pinned", str(folder / "allowlist"), "key", *map(str, refused))
+            mended = _keys(list(daemon.handle([Change("allowlist", refused)]).lines))
+            assert "src_ip 10.1.0.0/16 action drop" in mended, mended
+        finally:
+            daemon.close()
     finally:
         gen.close()
 
