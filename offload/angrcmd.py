@@ -81,7 +81,7 @@ def _cross_check(obj, programs, options, engine) -> int:
             confirm(check, obj, prog)
         print(
             f"{obj.path}: program {prog.name}: z3 {r.z3_paths} paths ({r.z3_seconds:.2f} s), angr "
-            f"{r.angr_paths} paths ({r.angr_seconds:.2f} s); compared {r.z3_compared} z3 witnesses and "
+            f"{r.angr_paths}{' merged' if r.angr_merged else ''} paths ({r.angr_seconds:.2f} s); compared {r.z3_compared} z3 witnesses and "
             f"{r.angr_compared} angr models: {len(r.disagreements)} disagreements"
         )
         for eng, path, why in r.skipped:
