@@ -22,10 +22,24 @@ at `PKT_BASE` (symbols `pkt.0`, `pkt.1`... for max_len bytes, its length the sym
 `data + 14 > data_end` is a comparison of real addresses), one stack per call depth, map
 values at fresh addresses. A map lookup splits the path: the key equals the key of an entry
 the path already touched (same entry, same value memory), or it is a new entry that is
-present (`map.<name>.f<n>`, value bytes `map.<name>.v<n>`) or not (NULL); arrays are present
-exactly for an index below max_entries. Helper results are fresh symbols `helper.<name>.<n>`.
+present (`map.<name>.f<n>`, value bytes `map.<name>.v<n>`; n is the entry's place on its path)
+or not (NULL); arrays are present exactly for an index below max_entries. Helper results are
+fresh symbols `helper.<name>.<n>`, except bpf_csum_diff, computed exactly as Linux does.
+
+State merging (`Options.merge`, on by default): our own, at the join points of the lifter's
+CFG, not angr's Veritesting (which needs angr's VEX-based CFG of the code, and an eBPF blob has
+none). `Scheduler` steps states in reverse post-order, so every state bound for a join point is
+there before any leaves it; states there with the same `shape` (call stack, map entries by
+slot, tail calls, effects, notes, loop counts) become one (`merge_states`): path condition the
+common constraints and the disjunction of the rest, every differing register, memory byte and
+path value a claripy If-term on the disjoint conditions. Exact, as the z3 engine's merge; K
+OR-ed tests then keep about K states instead of 2^K paths.
+
 Loops are bounded by the `LoopBound` exploration technique (back edges from the lifter's CFG,
-counted in the state's history), the budget by `Budget`.
+counted per loop header as the z3 engine counts them). Resources are bounded by `Options`
+(instructions, paths, --timeout, --path-timeout) and `Limits` (open states, memory): past a
+budget the open states end UNKNOWN saying which budget and where, and the exploration's
+`budget` makes the report PARTIAL.
 """
 
 from __future__ import annotations
