@@ -37,7 +37,7 @@ OR-ed tests then keep about K states instead of 2^K paths.
 
 Loops are bounded by the `LoopBound` exploration technique (back edges from the lifter's CFG,
 counted per loop header as the z3 engine counts them). Resources are bounded by `Options`
-(instructions, paths, --timeout, --path-timeout) and `Limits` (open states, memory): past a
+(instructions, paths, --timeout, --path-timeout) and `Limits` (open states, memory, wall time): past a
 budget the open states end UNKNOWN saying which budget and where, and the exploration's
 `budget` makes the report PARTIAL.
 """
@@ -248,7 +248,8 @@ class Context:
     #: states are stepped in, so that every state bound for a join point is there together
     rank: dict[int, int] = field(default_factory=dict)
     functions_run: set = field(default_factory=set)
-    deadline: float | None = None  # Options.timeout as a perf_counter() time
+    deadline: float | None = None  # Options.timeout (else Limits.max_seconds) as a perf_counter() time
+    limits: Limits | None = None
     sites: dict[tuple[str, int], BranchSite] = field(default_factory=dict)
     written_maps: set[str] = field(default_factory=set)
     read_maps: set[str] = field(default_factory=set)
@@ -1166,7 +1167,11 @@ class LoopBound(ExplorationTechnique):
         if "ended" in state.globals:
             return "ended"
         edge = (state.history.jump_source, state.addr)
-        if edge in self.ctx.back_edges:
+        # angr filters every state of the stash at each step, stepped or waiting (Scheduler):
+        # an edge is counted once, on the step that took it.
+        taken = (state.history.depth, edge)
+        if edge in self.ctx.back_edges and state.globals.get("counted") != taken:
+            state.globals["counted"] = taken
             key = (len(state.globals["frames"]), state.addr)
             loops = dict(state.globals["loops"])
             loops[key] = loops.get(key, 0) + 1
@@ -1192,10 +1197,13 @@ class Limits:
 
     `max_active`: open states at once; the ones latest in the exploration order are cut.
     `max_rss_mib`: growth of this process's resident memory during the exploration; None is
-    half the memory available when it starts, at most DEFAULT_MAX_RSS_MIB."""
+    half the memory available when it starts, at most DEFAULT_MAX_RSS_MIB.
+    `max_seconds`: wall time of the exploration when `Options.timeout` gives none (angr's
+    solver calls on merged states can take seconds each: no run is open-ended)."""
 
     max_active: int = 512
     max_rss_mib: int | None = None
+    max_seconds: float | None = 600.0
 
 
 DEFAULT_MAX_RSS_MIB = 4096
@@ -1221,8 +1229,9 @@ def cut_reason(ctx: Context, kind: str, state, addr: int | None = None, what: st
     section, pc = ctx.where(state.addr if addr is None else addr)
     line = ctx.obj.line_at(section, pc)
     at = f"{section}:{pc}" + (f" ({line.file_name}:{line.line})" if line else "")
+    seconds = ctx.options.timeout if ctx.options.timeout is not None else ctx.limits.max_seconds
     budget = {
-        "time": f"time budget of {ctx.options.timeout:g} s" if ctx.options.timeout else "time budget",
+        "time": f"time budget of {seconds:g} s",
         "path": f"path time budget of {ctx.options.path_timeout:g} s" if ctx.options.path_timeout else "",
     }.get(kind, what)
     return f"{budget} ran out at {at}, {state.globals['steps'][1]} instructions in"
@@ -1287,7 +1296,8 @@ def merge_states(states: list):
     cons = [list(s.solver.constraints) for s in states]
     common_ids = set.intersection(*[{c.hash() for c in cs} for cs in cons])
     common = [c for c in cons[0] if c.hash() in common_ids]
-    conds = [claripy.And(*[c for c in cs if c.hash() not in common_ids]) for cs in cons]
+    rests = [[c for c in cs if c.hash() not in common_ids] for cs in cons]
+    conds = [claripy.And(*rest) if rest else claripy.true() for rest in rests]
     merged, _, _ = states[0].merge(
         *states[1:], merge_conditions=[[c] for c in conds], plugin_whitelist=["registers", "memory"]
     )
@@ -1406,6 +1416,8 @@ class Scheduler:
         now = time.perf_counter()
         if ctx.deadline is not None and now >= ctx.deadline:
             self.ran_out = True
+            if opts.timeout is None:
+                self.limit = f"the angr engine's time budget ({self.limits.max_seconds:g} s)"
             self.cut(simgr, list(simgr.active), lambda st: cut_reason(ctx, "time", st))
             return True
         self.checks += 1
@@ -1455,9 +1467,12 @@ def explore_angr(
 ) -> AngrExploration:
     """Explore every path of `program` with angr (see the module docstring)."""
     options = options or Options()
+    limits = limits or Limits()
     start = time.perf_counter()
     project, ctx = make_project(obj, options)
-    ctx.deadline = None if options.timeout is None else start + options.timeout
+    ctx.limits = limits
+    seconds = options.timeout if options.timeout is not None else limits.max_seconds
+    ctx.deadline = None if seconds is None else start + seconds
     ctx.programs_seen.append(program.name)
     state = project.factory.blank_state(
         addr=ctx.addr(program.section, program.entry.start),
@@ -1511,7 +1526,7 @@ def explore_angr(
     step.set(10, _bv(STACK_TOP))
     simgr = project.factory.simulation_manager(state)
     simgr.use_technique(LoopBound(ctx, options.loop_bound))
-    scheduler = Scheduler(ctx, options, limits or Limits())
+    scheduler = Scheduler(ctx, options, limits)
     scheduler.run(simgr, progress)
     paths = [_path(i, st, ctx, program) for i, st in enumerate(simgr.stashes.get("ended", []))]
     programs = [program] + [p for p in obj.programs if p.name in ctx.programs_seen and p is not program]

@@ -15,7 +15,7 @@ from analyzer import kernel
 from analyzer.report import SCHEMA, angr_analysis_json, render_text
 from lifter.errors import LiftError
 from lifter.program import load_object
-from offload.options import at_least, exploration_options
+from offload.options import at_least, exploration_options, seconds
 from offload.programs import EGRESS_SECTIONS, xdp_programs
 
 
@@ -39,6 +39,13 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         help="angr engine: open states at once before the latest are cut (UNKNOWN; the report is PARTIAL)",
     )
     p.add_argument(
+        "--angr-max-seconds",
+        type=seconds,
+        default=600.0,
+        metavar="SECONDS",
+        help="angr engine: wall time of one exploration when --timeout gives none (default 600)",
+    )
+    p.add_argument(
         "--angr-max-rss",
         type=at_least(16),
         metavar="MIB",
@@ -53,7 +60,9 @@ def wanted(args: argparse.Namespace) -> bool:
 
 def limits(args: argparse.Namespace, engine):
     """The angr engine's Limits the command line asks for."""
-    return engine.Limits(max_active=args.angr_max_states, max_rss_mib=args.angr_max_rss)
+    return engine.Limits(
+        max_active=args.angr_max_states, max_rss_mib=args.angr_max_rss, max_seconds=args.angr_max_seconds
+    )
 
 
 def _angr_module(path: str):

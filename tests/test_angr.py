@@ -252,6 +252,9 @@ def test_time_budgets_are_the_z3_engines():
     assert _cut(a, "time budget of 1e-06 s")
     a = angr_engine.explore_angr(obj, obj.program(), Options(path_timeout=1e-6))
     assert not a.budget.ran_out and _cut(a, "path time budget of 1e-06 s")
+    # Without --timeout the angr engine still has its own wall-time budget.
+    a = angr_engine.explore_angr(obj, obj.program(), Options(), limits=angr_engine.Limits(max_seconds=1e-6))
+    assert a.budget.limit == "the angr engine's time budget (1e-06 s)" and _cut(a, "time budget of 1e-06 s")
 
 
 def test_budget_in_the_report(capsys):
