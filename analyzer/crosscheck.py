@@ -16,6 +16,10 @@ answer says which engine is wrong.
 
 Inputs are restricted to what the kernel's test run can take (see verify.py): 14..3520-byte
 packets, an existing ingress device, queue 0, no fragments.
+
+angr explores without state merging when the program fits in UNMERGED_STATES open states
+(each unmerged path gives a model of its own: the z3 engine is tested on more inputs), else
+with merging (angr_engine.py), which keeps OR-heavy programs to a few exact, larger paths.
 """
 
 from __future__ import annotations
@@ -575,7 +579,8 @@ def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=
     from .angr_engine import Limits, explore_angr  # angr is imported only when a cross-check is asked for
 
     if options.merge:
-        unmerged = explore_angr(obj, program, replace(options, merge=False), limits=Limits(max_active=UNMERGED_STATES))
+        tight = replace(limits or Limits(), max_active=UNMERGED_STATES)
+        unmerged = explore_angr(obj, program, replace(options, merge=False), limits=tight)
         if unmerged.budget is None or not unmerged.budget.cut:
             return unmerged
     return explore_angr(obj, program, options, limits=limits)
