@@ -1384,11 +1384,14 @@ class Scheduler:
                 progress(len(simgr.stashes.get("ended", [])), len(simgr.active), self.ctx.insns)
 
     def next_group(self, simgr) -> list:
-        """The states to step now: those first in `priority` order, merged by `shape`."""
+        """The states to step now: those first in `priority` order, merged by `shape`
+        (without merging, every open state: angr's breadth-first order)."""
+        if not self.options.merge:
+            return list(simgr.active)
         keyed = [(priority(self.ctx, st), st) for st in simgr.active]
         best = min(k for k, _ in keyed)
         group = [st for k, st in keyed if k == best]
-        if not self.options.merge or len(group) < 2:
+        if len(group) < 2:
             return group
         by_shape: dict = {}
         for st in group:
