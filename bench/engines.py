@@ -8,7 +8,7 @@ median kept, with both engines' path counts and any budget the angr run hit; the
 --no-cross-check, the whole cross-check (both explorations, unmerged angr when it fits in
 crosscheck.UNMERGED_STATES, plus the comparison; one run): its time, comparisons and
 disagreements. A program past --timeout seconds is reported as such (the run goes on in a
-child process that is killed). Results in bench/results/angr-<date>.json; the import time
+child process that is killed). Results in bench/results/angr-<date>[-<filter>].json; the import time
 of angr and the machine's load (`uptime`) are printed too.
 
     .venv/bin/python bench/engines.py [--repeat 3] [--filter SUBSTRING] [--toolchain clang|all]
@@ -142,7 +142,8 @@ def main() -> int:
         )
     out_dir = ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / f"angr-{datetime.date.today().isoformat()}.json"
+    suffix = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.filter)
+    out = out_dir / f"angr-{datetime.date.today().isoformat()}{'-' + suffix if suffix else ''}.json"
     out.write_text(json.dumps({"import_angr_s": import_s, "load": os.getloadavg(), "rows": rows}, indent=2))
     print(f"results in {out.relative_to(ROOT)}")
     return 0
