@@ -1414,6 +1414,8 @@ class Scheduler:
         ended = len(simgr.stashes.get("ended", []))
         if ctx.insns >= opts.max_insns or ended >= opts.max_paths:
             what = f"{opts.max_insns} instructions" if ctx.insns >= opts.max_insns else f"{opts.max_paths} paths"
+            self.ran_out = True
+            self.limit = f"the exploration budget of {what} (--max-insns/--max-paths)"
             self.cut(simgr, list(simgr.active), lambda st: f"exploration budget of {what} reached")
             return True
         now = time.perf_counter()

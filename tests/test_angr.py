@@ -266,6 +266,8 @@ def test_budget_in_the_report(capsys):
     assert main(["analyze", "--engine", "angr", "--json", "--angr-max-states", "1", path]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["budget"]["ran_out"] and doc["budget"]["cut"] and doc["budget"]["limit"]
+    assert main(["analyze", "--engine", "angr", "--max-insns", "5", path]) == 0
+    assert "PARTIAL: the exploration budget of 5 instructions" in capsys.readouterr().out
 
 
 def test_budget_on_xdp_filter():
