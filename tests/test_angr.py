@@ -56,7 +56,7 @@ SLOW = {
 
 #: Objects of the gcc and clang-v4 builds cross-checked here: one per feature where the two
 #: compilers' code differs most from clang's (subprogram calls, loops, bpf_loop, atomics,
-#: ISA v4 instructions, checksums, tail calls, maps, VLAN parsing, globals, rewrites).
+#: ISA v4 instructions, checksums, maps, globals, rewrites, OR chains merged by angr).
 TOOLCHAIN_SAMPLE = (
     "subprog_call",
     "bounded_loop",
@@ -64,9 +64,7 @@ TOOLCHAIN_SAMPLE = (
     "atomics",
     "isa_v4",
     "icmp_too_big",
-    "tailcall_dispatch",
     "thesis_ddos_blacklist",
-    "vlan_tags",
     "globals",
     "rewrite_tos",
     "or_stress_k8",
