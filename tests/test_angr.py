@@ -43,6 +43,8 @@ SLOW = {
         "bench/engines.py (15-90 s each)"
         for shape in ("stress", "flags_udp", "flags_tcp", "direct_udp")
     },
+    "or_stress_k16": "K=16: cross-checked with merged angr states in bench/engines.py (~80 s on a loaded machine)",
+    "or_flags_tcp_k16": "K=16: cross-checked with merged angr states in bench/engines.py (~45 s on a loaded machine)",
     # Debian's xdp-filter: nested lookups in 5 maps per packet field. The ethernet-only
     # variants are cross-checked here (11 unmerged angr paths); on the others each solver
     # call on merged states takes ~0.2-1 s: bench/engines.py runs them, and the angr
