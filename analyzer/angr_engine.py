@@ -22,16 +22,31 @@ at `PKT_BASE` (symbols `pkt.0`, `pkt.1`... for max_len bytes, its length the sym
 `data + 14 > data_end` is a comparison of real addresses), one stack per call depth, map
 values at fresh addresses. A map lookup splits the path: the key equals the key of an entry
 the path already touched (same entry, same value memory), or it is a new entry that is
-present (`map.<name>.f<n>`, value bytes `map.<name>.v<n>`) or not (NULL); arrays are present
-exactly for an index below max_entries. Helper results are fresh symbols `helper.<name>.<n>`.
+present (`map.<name>.f<n>`, value bytes `map.<name>.v<n>`; n is the entry's place on its path)
+or not (NULL); arrays are present exactly for an index below max_entries. Helper results are
+fresh symbols `helper.<name>.<n>`, except bpf_csum_diff, computed exactly as Linux does.
+
+State merging (`Options.merge`, on by default): our own, at the join points of the lifter's
+CFG, not angr's Veritesting (which needs angr's VEX-based CFG of the code, and an eBPF blob has
+none). `Scheduler` steps states in reverse post-order, so every state bound for a join point is
+there before any leaves it; states there with the same `shape` (call stack, map entries by
+slot, tail calls, effects, notes, loop counts) become one (`merge_states`): path condition the
+common constraints and the disjunction of the rest, every differing register, memory byte and
+path value a claripy If-term on the disjoint conditions. Exact, as the z3 engine's merge; K
+OR-ed tests then keep about K states instead of 2^K paths.
+
 Loops are bounded by the `LoopBound` exploration technique (back edges from the lifter's CFG,
-counted in the state's history), the budget by `Budget`.
+counted per loop header as the z3 engine counts them). Resources are bounded by `Options`
+(instructions, paths, --timeout, --path-timeout) and `Limits` (open states, memory, wall time): past a
+budget the open states end UNKNOWN saying which budget and where, and the exploration's
+`budget` makes the report PARTIAL.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import os
 import time
 from dataclasses import dataclass, field, replace
 
@@ -39,6 +54,7 @@ logging.getLogger("angr").setLevel(logging.CRITICAL)  # before the import: unico
 
 import angr  # noqa: E402
 import archinfo  # noqa: E402
+import networkx as nx
 from angr import claripy
 from angr.engines.successors import SuccessorsEngine
 from angr.exploration_techniques import ExplorationTechnique
@@ -72,7 +88,7 @@ from lifter.maps import MapDef, is_global_data_section
 from lifter.opcodes import AtomicOp, CallSrc
 from lifter.program import BpfObject, Function, Program
 
-from .exploration import INVALID, UNKNOWN, VERDICTS, BranchSite, Options
+from .exploration import INVALID, UNKNOWN, VERDICTS, BranchSite, Budget, Options
 from .helpers import helper
 from .symbolic import XDP_MD_FIELDS, source_of
 from .xdp import HEADROOM, MAX_FRAGS_BYTES, MAX_LINEAR_PACKET, MAX_META, MAX_TAIL_CALLS
@@ -180,7 +196,7 @@ class AngrPath:
     writes: tuple  # packet offsets (relative to data) written, claripy BV64
     head: object
     end: object
-    steps: int
+    steps: int  # instructions executed (the most, over merged paths)
     notes: tuple[str, ...]
     truncated: str | None
     programs: tuple[str, ...]
@@ -188,6 +204,7 @@ class AngrPath:
     entries: tuple[Entry, ...]
     exit_pc: int
     exit_section: str
+    min_steps: int = 0  # the fewest instructions over merged paths
 
 
 @dataclass
@@ -208,6 +225,7 @@ class AngrExploration:
     packet_len: object
     ctx: dict[str, object]  # xdp_md field -> BV32 symbol
     globals_: dict[str, object] = field(default_factory=dict)  # global map -> value symbol
+    budget: Budget | None = None  # what a budget cut (Options' and `Limits`), when one did or was given
 
 
 # --- the project ---------------------------------------------------------------------------
@@ -226,6 +244,12 @@ class Context:
     insn_at: dict[int, tuple[Function, object]] = field(default_factory=dict)
     leaders: set[int] = field(default_factory=set)
     back_edges: set[tuple[int, int]] = field(default_factory=set)
+    #: address -> place in its function's reverse post-order (block rank, then pc): the order
+    #: states are stepped in, so that every state bound for a join point is there together
+    rank: dict[int, int] = field(default_factory=dict)
+    functions_run: set = field(default_factory=set)
+    deadline: float | None = None  # Options.timeout (else Limits.max_seconds) as a perf_counter() time
+    limits: Limits | None = None
     sites: dict[tuple[str, int], BranchSite] = field(default_factory=dict)
     written_maps: set[str] = field(default_factory=set)
     read_maps: set[str] = field(default_factory=set)
@@ -267,6 +291,10 @@ def make_project(obj: BpfObject, options: Options) -> tuple[angr.Project, Contex
             ctx.insn_at[ctx.addr(func.section, insn.pc)] = (func, insn)
         for b in func.cfg.blocks:
             ctx.leaders.add(ctx.addr(func.section, b))
+        order = list(reversed(list(nx.dfs_postorder_nodes(func.cfg.graph, func.cfg.entry))))
+        for i, b in enumerate(order):
+            for insn in func.cfg.blocks[b].insns:
+                ctx.rank[ctx.addr(func.section, insn.pc)] = i * 1_000_000 + insn.pc
         for b, h in func.cfg.back_edges:
             ctx.back_edges.add((ctx.addr(func.section, func.cfg.blocks[b].last.pc), ctx.addr(func.section, h)))
     project = angr.Project(
@@ -291,10 +319,18 @@ class BpfEngine(SuccessorsEngine):
         state = self.state
         addr = start = state.addr
         steps = 0
+        began = time.perf_counter()
+        ctx.functions_run.add(ctx.insn_at[addr][0].key)
         while True:
             func, insn = ctx.insn_at[addr]
             steps += 1
             ctx.insns += 1
+            if steps % 1024 == 0 and ctx.deadline is not None and time.perf_counter() >= ctx.deadline:
+                section, pc = ctx.where(addr)
+                state.globals["ended"] = End(UNKNOWN, None, cut_reason(ctx, "time", state, addr), pc, section)
+                state.globals["cut"] = True
+                outs = [(state, EXIT_ADDR, claripy.true())]
+                break
             outs = Step(ctx, state, func, insn).run()
             nxt = addr + 8 * slots(insn)
             if (
@@ -308,8 +344,11 @@ class BpfEngine(SuccessorsEngine):
                 addr = nxt
                 continue
             break
+        spent = time.perf_counter() - began
         for st, target, guard in outs:
-            st.globals["steps"] = st.globals["steps"] + steps
+            lo, hi = st.globals["steps"]
+            st.globals["steps"] = (lo + steps, hi + steps)
+            st.globals["spent"] = st.globals["spent"] + spent
             st.regs.pc = target
             successors.add_successor(
                 st, target, guard, "Ijk_Exit" if target == EXIT_ADDR else "Ijk_Boring", exit_ins_addr=addr, source=start
@@ -699,7 +738,9 @@ class Step:
         return out
 
     def new_entry(self, mdef: MapDef, key, state) -> Entry:
-        n = self.ctx.next_id()
+        # The n-th entry of a path: paths that touch entries in the same order use the same
+        # symbols and value addresses, so their states can be merged (`merge_states`).
+        n = len(state.globals["entries"]) + 1
         bits = 8 * (mdef.value_size or 0)
         init_val = _sym(f"map.{mdef.name}.v{n}", bits) if bits else None
         if mdef.type is not None and mdef.type.keyed == "index" and mdef.type.holds == "data":
@@ -977,6 +1018,36 @@ class Step:
 
         return self.resize(name, ok, apply)
 
+    def h_csum_diff(self, name):
+        """bpf_csum_diff(from, from_size, to, to_size, seed) as Linux 6.13+ computes it
+        (net/core/filter.c): `csum_partial(to, to_size, seed)`, less `csum_partial(from,
+        from_size, 0)` by `csum_sub` when both sizes are given, `~csum_partial(from, from_size,
+        ~seed)` for `from` alone, and the result folded to 16 bits (`csum_from32to16`).
+        Sizes must be constant multiples of 4 up to 512 bytes here; otherwise the result is an
+        unknown and the path says so."""
+        sizes = self.reg(2), self.reg(4)
+        if any(n.symbolic or n.concrete_value % 4 or n.concrete_value > 512 for n in sizes):
+            self.note(f"bpf_csum_diff with sizes not modelled (variable, unaligned or over 512) at {self.where()}")
+            return self.h_fresh64(name)
+        from_n, to_n = (n.concrete_value for n in sizes)
+        seed = self.reg(5)[31:0]
+        if from_n and to_n:
+            ret = csum_add(csum_partial(self.words(3, to_n), seed), ~csum_partial(self.words(1, from_n), _bv(0, 32)))
+        elif to_n:
+            ret = csum_partial(self.words(3, to_n), seed)
+        elif from_n:
+            ret = ~csum_partial(self.words(1, from_n), ~seed)
+        else:
+            ret = seed
+        self.r0(claripy.ZeroExt(48, csum_from32to16(ret)))
+        return self.next()
+
+    def words(self, reg: int, size: int) -> list:
+        """The 32-bit words of `size` bytes at the pointer in `reg`, each loaded as the x86-64
+        kernel loads it (little-endian)."""
+        base = self.reg(reg)
+        return [self.load(base + 4 * i, 4) for i in range(size // 4)]
+
     def h_ringbuf_reserve(self, name):
         got = self.fresh("helper.ringbuf_reserve", 1) == 1
         out = []
@@ -1026,6 +1097,32 @@ def alu(op: AluOp, wide: bool, a, b):
     return r if wide else claripy.ZeroExt(32, r)
 
 
+def csum_partial(words: list, seed):
+    """Linux's x86-64 `csum_partial` (arch/x86/lib/csum-partial_64.c) of whole 32-bit words:
+    an add-with-carry (one's complement) accumulation, folded to 32 bits with the carry added
+    back. Such a sum is 0 only when every addend is 0, and otherwise is the one number in
+    1..2^32-1 congruent to the plain sum T modulo 2^32-1: two folds of T (under 2^40 for at
+    most 128 words) give exactly that."""
+    total = claripy.ZeroExt(32, seed)
+    for w in words:
+        total = total + claripy.ZeroExt(32, w)
+    for _ in range(2):
+        total = (total & 0xFFFFFFFF) + claripy.LShR(total, 32)
+    return total[31:0]
+
+
+def csum_add(a, b):
+    """include/net/checksum.h `csum_add`: a 32-bit add with the carry added back."""
+    s = claripy.ZeroExt(1, a) + claripy.ZeroExt(1, b)
+    return s[31:0] + claripy.ZeroExt(31, s[32:32])
+
+
+def csum_from32to16(x):
+    """include/net/checksum.h `csum_from32to16`: the upper half of x + (x rotated by 16),
+    i.e. the two 16-bit halves added with the carry added back."""
+    return (x + claripy.RotateRight(x, 16))[31:16]
+
+
 def compare(cond: Cond, wide: bool, a, b):
     """The jump condition `a COND b` on real values (pointers are addresses here)."""
     if not wide:
@@ -1051,13 +1148,16 @@ def sources(expr) -> set:
     return {src for name in expr.variables if (src := source_of(name)) is not None}
 
 
-# --- exploration techniques ----------------------------------------------------------------
+# --- exploration: loop bounds, budgets, merging -------------------------------------------
 
 
 class LoopBound(ExplorationTechnique):
-    """Cuts a path that takes one loop's back edge more than `bound` times (per call depth),
-    ending it UNKNOWN with the reason; back edges are the lifter CFG's, the edge taken is the
-    state's last jump in angr's history."""
+    """Cuts a path whose loop has run more than `bound` times (per call depth), ending it
+    UNKNOWN with the reason. As in the z3 engine, an iteration is a taken back edge of the
+    lifter's CFG and all back edges into one loop header count together (`continue` edges
+    too). angr's own LoopSeer/LocalLoopSeer cannot be used: they find loops in angr's
+    VEX-based CFG, which an eBPF blob does not have; the back edges here are the lifter's,
+    the edge taken is the state's last jump in angr's history."""
 
     def __init__(self, ctx: Context, bound: int):
         super().__init__()
@@ -1067,11 +1167,15 @@ class LoopBound(ExplorationTechnique):
         if "ended" in state.globals:
             return "ended"
         edge = (state.history.jump_source, state.addr)
-        if edge in self.ctx.back_edges:
-            key = (len(state.globals["frames"]), edge)
+        # angr filters every state of the stash at each step, stepped or waiting (Scheduler):
+        # an edge is counted once, on the step that took it.
+        taken = (state.history.depth, edge)
+        if edge in self.ctx.back_edges and state.globals.get("counted") != taken:
+            state.globals["counted"] = taken
+            key = (len(state.globals["frames"]), state.addr)
             loops = dict(state.globals["loops"])
             loops[key] = loops.get(key, 0) + 1
-            state.globals["loops"] = tuple(loops.items())
+            state.globals["loops"] = tuple(sorted(loops.items()))
             if loops[key] > self.bound:
                 section, pc = self.ctx.where(state.addr)
                 line = self.ctx.obj.line_at(section, pc)
@@ -1083,37 +1187,297 @@ class LoopBound(ExplorationTechnique):
         return simgr.filter(state, **kwargs)
 
 
-class Budget(ExplorationTechnique):
-    """Ends every active path UNKNOWN once the instruction or path budget is spent."""
+@dataclass(frozen=True)
+class Limits:
+    """The angr engine's own resource budget, on top of `Options` (instructions, paths,
+    `--timeout`, `--path-timeout`, all honoured here too). angr keeps every open state in
+    memory; a path explosion once took a test run to 24 GiB and the OOM killer. Past a limit
+    the states still open are cut (UNKNOWN, each saying which budget and where), and the
+    exploration's `budget` says what ran out: a partial report, never a crash.
 
-    def __init__(self, ctx: Context, options: Options):
-        super().__init__()
-        self.ctx, self.options = ctx, options
+    `max_active`: open states at once; the ones latest in the exploration order are cut.
+    `max_rss_mib`: growth of this process's resident memory during the exploration; None is
+    half the memory available when it starts, at most DEFAULT_MAX_RSS_MIB.
+    `max_seconds`: wall time of the exploration when `Options.timeout` gives none (angr's
+    solver calls on merged states can take seconds each: no run is open-ended)."""
 
-    def step(self, simgr, stash="active", **kwargs):
-        ended = len(simgr.stashes.get("ended", []))
-        if self.ctx.insns >= self.options.max_insns or ended >= self.options.max_paths:
-            limit = (
-                f"{self.options.max_insns} instructions"
-                if self.ctx.insns >= self.options.max_insns
-                else f"{self.options.max_paths} paths"
+    max_active: int = 512
+    max_rss_mib: int | None = None
+    max_seconds: float | None = 600.0
+
+
+DEFAULT_MAX_RSS_MIB = 4096
+
+
+def rss_mib() -> float:
+    """This process's resident memory now (Linux /proc/self/statm)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def available_mib() -> float:
+    """MemAvailable of /proc/meminfo, in MiB."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return 2.0 * DEFAULT_MAX_RSS_MIB
+
+
+def cut_reason(ctx: Context, kind: str, state, addr: int | None = None, what: str = "") -> str:
+    """Why and where a budget cut `state` (instruction, source line, instructions run)."""
+    section, pc = ctx.where(state.addr if addr is None else addr)
+    line = ctx.obj.line_at(section, pc)
+    at = f"{section}:{pc}" + (f" ({line.file_name}:{line.line})" if line else "")
+    seconds = ctx.options.timeout if ctx.options.timeout is not None else ctx.limits.max_seconds
+    budget = {
+        "time": f"time budget of {seconds:g} s",
+        "path": f"path time budget of {ctx.options.path_timeout:g} s" if ctx.options.path_timeout else "",
+    }.get(kind, what)
+    return f"{budget} ran out at {at}, {state.globals['steps'][1]} instructions in"
+
+
+def priority(ctx: Context, state) -> tuple:
+    """The exploration order (reverse post-order of each function's CFG, callers first, then
+    tail-called programs): a state is stepped only when no state can still reach its place,
+    so the states meeting at a join point are merged there."""
+    frames = state.globals["frames"]
+    parts: list = [len(state.globals["tail_calls"])]
+    parts += [(ctx.rank.get(f.ret, 0), 0) for f in frames[1:]]
+    parts.append((ctx.rank.get(state.addr, 1 << 62), 1))
+    return tuple(parts)
+
+
+def _h(x) -> object:
+    """A hashable identity of a claripy value (claripy ASTs are hash-consed) or plain value."""
+    return x.hash() if hasattr(x, "hash") and hasattr(x, "op") else x
+
+
+def shape(state) -> tuple:
+    """What two states at one place must share to be merged: call stack, entries touched
+    (map and slot, in order), tail calls, effects, notes, loop counts, redirect kind. Values
+    (registers, memory, keys, packet bounds) may differ: they become if-then-else terms."""
+    g = state.globals
+    redirect = g["redirect"]
+    r0 = None
+    if len(g["frames"]) == 1 and isinstance(state.project.xdp2tc.insn_at[state.addr][1], Exit):
+        r0 = _h(state.regs.r0)  # as the z3 engine: paths leaving with different values stay apart
+    return (
+        state.addr,
+        r0,
+        g["program"],
+        tuple((f.func, f.ret, None if f.loop is None else f.loop[:3]) for f in g["frames"]),
+        tuple((e.map, e.addr, e.init_found is None, e.init_val is None) for e in g["entries"]),
+        g["tail_calls"],
+        g["effects"],
+        g["notes"],
+        g["loops"],
+        None if redirect is None else (redirect[0], redirect[1] if redirect[0] == "map" else None),
+    )
+
+
+def join(values: list, conds: list):
+    """One value standing for values[i] where conds[i] holds (the conditions are disjoint
+    and cover the merged state): the value itself when all are the same."""
+    first = values[0]
+    if all(_h(v) == _h(first) for v in values[1:]):
+        return first
+    out = values[-1]
+    for v, c in zip(reversed(values[:-1]), reversed(conds[:-1])):
+        out = claripy.If(c, v, out)
+    return out
+
+
+def merge_states(states: list):
+    """One state for several at the same place with the same `shape`: its path condition
+    is the common constraints and the disjunction of the rest, registers and memory are
+    merged by angr with these conditions (if-then-else per differing value), and the path
+    data in `globals` is joined here. Exact: the conditions are disjoint."""
+    cons = [list(s.solver.constraints) for s in states]
+    common_ids = set.intersection(*[{c.hash() for c in cs} for cs in cons])
+    common = [c for c in cons[0] if c.hash() in common_ids]
+    rests = [[c for c in cs if c.hash() not in common_ids] for cs in cons]
+    conds = [claripy.And(*rest) if rest else claripy.true() for rest in rests]
+    merged, _, _ = states[0].merge(
+        *states[1:], merge_conditions=[[c] for c in conds], plugin_whitelist=["registers", "memory"]
+    )
+    merged.solver.reload_solver(common + [claripy.Or(*conds)])
+    gs = [s.globals for s in states]
+    g = merged.globals
+    for k in ("head", "end", "meta", "frags"):
+        g[k] = join([x[k] for x in gs], conds)
+    frames = []
+    for i, f in enumerate(gs[0]["frames"]):
+        fs = [x["frames"][i] for x in gs]
+        saved = tuple(join([x.saved[j] for x in fs], conds) for j in range(len(f.saved)))
+        loop = None if f.loop is None else f.loop[:3] + (join([x.loop[3] for x in fs], conds),)
+        frames.append(replace(f, saved=saved, loop=loop))
+    g["frames"] = tuple(frames)
+    entries = []
+    for i, e in enumerate(gs[0]["entries"]):
+        es = [x["entries"][i] for x in gs]
+        entries.append(
+            replace(
+                e,
+                key=join([x.key for x in es], conds),
+                init_found=None if e.init_found is None else join([x.init_found for x in es], conds),
+                init_val=None if e.init_val is None else join([x.init_val for x in es], conds),
+                found=join([x.found for x in es], conds),
             )
-            for st in simgr.stashes[stash]:
-                section, pc = self.ctx.where(st.addr)
-                st.globals["ended"] = End(UNKNOWN, None, f"exploration budget of {limit} reached", pc, section)
-            simgr.move(stash, "ended")
-            return simgr
-        return simgr.step(stash=stash, **kwargs)
+        )
+    g["entries"] = tuple(entries)
+    if gs[0]["redirect"] is not None:
+        r = gs[0]["redirect"]
+        g["redirect"] = r[:-1] + (join([x["redirect"][-1] for x in gs], conds),)
+    writes = {}
+    for x in gs:
+        for w in x["writes"]:
+            writes.setdefault(_h(w), w)
+    g["writes"] = tuple(writes.values())
+    g["steps"] = (min(x["steps"][0] for x in gs), max(x["steps"][1] for x in gs))
+    g["spent"] = max(x["spent"] for x in gs)
+    g["sites"] = frozenset().union(*[x["sites"] for x in gs])
+    g["merged"] = sum(x.get("merged", 1) for x in gs)
+    return merged
+
+
+class Scheduler:
+    """Steps the states of one exploration in `priority` order, merges those that meet (with
+    `Options.merge`), and enforces the budgets (`Options`, `Limits`). Why merging of our own
+    and not angr's Veritesting: Veritesting rebuilds a static CFG of the region with angr's
+    CFGEmulated over VEX, which an eBPF blob has none of; the lifter's CFG is at hand, and
+    merging where states meet in its reverse post-order is what the z3 engine's exactness
+    argument needs (disjoint path conditions, every differing value an if-then-else)."""
+
+    def __init__(self, ctx: Context, options: Options, limits: Limits):
+        self.ctx, self.options, self.limits = ctx, options, limits
+        self.rss0 = rss_mib()
+        self.max_rss = (
+            limits.max_rss_mib if limits.max_rss_mib is not None else min(DEFAULT_MAX_RSS_MIB, available_mib() / 2)
+        )
+        self.limit: str | None = None  # what ran out, for the report
+        self.ran_out = False
+        self.checks = 0
+
+    def cut(self, simgr, states: list, reason) -> None:
+        for st in states:
+            section, pc = self.ctx.where(st.addr)
+            st.globals["ended"] = End(UNKNOWN, None, reason(st), pc, section)
+            st.globals["cut"] = True
+        ids = {id(st) for st in states}
+        simgr.move("active", "ended", filter_func=lambda st: id(st) in ids)
+
+    def run(self, simgr, progress=None) -> None:
+        last = time.perf_counter()
+        while simgr.active:
+            simgr.move("active", "ended", filter_func=lambda st: "ended" in st.globals)
+            if not simgr.active or self.over_budget(simgr):
+                break
+            group = self.next_group(simgr)
+            ids = {id(st) for st in group}
+            simgr.step(selector_func=lambda st, ids=ids: id(st) in ids)
+            if simgr.errored:
+                err = simgr.errored[0]
+                raise AngrEngineError(f"angr failed at {self.ctx.where(err.state.addr)}: {err.error}") from err.error
+            if progress is not None and time.perf_counter() - last > 0.5:
+                last = time.perf_counter()
+                progress(len(simgr.stashes.get("ended", [])), len(simgr.active), self.ctx.insns)
+
+    def next_group(self, simgr) -> list:
+        """The states to step now: those first in `priority` order, merged by `shape`
+        (without merging, every open state: angr's breadth-first order)."""
+        if not self.options.merge:
+            return list(simgr.active)
+        keyed = [(priority(self.ctx, st), st) for st in simgr.active]
+        best = min(k for k, _ in keyed)
+        group = [st for k, st in keyed if k == best]
+        if len(group) < 2:
+            return group
+        by_shape: dict = {}
+        for st in group:
+            by_shape.setdefault(shape(st), []).append(st)
+        out = []
+        for states in by_shape.values():
+            if len(states) == 1:
+                out.append(states[0])
+                continue
+            merged = merge_states(states)
+            ids = {id(st) for st in states}
+            simgr.drop(stash="active", filter_func=lambda st, ids=ids: id(st) in ids)
+            simgr.active.append(merged)
+            out.append(merged)
+        return out
+
+    def over_budget(self, simgr) -> bool:
+        """Cut states as the budgets say; True when nothing more is to be explored."""
+        ctx, opts = self.ctx, self.options
+        ended = len(simgr.stashes.get("ended", []))
+        if ctx.insns >= opts.max_insns or ended >= opts.max_paths:
+            what = f"{opts.max_insns} instructions" if ctx.insns >= opts.max_insns else f"{opts.max_paths} paths"
+            self.ran_out = True
+            self.limit = f"the exploration budget of {what} (--max-insns/--max-paths)"
+            self.cut(simgr, list(simgr.active), lambda st: f"exploration budget of {what} reached")
+            return True
+        now = time.perf_counter()
+        if ctx.deadline is not None and now >= ctx.deadline:
+            self.ran_out = True
+            if opts.timeout is None:
+                self.limit = f"the angr engine's time budget ({self.limits.max_seconds:g} s)"
+            self.cut(simgr, list(simgr.active), lambda st: cut_reason(ctx, "time", st))
+            return True
+        self.checks += 1
+        if self.checks % 8 == 0 and rss_mib() - self.rss0 > self.max_rss:
+            self.ran_out = True
+            self.limit = f"the angr engine's memory budget ({self.max_rss:.0f} MiB)"
+            what = f"memory budget of {self.max_rss:.0f} MiB"
+            self.cut(simgr, list(simgr.active), lambda st: cut_reason(ctx, "", st, what=what))
+            return True
+        if opts.path_timeout is not None:
+            late = [st for st in simgr.active if st.globals["spent"] >= opts.path_timeout]
+            if late:
+                self.cut(simgr, late, lambda st: cut_reason(ctx, "path", st))
+        if len(simgr.active) > self.limits.max_active:
+            self.ran_out = True
+            n = self.limits.max_active
+            self.limit = f"the angr engine's budget of {n} open states"
+            order = sorted(simgr.active, key=lambda st: priority(ctx, st))
+            what = f"open-state budget of {n} states"
+            self.cut(simgr, order[n:], lambda st: cut_reason(ctx, "", st, what=what))
+        return not simgr.active
+
+    def budget(self, programs: list[Program], paths: list) -> Budget | None:
+        """What the budgets cut (None when no budget was given and nothing was cut)."""
+        cut = [p.id for p in paths if p.state.globals.get("cut")]
+        if not cut and self.options.timeout is None and self.options.path_timeout is None:
+            return None
+        explored, not_reached = [], []
+        for prog in programs:
+            for f in prog.functions:
+                name = f"{prog.name}:{f.name}" if f.name != prog.name else prog.name
+                (explored if f.key in self.ctx.functions_run else not_reached).append(name)
+        return Budget(
+            self.options.timeout, self.options.path_timeout, self.ran_out, explored, not_reached, cut, self.limit
+        )
 
 
 # --- driver --------------------------------------------------------------------------------
 
 
-def explore_angr(obj: BpfObject, program: Program, options: Options | None = None, progress=None) -> AngrExploration:
+def explore_angr(
+    obj: BpfObject,
+    program: Program,
+    options: Options | None = None,
+    progress=None,
+    limits: Limits | None = None,
+) -> AngrExploration:
     """Explore every path of `program` with angr (see the module docstring)."""
     options = options or Options()
+    limits = limits or Limits()
     start = time.perf_counter()
     project, ctx = make_project(obj, options)
+    ctx.limits = limits
+    seconds = options.timeout if options.timeout is not None else limits.max_seconds
+    ctx.deadline = None if seconds is None else start + seconds
     ctx.programs_seen.append(program.name)
     state = project.factory.blank_state(
         addr=ctx.addr(program.section, program.entry.start),
@@ -1150,7 +1514,8 @@ def explore_angr(obj: BpfObject, program: Program, options: Options | None = Non
         "writes": (),
         "redirect": None,
         "loops": (),
-        "steps": 0,
+        "steps": (0, 0),
+        "spent": 0.0,
         "sites": frozenset(),
         "head": _bv(0),
         "end": packet_len,
@@ -1166,17 +1531,10 @@ def explore_angr(obj: BpfObject, program: Program, options: Options | None = Non
     step.set(10, _bv(STACK_TOP))
     simgr = project.factory.simulation_manager(state)
     simgr.use_technique(LoopBound(ctx, options.loop_bound))
-    simgr.use_technique(Budget(ctx, options))
-    last = start
-    while simgr.active:
-        simgr.step()
-        if simgr.errored:
-            err = simgr.errored[0]
-            raise AngrEngineError(f"angr failed at {ctx.where(err.state.addr)}: {err.error}") from err.error
-        if progress is not None and time.perf_counter() - last > 0.5:
-            last = time.perf_counter()
-            progress(len(simgr.stashes.get("ended", [])), len(simgr.active), ctx.insns)
+    scheduler = Scheduler(ctx, options, limits)
+    scheduler.run(simgr, progress)
     paths = [_path(i, st, ctx, program) for i, st in enumerate(simgr.stashes.get("ended", []))]
+    programs = [program] + [p for p in obj.programs if p.name in ctx.programs_seen and p is not program]
     return AngrExploration(
         obj,
         program,
@@ -1192,6 +1550,7 @@ def explore_angr(obj: BpfObject, program: Program, options: Options | None = Non
         packet_len,
         ctxf,
         globals_,
+        scheduler.budget(programs, paths),
     )
 
 
@@ -1211,7 +1570,7 @@ def _path(i: int, st, ctx: Context, program: Program) -> AngrPath:
         g["writes"],
         g["head"],
         g["end"],
-        g["steps"],
+        g["steps"][1],
         g["notes"],
         end.truncated,
         programs,
@@ -1219,4 +1578,5 @@ def _path(i: int, st, ctx: Context, program: Program) -> AngrPath:
         g["entries"],
         end.exit_pc,
         end.exit_section,
+        g["steps"][0],
     )

@@ -16,11 +16,15 @@ answer says which engine is wrong.
 
 Inputs are restricted to what the kernel's test run can take (see verify.py): 14..3520-byte
 packets, an existing ingress device, queue 0, no fragments.
+
+angr explores without state merging when the program fits in UNMERGED_STATES open states
+(each unmerged path gives a model of its own: the z3 engine is tested on more inputs), else
+with merging (angr_engine.py), which keeps OR-heavy programs to a few exact, larger paths.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import z3
 
@@ -125,6 +129,7 @@ class CrossCheckReport:
     angr_compared: int = 0
     z3_seconds: float = 0.0
     angr_seconds: float = 0.0
+    angr_merged: bool = False  # whether angr merged states (crosscheck.angr_exploration)
     skipped: list[tuple[str, int, str]] = field(default_factory=list)  # (engine, path, why)
     disagreements: list[Disagreement] = field(default_factory=list)
 
@@ -149,7 +154,12 @@ class CrossCheck:
         self.ifindexes = existing_ifindexes()
         self.max_len = min(options.max_len, MAX_TEST_LEN)
         self.report = CrossCheckReport(
-            program.name, len(z3e.paths), len(angre.paths), z3_seconds=z3e.seconds, angr_seconds=angre.seconds
+            program.name,
+            len(z3e.paths),
+            len(angre.paths),
+            z3_seconds=z3e.seconds,
+            angr_seconds=angre.seconds,
+            angr_merged=angre.options.merge,
         )
 
     def run(self) -> CrossCheckReport:
@@ -556,15 +566,34 @@ class CrossCheck:
                 )
 
 
-def cross_check(obj: BpfObject, program: Program, options: Options | None = None, test_run: bool = True) -> CrossCheck:
+#: Open states the angr engine may keep without merging before the cross-check explores the
+#: program again with merging (see `angr_exploration`).
+UNMERGED_STATES = 64
+
+
+def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=None):
+    """The angr exploration the cross-check compares: without state merging when the
+    program's paths fit in UNMERGED_STATES open states (one model per unmerged path tests
+    more of the z3 engine), else with merging (exact, fewer and larger paths). `limits`
+    (angr_engine.Limits) bound the merged run."""
+    from .angr_engine import Limits, explore_angr  # angr is imported only when a cross-check is asked for
+
+    if options.merge:
+        tight = replace(limits or Limits(), max_active=UNMERGED_STATES)
+        unmerged = explore_angr(obj, program, replace(options, merge=False), limits=tight)
+        if unmerged.budget is None or not unmerged.budget.cut:
+            return unmerged
+    return explore_angr(obj, program, options, limits=limits)
+
+
+def cross_check(
+    obj: BpfObject, program: Program, options: Options | None = None, test_run: bool = True, limits=None
+) -> CrossCheck:
     """Explore `program` with both engines and compare them (kernel confirmation is separate:
     `CrossCheck.confirm`). Without `test_run` (programs the kernel cannot test-run) inputs
     are not restricted to what BPF_PROG_TEST_RUN takes."""
-    from .angr_engine import explore_angr  # angr is imported only when a cross-check is asked for
-
     options = options or Options()
-    check = CrossCheck(
-        obj, program, options, explore(obj, program, options), explore_angr(obj, program, options), test_run
-    )
+    z3e = explore(obj, program, options)
+    check = CrossCheck(obj, program, options, z3e, angr_exploration(obj, program, options, limits), test_run)
     check.run()
     return check

@@ -67,6 +67,9 @@ class Budget:
     functions_explored: list[str]
     functions_not_reached: list[str]
     cut: list[int]
+    #: what ran out, in words, when it is not the time budget (the angr engine's state and
+    #: memory budgets, analyzer/angr_engine.py `Limits`)
+    limit: str | None = None
 
 
 @dataclass

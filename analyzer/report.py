@@ -7,7 +7,8 @@ schema version, new fields may be added):
     options      {max_len, loop_bound, max_insns, max_paths, timeout, path_timeout}
     budget       null, or with --timeout/--path-timeout {timeout, path_timeout, ran_out,
                   functions_explored, functions_not_reached ["program:function"],
-                  cut [{path, where}]}: a partial report when ran_out
+                  cut [{path, where}], limit (what ran out when not the time: the angr
+                  engine's state/memory budgets, else null)}: a partial report when ran_out
     summary      {paths, verdicts: {VERDICT: n}, truncated, unsupported, branches,
                   classes: {CLASS: n}, insns_executed, seconds, programs: [entry, tail-called...],
                   engine: "angr" (only with --engine angr; see angr_analysis_json)}
@@ -157,6 +158,7 @@ def budget_json(e: Exploration) -> dict:
         "functions_explored": b.functions_explored,
         "functions_not_reached": b.functions_not_reached,
         "cut": [{"path": i, "where": e.paths[i].truncated} for i in b.cut],
+        "limit": b.limit,
     }
 
 
@@ -241,7 +243,7 @@ def angr_analysis_json(a, conditions: bool = True) -> dict:
             "verdict": p.verdict,
             "retval": None if p.retval is None else concrete(p.retval[31:0]),
             "redirect": redirect,
-            "insns": {"min": p.steps, "max": p.steps},
+            "insns": {"min": p.min_steps, "max": p.steps},
             "effects": [
                 {"kind": k, "target": t, "section": s, "pc": pc, "line": _line(a, s, pc)} for k, t, pc, s in p.effects
             ],
@@ -271,8 +273,11 @@ def angr_analysis_json(a, conditions: bool = True) -> dict:
             "loop_bound": a.options.loop_bound,
             "max_insns": a.options.max_insns,
             "max_paths": a.options.max_paths,
+            "timeout": a.options.timeout,
+            "path_timeout": a.options.path_timeout,
         },
         "summary": {"engine": "angr", **_summary(a, branches)},
+        "budget": None if a.budget is None else budget_json(a),
         "maps": [_map_json(a, m, maps[m.name], None) for m in a.obj.maps],
         "branches": [_branch_json(b) for b in branches],
         "paths": [path_doc(p) for p in a.paths],
@@ -293,10 +298,13 @@ def render_text(doc: dict) -> str:
         out.append(f"  tail calls reach: {', '.join(s['programs'][1:])}")
     b = doc.get("budget")
     if b and (b["ran_out"] or b["cut"]):
-        limit = f"{b['timeout']:g} s" if b["ran_out"] else f"{b['path_timeout']:g} s per path"
-        out.append(
-            f"  PARTIAL: the time budget ({limit}) ran out; {len(b['cut'])} paths cut (UNKNOWN, never offloaded)"
-        )
+        if b.get("limit"):
+            limit = b["limit"]
+        else:
+            limit = "the time budget (" + (
+                f"{b['timeout']:g} s)" if b["ran_out"] else f"{b['path_timeout']:g} s per path)"
+            )
+        out.append(f"  PARTIAL: {limit} ran out; {len(b['cut'])} paths cut (UNKNOWN, never offloaded)")
         out.append(f"    functions explored: {', '.join(b['functions_explored']) or 'none'}")
         if b["functions_not_reached"]:
             out.append(f"    functions not reached: {', '.join(b['functions_not_reached'])}")

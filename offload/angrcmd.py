@@ -15,7 +15,7 @@ from analyzer import kernel
 from analyzer.report import SCHEMA, angr_analysis_json, render_text
 from lifter.errors import LiftError
 from lifter.program import load_object
-from offload.options import exploration_options
+from offload.options import at_least, exploration_options, seconds
 from offload.programs import EGRESS_SECTIONS, xdp_programs
 
 
@@ -31,10 +31,38 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run both engines and compare them on every path's model; exit 1 on a disagreement",
     )
+    p.add_argument(
+        "--angr-max-states",
+        type=at_least(1),
+        default=512,
+        metavar="N",
+        help="angr engine: open states at once before the latest are cut (UNKNOWN; the report is PARTIAL)",
+    )
+    p.add_argument(
+        "--angr-max-seconds",
+        type=seconds,
+        default=600.0,
+        metavar="SECONDS",
+        help="angr engine: wall time of one exploration when --timeout gives none (default 600)",
+    )
+    p.add_argument(
+        "--angr-max-rss",
+        type=at_least(16),
+        metavar="MIB",
+        help="angr engine: memory growth before every open state is cut "
+        "(default: half the available memory, at most 4096 MiB)",
+    )
 
 
 def wanted(args: argparse.Namespace) -> bool:
     return args.engine == "angr" or args.cross_check
+
+
+def limits(args: argparse.Namespace, engine):
+    """The angr engine's Limits the command line asks for."""
+    return engine.Limits(
+        max_active=args.angr_max_states, max_rss_mib=args.angr_max_rss, max_seconds=args.angr_max_seconds
+    )
 
 
 def _angr_module(path: str):
@@ -50,11 +78,13 @@ def analyze(args: argparse.Namespace) -> int:
     obj = load_object(args.file)
     engine = _angr_module(obj.path)
     if args.cross_check:
-        return _cross_check(obj, xdp_programs(obj, args.program), exploration_options(args), engine)
+        return _cross_check(
+            obj, xdp_programs(obj, args.program), exploration_options(args), engine, limits(args, engine)
+        )
     docs = []
     for prog in xdp_programs(obj, args.program):
         try:
-            a = engine.explore_angr(obj, prog, exploration_options(args))
+            a = engine.explore_angr(obj, prog, exploration_options(args), limits=limits(args, engine))
         except engine.AngrEngineError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
         doc = angr_analysis_json(a, conditions=args.json)
@@ -67,13 +97,15 @@ def analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cross_check(obj, programs, options, engine) -> int:
+def _cross_check(obj, programs, options, engine, angr_limits) -> int:
     from analyzer.crosscheck import cross_check
 
     disagreements = 0
     for prog in programs:
         try:
-            check = cross_check(obj, prog, options, test_run=not prog.section.startswith(EGRESS_SECTIONS))
+            check = cross_check(
+                obj, prog, options, test_run=not prog.section.startswith(EGRESS_SECTIONS), limits=angr_limits
+            )
         except engine.AngrEngineError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
         r = check.report
@@ -81,7 +113,8 @@ def _cross_check(obj, programs, options, engine) -> int:
             confirm(check, obj, prog)
         print(
             f"{obj.path}: program {prog.name}: z3 {r.z3_paths} paths ({r.z3_seconds:.2f} s), angr "
-            f"{r.angr_paths} paths ({r.angr_seconds:.2f} s); compared {r.z3_compared} z3 witnesses and "
+            f"{r.angr_paths}{' merged' if r.angr_merged else ''} paths ({r.angr_seconds:.2f} s); "
+            f"compared {r.z3_compared} z3 witnesses and "
             f"{r.angr_compared} angr models: {len(r.disagreements)} disagreements"
         )
         for eng, path, why in r.skipped:

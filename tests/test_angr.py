@@ -5,10 +5,12 @@ layer, and the kernel (BPF_PROG_TEST_RUN) for any input they disagree on. The cr
 itself is shown to fail: a deliberately broken comparison in either engine gives
 disagreements that the kernel pins on that engine.
 
-Which objects: every program of the clang corpus build and of Debian's objects (the other
-toolchains compile the same sources: clang-v4, gcc and nobtf would triple the time for little
-new code), except those whose angr exploration alone takes over a minute on one core -- `SLOW`
-says why for each (all are path explosions: angr does not merge states, the z3 explorer does).
+Which objects: every program of the clang corpus build and of Debian's objects, except the
+few `SLOW` ones (each says why; bench/engines.py runs them), and from the gcc and clang-v4
+builds the `TOOLCHAIN_SAMPLE` (the whole of those builds is bench/engines.py --toolchain all:
+about three times the clang build's time). The nobtf build is the clang build's code without
+BTF: every nobtf object is checked to lift to the same instructions and maps as its clang
+twin, which the clang cross-check covers.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pytest
 
 import corpus
 from analyzer import kernel
-from analyzer.explore import Options
+from analyzer.explore import Options, explore
 from lifter.program import load_object
 from offload.cli import main
 from tests.conftest import ROOT, need_object, require
@@ -30,46 +32,55 @@ from tests.test_kernel_runner import kernel_ready
 angr_engine = pytest.importorskip("analyzer.angr_engine", reason="the angr extra is not installed")
 from analyzer import crosscheck  # noqa: E402
 
-#: clang corpus objects left out of the cross-check, with why (angr does not merge states:
-#: paths multiply where the z3 explorer merges them, and each is solved separately).
+#: Objects left out of the test's cross-check, with why (bench/engines.py runs them all).
 SLOW = {
     "isa_gotol": "a 40000-instruction hash: both engines take ~20 s each and its paths are approximated "
     "(they decide on a summarised hash), so nothing would be compared",
+    # With state merging these are cross-checked (bench/engines.py), but each takes 15-90 s
+    # at K=48 on a loaded 2-core machine: too long for the test suite.
     **{
-        f"or_stress_k{k}": "K ORs in 4 nested ifs: angr keeps every OR-ed alternative a path of its own "
-        "(z3 merges them; K=2 already gives 34 angr paths against 5)"
-        for k in (8, 16, 48)
+        f"or_{shape}_k48": "K=48 ORs in nested ifs: cross-checked with merged angr states in "
+        "bench/engines.py (15-90 s each)"
+        for shape in ("stress", "flags_udp", "flags_tcp", "direct_udp")
     },
+    "or_stress_k16": "K=16: cross-checked with merged angr states in bench/engines.py (~80 s on a loaded machine)",
+    "or_flags_tcp_k16": "K=16: cross-checked with merged angr states in bench/engines.py (~45 s on a loaded machine)",
+    # Debian's xdp-filter: nested lookups in 5 maps per packet field. The ethernet-only
+    # variants are cross-checked here (11 unmerged angr paths); on the others each solver
+    # call on merged states takes ~0.2-1 s: bench/engines.py runs them, and the angr
+    # engine's budgets end them PARTIAL (test_budget_on_xdp_filter).
     **{
-        f"or_{shape}_k{k}": "K ORs in 4 nested ifs (issue 17's shapes): angr keeps every OR-ed "
-        "alternative a path of its own, as on or_stress"
-        for shape in ("flags_udp", "flags_tcp", "direct_udp")
-        for k in (16, 48)
-    },
-    # Debian's xdp-filter: nested lookups in 5 maps per packet field; the z3 explorer merges
-    # them, angr had over 600 open paths after a minute on xdpfilt_alw_all.
-    **{
-        f"xdpfilt_{m}_{k}": "xdp-filter: angr's path count explodes without state merging"
+        f"xdpfilt_{m}_{k}": "xdp-filter: over a minute of angr per object (bench/engines.py)"
         for m in ("alw", "dny")
-        for k in ("all", "eth", "ip", "tcp", "udp")
+        for k in ("all", "ip", "tcp", "udp")
     },
 }
 
+#: Objects of the gcc and clang-v4 builds cross-checked here: one per feature where the two
+#: compilers' code differs most from clang's (subprogram calls, loops, bpf_loop, atomics,
+#: ISA v4 instructions, checksums, maps, globals, rewrites, OR chains merged by angr).
+TOOLCHAIN_SAMPLE = (
+    "subprog_call",
+    "bounded_loop",
+    "bpf_loop_cb",
+    "atomics",
+    "isa_v4",
+    "icmp_too_big",
+    "thesis_ddos_blacklist",
+    "globals",
+    "rewrite_tos",
+    "or_stress_k8",
+)
+
 #: Known disagreements: (object, program) -> (packet hex, kernel's answer, explanation).
-KNOWN: dict[tuple[str, str], tuple[str, str, str]] = {
-    ("icmp_too_big.o", "xdp_icmp_too_big"): (
-        "angr path #4's model: an IPv4 frame (ethertype 0800, version/ihl 45, all else zero) "
-        "that the program trims to 70 bytes; printed in full in the xfail message",
-        "TX(3) with IP checksum 7ac6 and ICMP checksum b5b1, as the z3 engine predicts",
-        "the angr engine still models bpf_csum_diff as a fresh value (ffff in its model); the z3 "
-        "engine models it exactly since issue 18, and the kernel says angr is wrong",
-    ),
-}
+#: Empty: icmp_too_big's bpf_csum_diff is now modelled exactly by both engines.
+KNOWN: dict[tuple[str, str], tuple[str, str, str]] = {}
 
 
 def _objects() -> list:
     objs = sorted((corpus.BUILD_DIR / "clang").glob("*.o")) + sorted(corpus.external_objects())
     objs = [p for p in objs if p.stem not in SLOW]
+    objs += [corpus.BUILD_DIR / tc / f"{stem}.o" for tc in ("gcc", "clang-v4") for stem in TOOLCHAIN_SAMPLE]
     if not objs:
         return [pytest.param(None, id="no-objects")]
     return [pytest.param(p, id=str(p.relative_to(corpus.CORPUS_DIR))) for p in objs]
@@ -193,3 +204,180 @@ def test_cross_check_command_exit_1(capsys, monkeypatch):
     assert main(["analyze", "--cross-check", path]) == 1
     out = capsys.readouterr().out
     assert "DISAGREE" in out and "packet " in out and "-> wrong: angr" in out
+
+
+# --- the angr engine's budgets (issue 16: a user's object once took pytest to 24 GiB) -------
+
+
+def _clang(stem: str):
+    path = corpus.BUILD_DIR / "clang" / f"{stem}.o"
+    require(path.is_file(), f"{path} is not built (run `make corpus`)")
+    return path
+
+
+def _cut(a, budget_text: str) -> list:
+    """The paths of `a` a budget cut, each checked to be UNKNOWN and to say which and where."""
+    cut = [p for p in a.paths if p.id in a.budget.cut]
+    for p in cut:
+        assert p.verdict == "UNKNOWN" and budget_text in p.truncated and " ran out at xdp:" in p.truncated, p.truncated
+    return cut
+
+
+def test_budget_of_open_states():
+    """One open state at a time: the states past it are cut, the report is PARTIAL and says
+    which budget ran out; the path kept ends with its real verdict."""
+    obj = load_object(_clang("thesis_static_rules"))
+    a = angr_engine.explore_angr(obj, obj.program(), Options(merge=False), limits=angr_engine.Limits(max_active=1))
+    assert a.budget.ran_out and a.budget.limit == "the angr engine's budget of 1 open states"
+    assert len(_cut(a, "open-state budget of 1 states")) == len(a.paths) - 1 >= 1
+    assert {p.verdict for p in a.paths if p.id not in a.budget.cut} <= {"PASS", "DROP"}
+
+
+def test_budget_of_memory(monkeypatch):
+    """When the process grows past the memory budget every open state is cut (the growth is
+    simulated: a real one would take the machine's memory)."""
+    grown = iter(range(100, 10**9, 1000))
+    monkeypatch.setattr(angr_engine, "rss_mib", lambda: next(grown))
+    obj = load_object(_clang("or_stress_k2"))
+    a = angr_engine.explore_angr(obj, obj.program(), Options(), limits=angr_engine.Limits(max_rss_mib=16))
+    assert a.budget.ran_out and "memory budget (16 MiB)" in a.budget.limit
+    assert _cut(a, "memory budget of 16 MiB") and all(p.verdict == "UNKNOWN" for p in a.paths)
+
+
+def test_time_budgets_are_the_z3_engines():
+    """--timeout and --path-timeout mean what they mean for the z3 engine: paths cut UNKNOWN,
+    the budget lists the functions explored and not reached."""
+    obj = load_object(_clang("subprog_call"))
+    a = angr_engine.explore_angr(obj, obj.program(), Options(timeout=1e-6))
+    assert a.budget.ran_out and a.budget.limit is None and a.budget.functions_not_reached
+    assert _cut(a, "time budget of 1e-06 s")
+    a = angr_engine.explore_angr(obj, obj.program(), Options(path_timeout=1e-6))
+    assert not a.budget.ran_out and _cut(a, "path time budget of 1e-06 s")
+    # Without --timeout the angr engine still has its own wall-time budget.
+    a = angr_engine.explore_angr(obj, obj.program(), Options(), limits=angr_engine.Limits(max_seconds=1e-6))
+    assert a.budget.limit == "the angr engine's time budget (1e-06 s)" and _cut(a, "time budget of 1e-06 s")
+
+
+def test_budget_in_the_report(capsys):
+    """`analyze --engine angr` prints the partial report (text) and the budget (JSON)."""
+    path = str(_clang("thesis_static_rules"))
+    assert main(["analyze", "--engine", "angr", "--angr-max-states", "1", path]) == 0
+    assert "PARTIAL: the angr engine's budget of 1 open states ran out;" in capsys.readouterr().out
+    assert main(["analyze", "--engine", "angr", "--json", "--angr-max-states", "1", path]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["budget"]["ran_out"] and doc["budget"]["cut"] and doc["budget"]["limit"]
+    assert main(["analyze", "--engine", "angr", "--max-insns", "5", path]) == 0
+    assert "PARTIAL: the exploration budget of 5 instructions" in capsys.readouterr().out
+
+
+def test_budget_on_xdp_filter():
+    """An object angr cannot finish (Debian's xdp-filter) ends PARTIAL within its time
+    budget instead of taking the machine's memory."""
+    path = need_object(next((p for p in corpus.external_objects() if p.stem == "xdpfilt_alw_tcp"), None))
+    obj = load_object(path)
+    a = angr_engine.explore_angr(obj, obj.program(), Options(timeout=3))
+    assert a.budget.ran_out and a.seconds < 60 and _cut(a, "time budget of 3 s")
+
+
+# --- merged states, exact checksums, loop bounds -------------------------------------------------
+
+MERGED_SAMPLE = (
+    "thesis_static_rules",
+    "thesis_ddos_blacklist",
+    "icmp_too_big",
+    "tailcall_dispatch",
+    "vlan_tags",
+    "subprog_call",
+    "rewrite_tos",
+    "redirect_devmap",
+)
+
+
+@pytest.mark.parametrize("stem", MERGED_SAMPLE)
+def test_cross_check_with_merged_states(stem, monkeypatch):
+    """angr with merged states (forced: the unmerged run is refused at once) agrees with the
+    z3 engine on programs with maps, tail calls, rewrites and redirects."""
+    monkeypatch.setattr(crosscheck, "UNMERGED_STATES", 0)
+    path = _clang(stem)
+    obj = load_object(path)
+    for prog in [p for p in obj.programs if p.is_xdp]:
+        check = crosscheck.cross_check(obj, prog, Options())
+        r = check.report
+        assert r.angr_merged
+        if r.disagreements:
+            _confirm(check, path, prog)
+            pytest.fail("\n".join(map(str, r.disagreements)))
+        assert r.z3_compared and r.angr_compared
+
+
+def test_merged_cross_check_catches_a_wrong_angr(monkeypatch):
+    """With merged states the check still fails on a wrong angr engine, pinned by the kernel."""
+    monkeypatch.setattr(crosscheck, "UNMERGED_STATES", 0)
+    monkeypatch.setattr(angr_engine, "compare", _swap_eq_ne(angr_engine.compare))
+    path = _static_rules()
+    obj = load_object(path)
+    prog = obj.program()
+    check = crosscheck.cross_check(obj, prog, Options())
+    assert check.report.angr_merged and check.report.disagreements
+    kernel_ready()
+    with kernel.load(path, programs=[prog.name]) as loaded:
+        check.confirm(loaded)
+    assert {d.wrong for d in check.report.disagreements} == {"angr"}
+
+
+def test_merging_bounds_the_or_shapes():
+    """K OR-ed tests keep about K merged angr states open (each waits at its join point),
+    not the 2^K paths of the unmerged engine, which the same budget cuts."""
+    obj = load_object(_clang("or_stress_k16"))
+    limits = angr_engine.Limits(max_active=64)
+    unmerged = angr_engine.explore_angr(obj, obj.program(), Options(merge=False), limits=limits)
+    assert unmerged.budget is not None and unmerged.budget.cut
+    a = angr_engine.explore_angr(obj, obj.program(), Options(), limits=limits)
+    assert a.budget is None and {p.verdict for p in a.paths} == {"DROP", "PASS"}
+
+
+def test_csum_diff_kernel_selftest_vector():
+    """bpf_csum_diff of 8 bytes de ad be ef de ad be ef (as the little-endian u64
+    0xdeadbeefdeadbeef), seed 0, is 0x3b3b: the expected value of the kernel's own selftest
+    (tools/testing/selftests/bpf/prog_tests/test_csum_diff.c, first push test)."""
+    from angr import claripy
+
+    words = [claripy.BVV(0xDEADBEEF, 32)] * 2
+    got = angr_engine.csum_from32to16(angr_engine.csum_partial(words, claripy.BVV(0, 32)))
+    assert claripy.Solver().eval(got, 1)[0] == 0x3B3B
+
+
+@pytest.mark.parametrize("stem", ["bounded_loop", "bpf_loop_cb"])
+@pytest.mark.parametrize("bound", [1, 2, 3])
+def test_loop_bound_as_the_z3_engine(stem, bound):
+    """--loop-bound cuts the same loops at the same source lines after the same number of
+    iterations in both engines (merged or not)."""
+    obj = load_object(_clang(stem))
+    prog = obj.program()
+
+    def cuts(e):
+        # bpf_loop cuts name the call's pc, which the engines count differently: compare lines
+        return {
+            p.truncated.split(" (")[-1] if "bpf_loop" in p.truncated else p.truncated for p in e.paths if p.truncated
+        }
+
+    z = cuts(explore(obj, prog, Options(loop_bound=bound)))
+    assert z, "the bound cuts nothing: the test would not compare"
+    for merge in (True, False):
+        assert cuts(angr_engine.explore_angr(obj, prog, Options(loop_bound=bound, merge=merge))) == z
+
+
+def test_nobtf_build_is_the_clang_code():
+    """Every nobtf object lifts to its clang twin's instructions and maps: the clang
+    cross-check covers it."""
+    pairs = [(p, corpus.BUILD_DIR / "clang" / p.name) for p in sorted((corpus.BUILD_DIR / "nobtf").glob("*.o"))]
+    require(pairs, "the nobtf build is empty (run `make corpus`)")
+
+    def code(path):
+        obj = load_object(path)
+        funcs = sorted((f.section, f.start, tuple(map(repr, f.insns))) for f in obj.functions.values())
+        maps = sorted((m.name, m.type, m.key_size, m.value_size, m.max_entries) for m in obj.maps)
+        return funcs, maps
+
+    for nobtf, clang in pairs:
+        assert code(nobtf) == code(clang), nobtf.name
