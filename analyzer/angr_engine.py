@@ -295,7 +295,7 @@ def make_project(obj: BpfObject, options: Options) -> tuple[angr.Project, Contex
         for i, b in enumerate(order):
             for insn in func.cfg.blocks[b].insns:
                 ctx.rank[ctx.addr(func.section, insn.pc)] = i * 1_000_000 + insn.pc
-        for b, h in func.cfg.back_edges:
+        for b, h in func.cfg.retreating:
             ctx.back_edges.add((ctx.addr(func.section, func.cfg.blocks[b].last.pc), ctx.addr(func.section, h)))
     project = angr.Project(
         io.BytesIO(bytes(blob)),

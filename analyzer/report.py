@@ -334,7 +334,8 @@ def render_text(doc: dict) -> str:
         if p["tail_calls"]:
             extra.append("tail calls: " + " -> ".join(t["target"] or "?" for t in p["tail_calls"]))
         out.append(f"  #{p['id']:<3} {p['verdict']:<9} {n:>7} insns  {'; '.join(extra)}")
-        out.append(f"        when {p['fields']}")
+        if p["fields"] is not None:  # the angr engine's paths carry no decoded fields
+            out.append(f"        when {p['fields']}")
         for why in ([p["truncated"]] if p["truncated"] else []) + p["notes"]:
             out.append(f"        ! {why}")
         for m in p.get("summarised", ()):
