@@ -116,6 +116,8 @@ _NAMEABLE = frozenset(FAMILIES) | VLAN_TYPES
 #: VLAN protocol chains a program's paths are split into at most (shields and reports
 #: extract paths as one block).
 MAX_SPLIT_CHAINS = 12
+#: The keys a VLAN protocol chain fixes itself (with `protocol`).
+CHAIN_KEYS = frozenset({"vlan_ethtype", "cvlan_ethtype"})
 #: Masked values tried as a union for a flag key (`tcp_flags`) before it is left free.
 MAX_CUBES = 8
 
@@ -382,8 +384,6 @@ class Synthesizer:
         s, frags = found
         chains = self._chains(s) if split else [self._one_chain(s)]
         one = len(chains) == 1 and not chains[0][1] and PROTOCOLS.get(chains[0][0]) not in VLAN_TYPES
-        if len(chains) > 1 or chains[0][1]:
-            self.chain_budget -= len(chains)
         out: list[Block] = []
         for protocol, chain in chains:
             s.push()
@@ -391,8 +391,19 @@ class Synthesizer:
                 s.add(self.d.skb_protocol == PROTOCOLS[protocol])
             for name, value in chain.items():
                 s.add(self.d.keys[name] == value)
-            out += self._extract_chain(s, p, outcome, protocol, chain, frags)
+            got = self._extract_chain(s, p, outcome, protocol, chain, frags)
             s.pop()
+            if chain and not any(_decides_beyond_chain(b) for b in got):
+                # The program's tag parsing decides nothing on this chain (generic parsers
+                # such as xdp-filter's walk the tags and then read the same fields): stop
+                # splitting, here and for later paths. Extraction only proposes blocks, the
+                # proofs decide, so this can lose a VLAN filter but never make one wrong;
+                # each chain costs a full key enumeration (65 checks per free key).
+                self.chain_budget = 0
+                return self._extract_all(p, outcome, False)
+            out += got
+        if len(chains) > 1 or chains[0][1]:
+            self.chain_budget -= len(chains)
         return out, one
 
     def _one_chain(self, s: z3.Solver) -> tuple[str, dict[str, int]]:
@@ -788,6 +799,11 @@ def solver(*constraints) -> z3.Solver:
 def maybe_sat(*constraints) -> bool:
     """False only when z3 proves the constraints unsatisfiable (a timeout counts as sat)."""
     return solver(*constraints).check() != z3.unsat
+
+
+def _decides_beyond_chain(b: Block) -> bool:
+    """Whether block `b` constrains a key beyond its protocol chain's own (CHAIN_KEYS)."""
+    return bool(b.masked) or any(name not in CHAIN_KEYS for name in b.sets)
 
 
 def _values(s: z3.Solver, term: z3.BitVecRef, limit: int) -> list[int]:
