@@ -189,14 +189,20 @@ def _tag_terminal(what: str, terminal) -> Reason | None:
     )
 
 
+def _tag_model(what: str, synth, p, terminal):
+    """_typical_model for a path that changes the VLAN tag, or the Reason it stays in
+    software (not before a redirect, or no typical packet takes it)."""
+    if (why := _tag_terminal(what, terminal)) is not None:
+        return why
+    return _typical_model(synth, p)
+
+
 def _vlan_push(synth, p, terminal, verdicts, ifindex):
     """A path that grew the packet by 4 bytes in front: a VLAN tag pushed after the MACs?"""
     from .synthesis import Outcome
 
     e = synth.e
-    if (why := _tag_terminal("pushes a VLAN tag", terminal)) is not None:
-        return why
-    found = _typical_model(synth, p)
+    found = _tag_model("pushes a VLAN tag", synth, p, terminal)
     if isinstance(found, Reason):
         return found
     model, always = found
@@ -234,9 +240,7 @@ def _vlan_pop(synth, p, terminal, verdicts, ifindex):
     from .synthesis import Outcome
 
     e = synth.e
-    if (why := _tag_terminal("pops a VLAN tag", terminal)) is not None:
-        return why
-    found = _typical_model(synth, p)
+    found = _tag_model("pops a VLAN tag", synth, p, terminal)
     if isinstance(found, Reason):
         return found
     _, always = found
