@@ -383,7 +383,23 @@ class Synthesizer:
             return None, True
         s, frags = found
         chains = self._chains(s) if split else [self._one_chain(s)]
+        out = self._extract_chains(s, p, outcome, chains, frags)
+        if out is None:
+            # A VLAN chain's blocks constrain nothing beyond the chain itself: the program's
+            # tag parsing decides nothing there (generic parsers such as xdp-filter's walk the
+            # tags and then read the same fields). Stop splitting, here and for later paths.
+            # Extraction only proposes blocks, the proofs decide, so this can lose a VLAN
+            # filter but never make one wrong; each chain costs a full key enumeration.
+            self.chain_budget = 0
+            return self._extract_chains(s, p, outcome, [self._one_chain(s)], frags), True
+        if len(chains) > 1 or chains[0][1]:
+            self.chain_budget -= len(chains)
         one = len(chains) == 1 and not chains[0][1] and PROTOCOLS.get(chains[0][0]) not in VLAN_TYPES
+        return out, one
+
+    def _extract_chains(self, s: z3.Solver, p: Path, outcome: Outcome, chains, frags: bool) -> list[Block] | None:
+        """The blocks of each protocol chain (_extract_all), or None as soon as a VLAN chain's
+        blocks constrain no key beyond the chain's own (CHAIN_KEYS)."""
         out: list[Block] = []
         for protocol, chain in chains:
             s.push()
@@ -394,17 +410,9 @@ class Synthesizer:
             got = self._extract_chain(s, p, outcome, protocol, chain, frags)
             s.pop()
             if chain and not any(_decides_beyond_chain(b) for b in got):
-                # The program's tag parsing decides nothing on this chain (generic parsers
-                # such as xdp-filter's walk the tags and then read the same fields): stop
-                # splitting, here and for later paths. Extraction only proposes blocks, the
-                # proofs decide, so this can lose a VLAN filter but never make one wrong;
-                # each chain costs a full key enumeration (65 checks per free key).
-                self.chain_budget = 0
-                return self._extract_all(p, outcome, False)
+                return None
             out += got
-        if len(chains) > 1 or chains[0][1]:
-            self.chain_budget -= len(chains)
-        return out, one
+        return out
 
     def _one_chain(self, s: z3.Solver) -> tuple[str, dict[str, int]]:
         """The protocol of all models of `s`, or `all` (no split into VLAN chains)."""
