@@ -284,13 +284,18 @@ def angr_analysis_json(a, conditions: bool = True) -> dict:
     }
 
 
+def counted(n: int, noun: str) -> str:
+    """`n` and the noun, plural unless n is 1 ("1 path", "3 paths")."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def render_text(doc: dict) -> str:
     """The text report of an analysis document (either engine)."""
     s = doc["summary"]
     engine = f" [engine {s['engine']}]" if "engine" in s else ""
     out = [
         f"{doc['file']}: program {doc['program']} ({doc['section']}, {doc['attach']}){engine}",
-        f"  {s['paths']} paths ({', '.join(f'{k} {v}' for k, v in s['verdicts'].items())}), "
+        f"  {counted(s['paths'], 'path')} ({', '.join(f'{k} {v}' for k, v in s['verdicts'].items())}), "
         f"{s['branches']} decisions, {s['insns_executed']} instructions explored in {s['seconds']} s"
         + (f", {s['truncated']} truncated" if s["truncated"] else ""),
     ]
@@ -304,7 +309,7 @@ def render_text(doc: dict) -> str:
             limit = "the time budget (" + (
                 f"{b['timeout']:g} s)" if b["ran_out"] else f"{b['path_timeout']:g} s per path)"
             )
-        out.append(f"  PARTIAL: {limit} ran out; {len(b['cut'])} paths cut (UNKNOWN, never offloaded)")
+        out.append(f"  PARTIAL: {limit} ran out; {counted(len(b['cut']), 'path')} cut (UNKNOWN, never offloaded)")
         out.append(f"    functions explored: {', '.join(b['functions_explored']) or 'none'}")
         if b["functions_not_reached"]:
             out.append(f"    functions not reached: {', '.join(b['functions_not_reached'])}")

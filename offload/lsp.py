@@ -117,7 +117,7 @@ class Server(LanguageServer):
             self.log(f"{name}: hover and lenses documented ({_timings(result)})")
         elif result is not None and not result.completed:
             self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
-            self.log(f"{name}: first publish, {result.pending} paths pending ({_timings(result)})")
+            self.log(f"{name}: first publish, {_paths(result.pending)} pending ({_timings(result)})")
         else:
             self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics))
             obj = binding.build.output if binding and binding.build else binding.object if binding else None
@@ -187,6 +187,11 @@ class Server(LanguageServer):
 # --- diagnostics -----------------------------------------------------------------------------
 
 
+def _paths(n: int) -> str:
+    """ "1 path", "3 paths" (this process imports no analysis code, so not analyzer.report.counted)."""
+    return "1 path" if n == 1 else f"{n} paths"
+
+
 def _line_zero(message: str, level: str) -> lsp.Diagnostic:
     return lsp.Diagnostic(
         range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0)),
@@ -236,7 +241,7 @@ def _early(result: editor.Result, source: Path, lines: list[str]) -> list[lsp.Di
     and, while some paths wait for synthesis, one hint on line 1 saying how many."""
     out = _findings(result, source, lines)
     if result.pending:
-        out.append(_line_zero(f"xdp2tc: {result.pending} paths {editor.PENDING}", "hint"))
+        out.append(_line_zero(f"xdp2tc: {_paths(result.pending)} {editor.PENDING}", "hint"))
     return out
 
 

@@ -415,7 +415,7 @@ async def test_two_phase_publish_equals_the_cli_json(client: LanguageClient, tmp
     assert [stage for stage, _ in seen] == ["first", "final"], seen
     first, final = seen[0][1], seen[1][1]
     hints = [d for d in first if pending_hint(d)]
-    assert len(hints) == 1 and hints[0].range.start.line == 0 and "1 paths" in hints[0].message, first
+    assert len(hints) == 1 and hints[0].range.start.line == 0 and "1 path " in hints[0].message, first
     assert not any(pending_hint(d) for d in final)
     settled = [d for d in first if not pending_hint(d)]
     assert settled and all(d in final for d in settled), (first, final)

@@ -7,6 +7,7 @@ import sys
 
 from analyzer import kernel
 from analyzer.explore import explore
+from analyzer.report import counted
 from analyzer.verify import verify
 from lifter.errors import EXIT_BAD_INPUT, LiftError
 from lifter.program import load_object
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"xdp2tc: {err}".splitlines()[0], file=sys.stderr)
             return EXIT_BAD_INPUT
         print(
-            f"{obj.path}: program {prog.name}: {len(e.paths)} paths, {report.packets} packets "
+            f"{obj.path}: program {prog.name}: {counted(len(e.paths), 'path')}, {report.packets} packets "
             f"({report.witnesses} witnesses, {report.random} random), {len(report.mismatches)} mismatches"
             + (f", {report.consistent} allowed by helper-dependent paths" if report.consistent else "")
         )
