@@ -125,7 +125,9 @@ def proven_equal(rules: dict[tuple[int, int], Hashable], out: list[tuple[int, in
     is split in halves until it does; the rules as long as the region or shorter that cover it
     act in it only through the longest of them (its label is the region's default), so each
     query has the region's own rules and that default, on x restricted to the region. The
-    regions are the leaves of one binary split of the whole space: every address is in one."""
+    regions are the leaves of one binary split of the whole space: every address is in one.
+    A region where both sides hold the same rules and default needs no query (what
+    aggregation left alone: most of a sparse set)."""
     labels = [FALLTHROUGH, *sorted(set(rules.values()) | {r[2] for r in out}, key=_order)]
     ids = {label: i for i, label in enumerate(labels)}
     x = z3.BitVec("lpm.addr", width)
@@ -143,6 +145,8 @@ def _region(s, x, ids, width, value, plen, a, b, da, db) -> bool:
     db = next((lab for v, p, lab in b if p == plen), db)
     a = [r for r in a if r[1] > plen]
     b = [r for r in b if r[1] > plen]
+    if a == b and da == db:  # the same rules and default on both sides: the same answer, no query
+        return True
     if len(a) + len(b) <= CELL or plen == width:
         s.push()
         s.add(x & prefix_mask(plen, width) == value)
