@@ -408,8 +408,11 @@ def _render_value(row: FlowerKey, value: Value, family: str | None) -> str:
     name = row.name
     if row.kind == "mac":
         return _mac(v) if full else f"{_mac(v)}/{_mac(m)}"
-    if row.kind in ("ipv4", "ipv6"):
-        addr = (ipaddress.IPv4Address if row.kind == "ipv4" else ipaddress.IPv6Address)(v)
+    if row.kind == "ipv4":  # as str(ipaddress.IPv4Address(v)), without the object (one per filter)
+        addr = f"{v >> 24}.{v >> 16 & 255}.{v >> 8 & 255}.{v & 255}"
+        return addr if full else f"{addr}/{prefix_len(m, row.width)}"
+    if row.kind == "ipv6":
+        addr = ipaddress.IPv6Address(v)
         plen = prefix_len(m, row.width)
         return str(addr) if full else f"{addr}/{plen}"
     if name in ("vlan_ethtype", "cvlan_ethtype"):

@@ -49,6 +49,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import gc
 import itertools
 from dataclasses import dataclass, field
 
@@ -1156,7 +1157,21 @@ def fill(templates: list[Template], contents: MapContents, aggregate: bool = Tru
     `software`. A map absent from `contents` fills nothing (unknown is not empty). An allow
     list's pass filters are filled only where a drop template's proof relies on them
     (Template.needs); a drop template needing an allow list whose contents are not given
-    fills nothing."""
+    fills nothing.
+
+    The collector is off while filling: a fill makes a few objects per entry (and an
+    aggregation a trie node per prefix bit) and keeps them, so its passes would only walk
+    the growing heap again and again (as sync's start does)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _fill(templates, contents, aggregate)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _fill(templates: list[Template], contents: MapContents, aggregate: bool) -> Fill:
     out = Fill([])
     per: dict[int, list[FilledFilter]] = {}
     for t in templates:  # the drop templates first: their proofs say which allow lists they need

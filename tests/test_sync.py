@@ -1027,3 +1027,24 @@ def test_a_match_shape_makes_the_match_construction_makes():
         shape.match({"src_ip": Exact(0, 0x00FF00FF), "dst_port": exact("dst_port", 1)})
     with pytest.raises(ValueError, match="cannot be open"):
         MatchShape("ip", (), ("ip_proto",))
+
+
+def test_cookies_and_ipv4_words_are_what_the_generic_forms_give():
+    """A filter's cookie hashes repr(match.keys) (tcsync.keys_repr spells it out, the same
+    characters, so filters keep their cookies), and IPv4 words are ipaddress' own."""
+    import ipaddress
+
+    from rules.flower import Range, render
+
+    rng = random.Random(3)
+    for _ in range(300):
+        addr, plen = rng.getrandbits(32), rng.randint(1, 32)
+        keys = [("src_ip", prefix("src_ip", addr, plen))]
+        if rng.random() < 0.5:
+            keys += [("ip_proto", exact("ip_proto", 6)), ("dst_port", rng.choice([exact("dst_port", 80), Range(1, 9)]))]
+        m = FlowerMatch("ip", tuple(keys))
+        assert tcsync.keys_repr(m.keys) == repr(m.keys)
+        words = dict(zip(render(m)[::2], render(m)[1::2]))
+        net = ipaddress.IPv4Network((addr & ((1 << 32) - 1 << (32 - plen)), plen))
+        assert words["src_ip"] == (str(net.network_address) if plen == 32 else str(net))
+    assert tcsync.keys_repr(()) == repr(())
