@@ -182,8 +182,8 @@ class TemplateFilling:
         return out
 
     def _fill(self, t: Template, contents: MapContents) -> tuple[list[SyncFilter], bool]:
-        """Template `t`'s filters for every entry given (fill_entry's batch form), and whether an entry got none for a
-        reason other than pass-to-host."""
+        """Template `t`'s filters for every entry given (fill_entry's batch form), and whether
+        an entry got none for a reason other than pass-to-host."""
         out: list[SyncFilter] = []
         incomplete = False
         for level, lv in enumerate(t.levels):
