@@ -219,7 +219,10 @@ def fill_child(n: int, repeat: int) -> dict:
         t = time.perf_counter()
         got = fill(ts, contents, aggregate=False)
         runs.append(time.perf_counter() - t)
+    import resource
+
     out = {"entries": n, "fill_s": statistics.median(runs), "fill_runs_s": runs, "filters": len(got.filters)}
+    out["fill_process_peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
         from rules.levelfill import fill_level, per_entry
     except ImportError:  # a tree without the batch form
@@ -235,7 +238,6 @@ def rules_maps_from(n: int, repeat: int, folder: Path) -> dict:
     """`xdp2tc rules OBJ --maps-from json:` with n random blacklist addresses: wall, peak RSS."""
     import json
     import random
-    import resource
 
     keys = [k.to_bytes(4, "big") for k in random.Random(n).sample(range(1 << 32), n)]
     dump = [{"key": [f"0x{b:02x}" for b in k], "value": ["0x00"] * 4} for k in keys]
@@ -245,13 +247,16 @@ def rules_maps_from(n: int, repeat: int, folder: Path) -> dict:
     argv += ["--maps-from", f"json:blacklist={path}"]
     walls, rss = [], []
     for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        t = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
-        walls.append(time.perf_counter() - t)
-        assert proc.returncode in (0, 1), proc.stderr[-2000:]
-        rss.append(max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
-    lines = sum(1 for x in proc.stdout.splitlines() if x.startswith("tc filter") or " flower " in x)
+        with open(folder / "out", "w+") as out:
+            t = time.perf_counter()
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+            _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
+            walls.append(time.perf_counter() - t)
+            out.seek(0)
+            text = out.read()
+        assert os.waitstatus_to_exitcode(status) in (0, 1), text[-2000:]
+        rss.append(usage.ru_maxrss)
+    lines = sum(1 for x in text.splitlines() if " flower " in x)
     return {
         "entries": n,
         "rules_wall_s": statistics.median(walls),
@@ -277,7 +282,8 @@ def fill_main(sizes: list[int], repeat: int) -> dict:
                 f"(runs {', '.join(f'{x:.3f}' for x in res['fill_runs_s'])}), identical to per entry: "
                 f"{res.get('identical_to_per_entry', 'n/a')}; rules --maps-from json: median "
                 f"{res['rules_wall_s']:.2f} s (runs {', '.join(f'{x:.2f}' for x in res['rules_runs_s'])}), "
-                f"peak RSS {res['peak_rss_kib'] / 1024:.0f} MiB",
+                f"peak RSS {res['peak_rss_kib'] / 1024:.0f} MiB (the in-process fill's: "
+                f"{res['fill_process_peak_rss_kib'] / 1024:.0f} MiB)",
                 flush=True,
             )
             out.append(res)

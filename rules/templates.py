@@ -40,8 +40,9 @@ filter before the syscall returns).
 Key layouts (`key_layout`) are guessed from models and proven in one query per guess.
 
 Filling is per entry (`fill_entry`: the filters of one map entry of one template, so a map
-change re-renders only its own filters) and whole (`fill`: every entry, optional address
-aggregation proven equal with z3, and the rule budget).
+change re-renders only its own filters), per level (rules/levelfill.py: fill_entry's batch
+form, the same output) and whole (`fill`: every entry, optional address aggregation proven
+equal with z3, and the rule budget).
 """
 
 from __future__ import annotations
