@@ -62,29 +62,31 @@ def aggregate(rules: dict[tuple[int, int], Hashable], width: int) -> list[tuple[
                 node.kids[bit] = _Node()
             node = node.kids[bit]
         node.label, node.has_entry = label, True
-    _candidates(root, FALLTHROUGH)
+    _candidates(root, FALLTHROUGH, {})
     out: list[tuple[int, int, Hashable]] = []
     _choose(root, FALLTHROUGH, 0, 0, width, out)
     out.sort(key=lambda r: (r[1], r[0]))
     return out
 
 
-def _candidates(node: _Node, inherited: Hashable) -> None:
+def _candidates(node: _Node, inherited: Hashable, pool: dict) -> None:
     """Pass 1 and 2: the node's candidate labels (a missing child is a leaf with the label
     the node passes down); {FALLTHROUGH} alone wherever a fall-through address is below
-    (FALLTHROUGH is a candidate exactly there, by induction from the leaves)."""
+    (FALLTHROUGH is a candidate exactly there, by induction from the leaves). Equal sets are
+    one object from `pool` (a few labels, a million nodes)."""
     node.down = node.label if node.has_entry else inherited
     sets = []
     for kid in node.kids:
         if kid is None:
             sets.append(frozenset((node.down,)))
         else:
-            _candidates(kid, node.down)
+            _candidates(kid, node.down, pool)
             sets.append(kid.cand)
     if FALLTHROUGH in sets[0] | sets[1]:
-        node.cand = frozenset((FALLTHROUGH,))  # no prefix may cover a fall-through address
+        cand = frozenset((FALLTHROUGH,))  # no prefix may cover a fall-through address
     else:
-        node.cand = (sets[0] & sets[1]) or (sets[0] | sets[1])
+        cand = (sets[0] & sets[1]) or (sets[0] | sets[1])
+    node.cand = pool.setdefault(cand, cand)
 
 
 def _choose(node: _Node, inherited: Hashable, value: int, depth: int, width: int, out: list) -> None:
