@@ -105,6 +105,7 @@ def fill_level(t: Template, level: int, entries: dict, contents: MapContents | N
     at = len(t.lookups) + sum(len(x.vkeys) for x in t.lookups[:level])
     nv = len(lv.vkeys)
     nlevels = len(t.levels)
+    exact_shape = (None,) * nlevels  # a hash or index level's one mask shape
     index, chain, prio0, lmap = t.index, lv.chain, lv.prio, lv.map
     out = LevelFill()
     filters, refused = out.filters, out.refused
@@ -161,9 +162,9 @@ def fill_level(t: Template, level: int, entries: dict, contents: MapContents | N
         if gates[0] is not None:
             refused.append((key, gates[0]))
             continue
-        shape = tuple(shape_len if i == level else None for i in range(nlevels)) if lpm else None
+        shape = tuple(shape_len if i == level else None for i in range(nlevels)) if lpm else exact_shape
         if shield:
-            t.excluded.setdefault(shape if lpm else (None,) * nlevels, [])
+            t.excluded.setdefault(shape, [])
             prio = prio0 + span - shape_len
             src = ((lmap, bytes(key)),)
             filters += [
@@ -172,13 +173,12 @@ def fill_level(t: Template, level: int, entries: dict, contents: MapContents | N
             continue
         state = proven.get(shape_len)
         if state is None:
-            full = shape if lpm else (None,) * nlevels
             if t.outcome.is_pass:
-                t.excluded.setdefault(full, [])
-            elif not prove(t, full):
+                t.excluded.setdefault(shape, [])
+            elif not prove(t, shape):
                 state = Reason("not-expressible", f"map {lmap}: the template did not prove for this key shape")
             if state is None:
-                state = {(b[level], tuple(b[at : at + nv])) for b in t.excluded[full]}
+                state = {(b[level], tuple(b[at : at + nv])) for b in t.excluded[shape]}
             proven[shape_len] = state
         if isinstance(state, Reason):
             refused.append((key, state))
