@@ -22,6 +22,14 @@ lifting, the exploration and the templates' proofs included), and its peak memor
     .venv/bin/python bench/sync.py [--entries 10000] [--changes 1000] [--repeat 3] [--json FILE]
 
 Root and `make corpus watcher` needed. Medians over --repeat runs of each run's p50/p99.
+
+`--fill N [N ...]` measures the initial fill apart, for each N (no root needed), each in a
+fresh process: `templates.fill` (aggregate=False, what sync fills) of N random `blacklist`
+addresses in-process, median of --repeat runs after a warm-up, with the per-entry form
+(rules/levelfill.per_entry) checked byte-identical (repr) where this tree has the batch
+form; then `xdp2tc rules --maps-from json:` on the same entries as a user runs it: wall
+time and peak RSS (the child's ru_maxrss), median of --repeat runs. The same file runs
+against another tree's code: copy it into that tree's bench/.
 """
 
 from __future__ import annotations
@@ -186,6 +194,102 @@ def run_once(entries: int, changes: int, interval: float) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def fill_child(n: int, repeat: int) -> dict:
+    """In this process: thesis_ddos_blacklist's templates, then `fill` of n random addresses."""
+    import gc
+    import random
+
+    from analyzer.explore import explore
+    from lifter.program import load_object
+    from rules.mapcontents import MapContents, MapEntries
+    from rules.synthesis import Synthesizer
+    from rules.templates import fill, find_templates
+
+    obj = load_object(OBJ)
+    e = explore(obj, obj.programs[0])
+    ts, _ = find_templates(Synthesizer(e, ("no-ip-options",), {}))
+    m = next(m for m in obj.maps if m.name == "blacklist")
+    keys = [k.to_bytes(4, "big") for k in random.Random(n).sample(range(1 << 32), n)]
+    entries = {k: (bytes(4),) for k in keys}
+    contents = MapContents({m.name: MapEntries(m.name, m.type.id, m.key_size, m.value_size, entries)})
+    fill(ts, contents, aggregate=False)  # warm-up: the shapes' proofs are cached on the templates
+    runs = []
+    for _ in range(repeat):
+        gc.collect()
+        t = time.perf_counter()
+        got = fill(ts, contents, aggregate=False)
+        runs.append(time.perf_counter() - t)
+    import resource
+
+    out = {"entries": n, "fill_s": statistics.median(runs), "fill_runs_s": runs, "filters": len(got.filters)}
+    out["fill_process_peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        from rules.levelfill import fill_level, per_entry
+    except ImportError:  # a tree without the batch form
+        return out
+    levels = [(t, i) for t in ts for i, lv in enumerate(t.levels) if lv.map == m.name]
+    out["identical_to_per_entry"] = all(
+        repr(fill_level(t, i, entries)) == repr(per_entry(t, i, entries)) for t, i in levels
+    )
+    return out
+
+
+def rules_maps_from(n: int, repeat: int, folder: Path) -> dict:
+    """`xdp2tc rules OBJ --maps-from json:` with n random blacklist addresses: wall, peak RSS."""
+    import json
+    import random
+
+    keys = [k.to_bytes(4, "big") for k in random.Random(n).sample(range(1 << 32), n)]
+    dump = [{"key": [f"0x{b:02x}" for b in k], "value": ["0x00"] * 4} for k in keys]
+    path = folder / f"blacklist-{n}.json"
+    path.write_text(json.dumps(dump))
+    argv = [sys.executable, "-c", DAEMON, "rules", str(OBJ), "--assume", "no-ip-options", "--dev", "eth0"]
+    argv += ["--maps-from", f"json:blacklist={path}"]
+    walls, rss = [], []
+    for _ in range(repeat):
+        with open(folder / "out", "w+") as out:
+            t = time.perf_counter()
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+            _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
+            walls.append(time.perf_counter() - t)
+            out.seek(0)
+            text = out.read()
+        assert os.waitstatus_to_exitcode(status) in (0, 1), text[-2000:]
+        rss.append(usage.ru_maxrss)
+    lines = sum(1 for x in text.splitlines() if " flower " in x)
+    return {
+        "entries": n,
+        "rules_wall_s": statistics.median(walls),
+        "rules_runs_s": walls,
+        "peak_rss_kib": max(rss),
+        "lines": lines,
+    }
+
+
+def fill_main(sizes: list[int], repeat: int) -> dict:
+    import json
+    import tempfile
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            child = [sys.executable, __file__, "--fill-child", str(n), "--repeat", str(repeat)]
+            proc = subprocess.run(child, capture_output=True, text=True, check=True)
+            res = json.loads(proc.stdout.splitlines()[-1])
+            res.update(rules_maps_from(n, repeat, Path(tmp)))
+            print(
+                f"fill {n} entries: templates.fill median {res['fill_s']:.3f} s "
+                f"(runs {', '.join(f'{x:.3f}' for x in res['fill_runs_s'])}), identical to per entry: "
+                f"{res.get('identical_to_per_entry', 'n/a')}; rules --maps-from json: median "
+                f"{res['rules_wall_s']:.2f} s (runs {', '.join(f'{x:.2f}' for x in res['rules_runs_s'])}), "
+                f"peak RSS {res['peak_rss_kib'] / 1024:.0f} MiB (the in-process fill's: "
+                f"{res['fill_process_peak_rss_kib'] / 1024:.0f} MiB)",
+                flush=True,
+            )
+            out.append(res)
+    return {"fill": out}
+
+
 def _us(res: dict, what: str, p: int) -> str:
     v = res[f"daemon_{what}_p{p}_us"]
     return "-" if v is None else f"{v:.0f}"
@@ -198,7 +302,20 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--interval", type=float, default=5.0, help="the daemon's poll interval (s)")
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--fill", type=int, nargs="+", metavar="N", help="the initial fill apart (module doc)")
+    ap.add_argument("--fill-child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.fill_child:
+        import json
+
+        print(json.dumps(fill_child(args.fill_child, args.repeat)))
+        return 0
+    if args.fill:
+        doc = fill_main(args.fill, args.repeat)
+        load, note = load_note()
+        print(note)
+        write_json(args.json, {"load_average": load, **doc})
+        return 0
     runs = []
     for r in range(args.repeat):
         res = run_once(args.entries, args.changes, args.interval)

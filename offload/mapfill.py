@@ -22,6 +22,7 @@ from lifter.errors import LiftError
 from lifter.program import BpfObject, Program
 from rules import ruleset
 from rules.filled import FilledScript, finish_filled
+from rules.levelfill import fill_level
 from rules.mapcontents import MapContents, MapEntries
 from rules.templates import Fill, FilledFilter, Template, fill, fill_entry, find_templates
 
@@ -181,8 +182,8 @@ class TemplateFilling:
         return out
 
     def _fill(self, t: Template, contents: MapContents) -> tuple[list[SyncFilter], bool]:
-        """Template `t`'s filters for every entry given, and whether an entry got none for a
-        reason other than pass-to-host."""
+        """Template `t`'s filters for every entry given (fill_entry's batch form), and whether
+        an entry got none for a reason other than pass-to-host."""
         out: list[SyncFilter] = []
         incomplete = False
         for level, lv in enumerate(t.levels):
@@ -190,10 +191,9 @@ class TemplateFilling:
             if me is None:
                 continue
             make = self.converter(t, level)
-            for key, values in me.entries.items():
-                filters, why = fill_entry(t, level, key, values)
-                out += [make(f) for f in filters]
-                incomplete |= why is not None and why.code != "pass-to-host"
+            done = fill_level(t, level, me.entries)
+            out += [make(f) for f in done.filters]
+            incomplete |= any(why.code != "pass-to-host" for _, why in done.refused)
         return out, incomplete
 
     def entry(self, contents: MapContents, map_name: str, key: bytes) -> list[SyncFilter] | None:

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from analyzer import kernel
-from rules.flower import FlowerMatch
+from rules.flower import Exact, FlowerMatch
 from rules.tc import filter_line
 
 #: The first 4 bytes of every cookie sync writes (ASCII "x2tc").
@@ -90,6 +90,17 @@ class CounterRef:
     scale: int = 1
 
 
+def keys_repr(keys: tuple) -> str:
+    """repr(keys) of a FlowerMatch's keys, character for character (a cookie hashes it, so
+    filters keep their cookies across versions), without the dataclasses' generic repr:
+    a 100k-entry reconcile makes one per filter."""
+    parts = [
+        f"({n!r}, Exact(value={v.value!r}, mask={v.mask!r}))" if type(v) is Exact else f"({n!r}, {v!r})"
+        for n, v in keys
+    ]
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
 @dataclass(frozen=True, slots=True)
 class SyncFilter:
     """One filter sync wants on the device: where it sits (chain, prio), what it matches and
@@ -116,7 +127,8 @@ class SyncFilter:
         if self._cookie is not None and self._skip == skip:
             return self._cookie
         # the match's normalised keys (repr of ints and key names: stable across runs)
-        what = f"{self.chain}|{self.prio}|{self.match.protocol}|{self.match.keys!r}|{' '.join(self.action)}|{skip}"
+        keys = keys_repr(self.match.keys)
+        what = f"{self.chain}|{self.prio}|{self.match.protocol}|{keys}|{' '.join(self.action)}|{skip}"
         cookie = COOKIE_TAG + hashlib.sha256(what.encode()).hexdigest()[:24]
         object.__setattr__(self, "_skip", skip)
         object.__setattr__(self, "_cookie", cookie)

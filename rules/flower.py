@@ -351,6 +351,42 @@ def _check_ip_proto(seen: dict, family: str | None, where: str) -> None:
             raise ValueError(f"{where}: {name} needs ip_proto {want}")
 
 
+#: Keys whose values another key's check reads (the protocol chain, ip_proto's needs, arp_op).
+_VALUE_READ = frozenset({"ip_proto", "vlan_ethtype", "cvlan_ethtype", "arp_op"})
+
+
+class MatchShape:
+    """Many FlowerMatches that differ only in the values of some `open` keys (a template
+    level's filters, one per map entry): the match is validated and put in table order once,
+    with a placeholder per open key; `match(values)` checks each value as construction does
+    and makes a match equal to FlowerMatch(protocol, fixed + values) without normalising it
+    again. Construction raises ValueError as FlowerMatch does, or when an open key is one
+    whose value another key's check reads (ip_proto, the VLAN ethtypes, arp_op)."""
+
+    def __init__(self, protocol: str, fixed: tuple, open_keys: tuple[str, ...]):
+        if _VALUE_READ & set(open_keys):
+            raise ValueError(f"flower match: {', '.join(sorted(_VALUE_READ & set(open_keys)))} cannot be open")
+        proto = FlowerMatch(protocol, fixed + tuple((n, Exact(0, (1 << key(n).width) - 1)) for n in open_keys))
+        self.protocol = protocol
+        self.fixed = fixed
+        self.keys = proto.keys
+        self.at = {n: i for i, (n, _) in enumerate(proto.keys) if n in open_keys}
+        self.where = f"flower match (protocol {protocol})"
+
+    def match(self, values: dict[str, Value]) -> FlowerMatch:
+        """The match with these values of the open keys (every open key, nothing else)."""
+        keys = list(self.keys)
+        for n, v in values.items():
+            row = FLOWER_KEYS[n]
+            if not isinstance(v, Exact) or not (v.mask or row.addr_struct):  # normalised otherwise
+                return FlowerMatch(self.protocol, self.fixed + tuple(values.items()))
+            keys[self.at[n]] = (n, _check_value(row, v, self.where))
+        m = object.__new__(FlowerMatch)
+        object.__setattr__(m, "protocol", self.protocol)
+        object.__setattr__(m, "keys", tuple(keys))
+        return m
+
+
 # --- rendering ----------------------------------------------------------------------------
 
 
@@ -372,8 +408,11 @@ def _render_value(row: FlowerKey, value: Value, family: str | None) -> str:
     name = row.name
     if row.kind == "mac":
         return _mac(v) if full else f"{_mac(v)}/{_mac(m)}"
-    if row.kind in ("ipv4", "ipv6"):
-        addr = (ipaddress.IPv4Address if row.kind == "ipv4" else ipaddress.IPv6Address)(v)
+    if row.kind == "ipv4":  # as str(ipaddress.IPv4Address(v)), without the object (one per filter)
+        addr = f"{v >> 24}.{v >> 16 & 255}.{v >> 8 & 255}.{v & 255}"
+        return addr if full else f"{addr}/{prefix_len(m, row.width)}"
+    if row.kind == "ipv6":
+        addr = ipaddress.IPv6Address(v)
         plen = prefix_len(m, row.width)
         return str(addr) if full else f"{addr}/{plen}"
     if name in ("vlan_ethtype", "cvlan_ethtype"):

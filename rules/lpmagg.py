@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .flower import Exact, FlowerMatch, prefix_mask
+from .flower import Exact, MatchShape, prefix_mask
 
 #: The label of an address no prefix covers.
 FALLTHROUGH = None
 
 
-@dataclass
+@dataclass(slots=True)  # one per trie node: 100k random /32s make 1.6M of them
 class _Node:
     label: Hashable = FALLTHROUGH  # the entry at this prefix (with has_entry)
     has_entry: bool = False
@@ -62,29 +62,31 @@ def aggregate(rules: dict[tuple[int, int], Hashable], width: int) -> list[tuple[
                 node.kids[bit] = _Node()
             node = node.kids[bit]
         node.label, node.has_entry = label, True
-    _candidates(root, FALLTHROUGH)
+    _candidates(root, FALLTHROUGH, {})
     out: list[tuple[int, int, Hashable]] = []
     _choose(root, FALLTHROUGH, 0, 0, width, out)
     out.sort(key=lambda r: (r[1], r[0]))
     return out
 
 
-def _candidates(node: _Node, inherited: Hashable) -> None:
+def _candidates(node: _Node, inherited: Hashable, pool: dict) -> None:
     """Pass 1 and 2: the node's candidate labels (a missing child is a leaf with the label
     the node passes down); {FALLTHROUGH} alone wherever a fall-through address is below
-    (FALLTHROUGH is a candidate exactly there, by induction from the leaves)."""
+    (FALLTHROUGH is a candidate exactly there, by induction from the leaves). Equal sets are
+    one object from `pool` (a few labels, a million nodes)."""
     node.down = node.label if node.has_entry else inherited
     sets = []
     for kid in node.kids:
         if kid is None:
             sets.append(frozenset((node.down,)))
         else:
-            _candidates(kid, node.down)
+            _candidates(kid, node.down, pool)
             sets.append(kid.cand)
     if FALLTHROUGH in sets[0] | sets[1]:
-        node.cand = frozenset((FALLTHROUGH,))  # no prefix may cover a fall-through address
+        cand = frozenset((FALLTHROUGH,))  # no prefix may cover a fall-through address
     else:
-        node.cand = (sets[0] & sets[1]) or (sets[0] | sets[1])
+        cand = (sets[0] & sets[1]) or (sets[0] | sets[1])
+    node.cand = pool.setdefault(cand, cand)
 
 
 def _choose(node: _Node, inherited: Hashable, value: int, depth: int, width: int, out: list) -> None:
@@ -125,7 +127,9 @@ def proven_equal(rules: dict[tuple[int, int], Hashable], out: list[tuple[int, in
     is split in halves until it does; the rules as long as the region or shorter that cover it
     act in it only through the longest of them (its label is the region's default), so each
     query has the region's own rules and that default, on x restricted to the region. The
-    regions are the leaves of one binary split of the whole space: every address is in one."""
+    regions are the leaves of one binary split of the whole space: every address is in one.
+    A region where both sides hold the same rules and default needs no query (what
+    aggregation left alone: most of a sparse set)."""
     labels = [FALLTHROUGH, *sorted(set(rules.values()) | {r[2] for r in out}, key=_order)]
     ids = {label: i for i, label in enumerate(labels)}
     x = z3.BitVec("lpm.addr", width)
@@ -143,6 +147,8 @@ def _region(s, x, ids, width, value, plen, a, b, da, db) -> bool:
     db = next((lab for v, p, lab in b if p == plen), db)
     a = [r for r in a if r[1] > plen]
     b = [r for r in b if r[1] > plen]
+    if a == b and da == db:  # the same rules and default on both sides: the same answer, no query
+        return True
     if len(a) + len(b) <= CELL or plen == width:
         s.push()
         s.add(x & prefix_mask(plen, width) == value)
@@ -177,6 +183,7 @@ def aggregate_filters(filled: list, name: str, width: int, first_prio: int) -> t
     out = []
     equal = True
     for combo, fs in by_combo.items():
+        shape = None
         rules = {k: (f.action, f.role) for k, f in fs.items()}
         got = aggregate(rules, width)
         equal &= proven_equal(rules, got, width)
@@ -187,7 +194,9 @@ def aggregate_filters(filled: list, name: str, width: int, first_prio: int) -> t
             hi = bisect.bisect_right(values, value | ~prefix_mask(plen, width) & ((1 << width) - 1))
             srcs = tuple(s for k in inside[lo:hi] if k[1] >= plen for s in fs[k].sources)
             f0 = fs[inside[lo]] if lo < hi else next(iter(fs.values()))
-            match = FlowerMatch(f0.match.protocol, combo + ((name, Exact(value, prefix_mask(plen, width))),))
+            if shape is None:  # every prefix's match is this one with another address
+                shape = MatchShape(f0.match.protocol, combo, (name,))
+            match = shape.match({name: Exact(value, prefix_mask(plen, width))})
             out.append(
                 dataclasses.replace(
                     f0, prio=first_prio + width - plen, match=match, action=action, role=role, sources=srcs

@@ -40,8 +40,9 @@ filter before the syscall returns).
 Key layouts (`key_layout`) are guessed from models and proven in one query per guess.
 
 Filling is per entry (`fill_entry`: the filters of one map entry of one template, so a map
-change re-renders only its own filters) and whole (`fill`: every entry, optional address
-aggregation proven equal with z3, and the rule budget).
+change re-renders only its own filters), per level (rules/levelfill.py: fill_entry's batch
+form, the same output) and whole (`fill`: every entry, optional address aggregation proven
+equal with z3, and the rule budget).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import gc
 import itertools
 from dataclasses import dataclass, field
 
@@ -1042,7 +1044,7 @@ def fill_entry(
     # a pass filter is due where any CPU's value takes the decision (a complement relies on
     # it); a drop filter only where every CPU's does
     every = any if t.outcome.is_pass else all
-    if t.value_cond is not None and not every(_value_ok(t, level, key, v) for v in values):
+    if t.value_cond is not None and not every(value_ok(t, level, key, v) for v in values):
         if not t.longest:
             return [], Reason("pass-to-host", f"map {lv.map}: the entry's value does not take this decision")
         shield = True  # longest match: its packets must not reach a shorter entry's filter
@@ -1116,12 +1118,12 @@ def gates_hold(t: Template, contents: MapContents | None) -> Reason | None:
         values = me.value(key) if me is not None else None
         if values is None:
             return Reason("map-dependent", f"its filters need the contents of {g.map}")
-        if t.value_cond is not None and not all(_value_ok(t, i, key, v) for v in values):
+        if t.value_cond is not None and not all(value_ok(t, i, key, v) for v in values):
             return Reason("pass-to-host", f"map {g.map}: the entry's value switches this decision off")
     return None
 
 
-def _value_ok(t: Template, level: int, key: bytes, value: bytes) -> bool:
+def value_ok(t: Template, level: int, key: bytes, value: bytes) -> bool:
     """Whether the template's value condition holds for this entry's value (its conjuncts
     each speak of one lookup: _template refuses others, so the other lookups' conjuncts are
     their own entries' business). `level` indexes Template.lookups. Cached per value when
@@ -1156,7 +1158,21 @@ def fill(templates: list[Template], contents: MapContents, aggregate: bool = Tru
     `software`. A map absent from `contents` fills nothing (unknown is not empty). An allow
     list's pass filters are filled only where a drop template's proof relies on them
     (Template.needs); a drop template needing an allow list whose contents are not given
-    fills nothing."""
+    fills nothing.
+
+    The collector is off while filling: a fill makes a few objects per entry (and an
+    aggregation a trie node per prefix bit) and keeps them, so its passes would only walk
+    the growing heap again and again (as sync's start does)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _fill(templates, contents, aggregate)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _fill(templates: list[Template], contents: MapContents, aggregate: bool) -> Fill:
     out = Fill([])
     per: dict[int, list[FilledFilter]] = {}
     for t in templates:  # the drop templates first: their proofs say which allow lists they need
@@ -1201,20 +1217,19 @@ def fill_complement(t: Template) -> list[FilledFilter]:
 
 
 def _fill_template(t: Template, contents: MapContents, aggregate: bool, out: Fill) -> list[FilledFilter]:
-    """fill_entry over every entry of the template's maps, then aggregation (see fill)."""
+    """fill_entry over every entry of the template's maps (its batch form, one call per
+    level: rules/levelfill.py), then aggregation (see fill)."""
+    from .levelfill import fill_level  # it builds on this module's fill_entry
+
     got: list[FilledFilter] = []
     for level, lv in enumerate(t.levels):
         me = contents.get(lv.map)
         if me is None:
             continue
-        filled: list[FilledFilter] = []
-        missing = []
-        for key, values in me.entries.items():
-            fs, why = fill_entry(t, level, key, values, contents)
-            if why is not None and why.code != "pass-to-host":
-                out.software.append(((lv.map, key), why))
-                missing.append(key)
-            filled += fs
+        done = fill_level(t, level, me.entries, contents)
+        filled = done.filters
+        missing = [((lv.map, key), why) for key, why in done.refused if why.code != "pass-to-host"]
+        out.software += missing
         if t.longest and missing and filled:  # a shorter entry's filter would take its packets
             why = Reason("map-dependent", f"map {lv.map}: an LPM entry without a filter breaks the longest match")
             out.software += [(src, why) for f in filled for src in f.sources]

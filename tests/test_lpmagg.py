@@ -80,6 +80,21 @@ def test_proof_catches_wrong_answers():
     assert not proven_equal(rules, [(a("10.0.0.0"), 15, "drop"), (a("10.0.1.0"), 24, "pass")], 32)
 
 
+def test_proof_of_a_large_sparse_set_still_sees_one_difference():
+    """Regions both sides hold alike skip the query: a difference deep in a large sparse set
+    (one /32 left out, one relabelled, one /31 for a /32) is still found."""
+    rng = random.Random(7)
+    rules = {(x, 32): "drop" for x in rng.sample(range(1 << 32), 2000)}
+    got = aggregate(rules, 32)
+    assert proven_equal(rules, got, 32)
+    mid = sorted(got)[1000]
+    assert not proven_equal(rules, [r for r in got if r != mid], 32)
+    assert not proven_equal(rules, [r if r != mid else (r[0], r[1], "pass") for r in got], 32)
+    wider = (mid[0] & ~1, 31, "drop")
+    assert (mid[0] ^ 1, 32) not in rules  # so the /31 covers one more address
+    assert not proven_equal(rules, [r if r != mid else wider for r in got], 32)
+
+
 def test_random_tries_equal_and_minimal():
     """Width 8 (every address checked against the definition) and width 3 (every smaller
     rule set searched: none gives the same answers, so the result is minimal)."""

@@ -370,7 +370,7 @@ def test_an_allow_list_is_installed_before_the_lpm_drops_that_rely_on_it(block_a
 
 def test_an_allow_entry_without_its_pass_filter_takes_the_drops_relying_on_it_off(monkeypatch):
     """As rules.templates.fill: when an allow entry gets no pass filter (an LPM /0 or a key
-    z3 refutes; here fill_entry is made to refuse 10.1.2.3), the /16 drop whose proof
+    z3 refutes; here fill_entry and its batch form are made to refuse 10.1.2.3), the /16 drop whose proof
     assumed every allow entry's pass filter ahead of it is not installed, at start and when
     the refused entry arrives later; mending the allow list brings the drop back."""
     refused = bytes([10, 1, 2, 3])
@@ -381,7 +381,17 @@ def test_an_allow_entry_without_its_pass_filter_takes_the_drops_relying_on_it_of
             return [], Reason("atypical-packets", "refused for the test")
         return real(t, level, key, values, contents)
 
+    real_level = mapfill.fill_level
+
+    def fill_level(t, level, entries, contents=None):  # the batch form (a whole fill) refuses it too
+        refuse = t.outcome.is_pass and refused in entries
+        out = real_level(t, level, {k: v for k, v in entries.items() if not (refuse and k == refused)}, contents)
+        if refuse:
+            out.refused.append((refused, Reason("atypical-packets", "refused for the test")))
+        return out
+
     monkeypatch.setattr(mapfill, "fill_entry", fill_entry)
+    monkeypatch.setattr(mapfill, "fill_level", fill_level)
     gen = _pinned(ALLOW_BLOCK, ("allowlist", "blocklist"))
     _, folder = next(gen)
     try:
@@ -940,3 +950,101 @@ def test_a_device_says_where_its_filters_fold_from():
     assert flowervm.VmTc.folds == tcsync.FOLD_SOFTWARE  # `sync --apply --vm`'s runner
     with pytest.raises(ValueError, match="folds must be"):
         TcDevice("eth0", folds="both")
+
+
+# --------------------------------------------------------------------------- the batch fill
+
+
+def _random_entries(rng: random.Random, e, t, level: int, n: int) -> dict[bytes, tuple[bytes, ...]]:
+    """`n` random entries for a template level's map: keys with the layout's constant bytes
+    mostly right, LPM prefix lengths valid or not (few of them: each valid one is a proof),
+    a few keys of the wrong size, all-zero keys (port 0: a z3 counterexample), values from a
+    small pool (so the value condition holds for some) and now and then two CPUs that differ."""
+    lv = t.levels[level]
+    m = next(m for m in e.obj.maps if m.name == lv.map)
+    pool = [bytes(m.value_size), b"\1" * m.value_size, b"\xff" * m.value_size]
+    pool += [rng.randbytes(m.value_size) for _ in range(3)]
+    out = {bytes(lv.key_size): (pool[1],), bytes(lv.key_size + 1): (pool[1],)}
+    while len(out) < n:
+        key = bytearray(rng.randbytes(lv.key_size))
+        for i, kb in enumerate(lv.layout):
+            if kb.key is None and rng.random() < 0.9:
+                key[i] = kb.const
+        if lv.kind == "lpm":
+            key[:4] = rng.choice((0, 24, 32, 8 * len(lv.layout) + 1)).to_bytes(4, "little")
+        values = (rng.choice(pool),) if rng.random() < 0.9 else (rng.choice(pool), rng.choice(pool))
+        out[bytes(key)] = values
+    return out
+
+
+@pytest.mark.parametrize(
+    "stem, assume",
+    [("thesis_nested_maps", ()), ("lpm_action", ()), ("config_array", ("no-ip-options",))],
+)
+def test_the_batch_fill_gives_what_fill_entry_gives_entry_by_entry(stem, assume):
+    """rules/levelfill.py's fill_level (one call per template level) against fill_entry per
+    entry (levelfill.per_entry) on a few hundred random entries per level: the same filters
+    and the same reasons, in the same order, byte for byte (repr). Covers two chained hash
+    levels and a pass template (nested maps), LPM with the longest match's pass shields
+    and a value condition (lpm_action), an array index with constant key bytes and the
+    value as the match (config_array). The batch form runs first, on templates whose LPM
+    shapes may not be proven yet, so it is what proves them."""
+    from test_templates import _built
+
+    from rules.levelfill import fill_level, per_entry
+    from rules.mapcontents import MapContents, MapEntries
+
+    _, e, _, templates, _ = _built(stem, assume)
+    rng = random.Random(stem)
+    maps = {m.name: m for m in e.obj.maps}
+    checked = 0
+    for t in templates:
+        for level, lv in enumerate(t.levels):
+            entries = _random_entries(rng, e, t, level, 300)
+            m = maps[lv.map]
+            contents = MapContents({lv.map: MapEntries(lv.map, m.type.id, m.key_size, m.value_size, entries)})
+            batch = fill_level(t, level, entries, contents)
+            one = per_entry(t, level, entries, contents)
+            assert repr(batch.filters) == repr(one.filters)
+            assert repr(batch.refused) == repr(one.refused)
+            checked += len(batch.filters)
+    assert checked > 0  # the random entries do get filters
+
+
+def test_a_match_shape_makes_the_match_construction_makes():
+    """flower.MatchShape (the batch fill's match maker) equals FlowerMatch built from the same
+    keys, and refuses what construction refuses (a value too wide, a mask not a prefix)."""
+    from rules.flower import Exact, MatchShape
+
+    shape = MatchShape("ip", (("ip_proto", exact("ip_proto", 6)),), ("dst_port", "src_ip"))
+    for port, addr in ((80, prefix("src_ip", 0x0A010000, 16)), (0, exact("src_ip", 0x0A010203))):
+        values = {"src_ip": addr, "dst_port": exact("dst_port", port)}
+        built = FlowerMatch("ip", (("ip_proto", exact("ip_proto", 6)), *values.items()))
+        assert shape.match(values) == built and repr(shape.match(values)) == repr(built)
+    with pytest.raises(ValueError, match="wider than"):
+        shape.match({"src_ip": exact("src_ip", 1), "dst_port": Exact(1 << 16, 0xFFFF)})
+    with pytest.raises(ValueError, match="not a prefix"):
+        shape.match({"src_ip": Exact(0, 0x00FF00FF), "dst_port": exact("dst_port", 1)})
+    with pytest.raises(ValueError, match="cannot be open"):
+        MatchShape("ip", (), ("ip_proto",))
+
+
+def test_cookies_and_ipv4_words_are_what_the_generic_forms_give():
+    """A filter's cookie hashes repr(match.keys) (tcsync.keys_repr spells it out, the same
+    characters, so filters keep their cookies), and IPv4 words are ipaddress' own."""
+    import ipaddress
+
+    from rules.flower import Range, render
+
+    rng = random.Random(3)
+    for _ in range(300):
+        addr, plen = rng.getrandbits(32), rng.randint(1, 32)
+        keys = [("src_ip", prefix("src_ip", addr, plen))]
+        if rng.random() < 0.5:
+            keys += [("ip_proto", exact("ip_proto", 6)), ("dst_port", rng.choice([exact("dst_port", 80), Range(1, 9)]))]
+        m = FlowerMatch("ip", tuple(keys))
+        assert tcsync.keys_repr(m.keys) == repr(m.keys)
+        words = dict(zip(render(m)[::2], render(m)[1::2]))
+        net = ipaddress.IPv4Network((addr & ((1 << 32) - 1 << (32 - plen)), plen))
+        assert words["src_ip"] == (str(net.network_address) if plen == 32 else str(net))
+    assert tcsync.keys_repr(()) == repr(())
