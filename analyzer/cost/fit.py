@@ -47,6 +47,13 @@ CHAIN = "chain"
 #: Default row weighting (see the module doc).
 WEIGHT = "measured"
 BAND = 0.20
+#: The absolute tolerance of a net time (ns): the kernel reports whole ns (the mean per run,
+#: truncated), and a net time is the difference of two such readings (the path's and the
+#: empty program's), so it is exact to within 1 ns before any noise; most corpus paths
+#: cost a few ns net, where ±20 % is below that resolution.
+ABS_NS = 1.0
+#: Net times this long or longer are also judged by ±BAND alone.
+NET_FLOOR = 10.0
 
 
 def nnls(
@@ -83,7 +90,8 @@ def nnls(
 @dataclass
 class Sample:
     """One timed path: its group (source program), instruction counts by class, the
-    micro-priced rest (ns) and the measured ns minus the test-run overhead."""
+    micro-priced rest (ns), the measured ns, and the measured ns minus the test-run
+    overhead timed beside it (pathtiming.py; rows without it: the profile's)."""
 
     group: str
     insns: dict[str, int]
@@ -105,7 +113,11 @@ def samples(rows: list[dict], profile: Profile, with_chain: bool = True) -> list
             insns[CHAIN] = r["counts"]["chain"]
         out.append(
             Sample(
-                group_of(r["object"]), insns, r["fixed_ns"], r["measured_ns"] - profile.overhead_ns, r["measured_ns"]
+                group_of(r["object"]),
+                insns,
+                r["fixed_ns"],
+                r["measured_ns"] - r.get("overhead_ns", profile.overhead_ns),
+                r["measured_ns"],
             )
         )
     return out
@@ -140,10 +152,15 @@ def solve(data: list[Sample], classes: list[str], profile: Profile, weight: str 
     return dict(zip([*classes, PATH_TERM], x))
 
 
-def predict(s: Sample, prices: dict[str, float], profile: Profile) -> float:
-    """Predicted ns of a sample (overhead included) under fitted `prices`."""
+def predict_net(s: Sample, prices: dict[str, float], profile: Profile) -> float:
+    """Predicted ns of a sample without the test run's overhead, under fitted `prices`."""
     insn = sum(prices.get(c, profile.insn.get(c, 0.0)) * n for c, n in s.insns.items() if c not in NOT_FITTED)
-    return profile.overhead_ns + prices.get(PATH_TERM, profile.path_ns) + insn + s.fixed_ns
+    return prices.get(PATH_TERM, profile.path_ns) + insn + s.fixed_ns
+
+
+def predict(s: Sample, prices: dict[str, float], profile: Profile) -> float:
+    """Predicted ns of a sample as the kernel reports it (the profile's overhead included)."""
+    return profile.overhead_ns + predict_net(s, prices, profile)
 
 
 def folds_of(data: list[Sample], k: int) -> list[int]:
@@ -163,11 +180,36 @@ def summary(errors: list[float]) -> dict:
     }
 
 
+def within(predicted_net: float, s: Sample, abs_ns: float = ABS_NS) -> bool:
+    """Is a net prediction within BAND of the net measurement, or within `abs_ns` of it
+    (see ABS_NS: the resolution of a net time)?"""
+    return abs(predicted_net - s.net_ns) <= max(BAND * s.net_ns, abs_ns)
+
+
+def net_summary(predicted: list[float], data: list[Sample]) -> dict:
+    """How net predictions (overhead excluded) compare with net measurements: within
+    ±BAND or ±ABS_NS (and ±2 ABS_NS), within ±BAND alone for paths of NET_FLOOR ns or
+    more, and the median error in ns."""
+    if not data:
+        return {"paths": 0}
+    big = [(p, s) for p, s in zip(predicted, data) if s.net_ns >= NET_FLOOR]
+    return {
+        "paths": len(data),
+        "within_20pct_or_1ns": round(sum(within(p, s) for p, s in zip(predicted, data)) / len(data), 4),
+        "within_20pct_or_2ns": round(sum(within(p, s, 2 * ABS_NS) for p, s in zip(predicted, data)) / len(data), 4),
+        f"paths_net_{NET_FLOOR:g}ns_or_more": len(big),
+        f"within_20pct_net_{NET_FLOOR:g}ns_or_more": round(sum(within(p, s, 0.0) for p, s in big) / len(big), 4)
+        if big
+        else None,
+        "median_error_ns": round(statistics.median(p - s.net_ns for p, s in zip(predicted, data)), 3),
+    }
+
+
 def cross_validate(
     data: list[Sample], profile: Profile, k: int = 5, weight: str = WEIGHT
 ) -> tuple[list[float], list[float]]:
-    """Per sample: the relative error with prices fitted on the other folds, and with the
-    profile's own (micro-benchmark) prices."""
+    """Per sample: the predicted net ns with prices fitted on the other folds, and with
+    the profile's own (micro-benchmark) prices."""
     folds = folds_of(data, k)
     held = [0.0] * len(data)
     for f in range(k):
@@ -177,9 +219,15 @@ def cross_validate(
         prices = solve(train, fitted_classes(train), profile, weight)
         for i, (s, g) in enumerate(zip(data, folds)):
             if g == f:
-                held[i] = (predict(s, prices, profile) - s.measured_ns) / s.measured_ns
-    micro = [(predict(s, {}, profile) - s.measured_ns) / s.measured_ns for s in data]
+                held[i] = predict_net(s, prices, profile)
+    micro = [predict_net(s, {}, profile) for s in data]
     return held, micro
+
+
+def gross_errors(predicted: list[float], data: list[Sample], profile: Profile) -> list[float]:
+    """Relative errors of net predictions plus the profile's overhead against the
+    measured ns as the kernel reports them."""
+    return [(p + profile.overhead_ns - s.measured_ns) / s.measured_ns for p, s in zip(predicted, data)]
 
 
 def fit_profile(profile: Profile, rows: list[dict], k: int = 5, weight: str = WEIGHT) -> Profile:
@@ -190,7 +238,6 @@ def fit_profile(profile: Profile, rows: list[dict], k: int = 5, weight: str = WE
         raise ValueError(f"{len(data)} timed paths: too few to fit instruction prices (at least {2 * MIN_PATHS})")
     classes = fitted_classes(data)
     held, micro = cross_validate(data, profile, k, weight)
-    net_held = [e * s.measured_ns / s.net_ns for e, s in zip(held, data) if s.net_ns > 0]
     prices = solve(data, classes, profile, weight)
     insn = dict(profile.insn)
     for c in classes:
@@ -202,9 +249,10 @@ def fit_profile(profile: Profile, rows: list[dict], k: int = 5, weight: str = WE
         "classes": classes,
         "micro_insn": {c: profile.insn.get(c) for c in classes},
         "path_ns": round(prices[PATH_TERM], 4),
-        "cross_validation": {"folds": k, "grouped_by": "source program"} | summary(held),
-        "cross_validation_net": summary(net_held),
-        "micro_prices": summary(micro),
+        "cross_validation": {"folds": k, "grouped_by": "source program"} | summary(gross_errors(held, data, profile)),
+        "cross_validation_net": net_summary(held, data),
+        "micro_prices": summary(gross_errors(micro, data, profile)),
+        "micro_prices_net": net_summary(micro, data),
         "fitted_on": sorted({r["object"] for r in rows if "measured_ns" in r}),
     }
     return dataclasses.replace(

@@ -5,7 +5,12 @@ Every path of an object with a witness: the object is loaded (analyzer/kernel/),
 path's witness packet and map entries are built as `xdp2tc verify` builds them
 (analyzer/verify.py), the packet is run once and must give the predicted verdict and
 output, then it is timed with BPF_PROG_TEST_RUN (`repeat` runs, maps reset before each of
-`rounds` rounds, median kept) and must still give the prediction afterwards. Paths are
+`rounds` rounds, median kept) and must still give the prediction afterwards. The test
+run's fixed overhead is timed beside it: the empty program `r0 = XDP_PASS; exit` on the
+same packet, once per round right after the path (`overhead_ns`, median), so the path's own
+time (`net_measured_ns`) does not depend on an overhead measured at another moment, under
+another load (the kernel reports whole ns: a net time is the difference of two whole-ns
+readings, exact to within 1 ns). Paths are
 left out, with the reason, when the kernel cannot run them the same way every repetition:
 helper results (time, random numbers), a packet the program rewrites into one that takes
 another path, or map state that moves the path.
@@ -23,7 +28,9 @@ import statistics
 
 import z3
 
-from lifter.insn import Call
+from lifter.asm import mov
+from lifter.encode import encode_all
+from lifter.insn import Call, Exit, Imm
 from lifter.program import load_object
 
 from .. import kernel
@@ -36,14 +43,32 @@ from .profile import Profile
 
 #: Sections the kernel cannot test-run (devmap/cpumap egress programs).
 NO_TEST_RUN = ("xdp/devmap", "xdp/cpumap", "xdp.frags/devmap", "xdp.frags/cpumap")
+#: The empty program's name in a Loader.
+EMPTY = "xdp2tc_empty"
+
+
+def empty_program() -> kernel.LoadedObject:
+    """`r0 = XDP_PASS; exit` loaded on its own: what a test run costs around any program
+    (see the module doc); close it after use."""
+    loader = kernel.Loader("<empty program>")
+    try:
+        loader.program(EMPTY, kernel.BPF_PROG_TYPE_XDP, encode_all([mov(0, Imm(2)), Exit(0)]))
+    except kernel.KernelLoadError:
+        loader.object.close()
+        raise
+    return loader.object
 
 
 def time_object(path, profile: Profile, repeat: int, rounds: int, name: str | None = None) -> list[dict]:
     """One row per path of every XDP program of the object at `path` (see the module doc);
     `name` is the object's name in the rows (default: the path as given)."""
-    rows = []
     obj = load_object(path)
-    rel = name or str(path)
+    with empty_program() as empty:
+        return _time_programs(obj, path, name or str(path), profile, repeat, rounds, empty)
+
+
+def _time_programs(obj, path, rel: str, profile: Profile, repeat: int, rounds: int, empty) -> list[dict]:
+    rows = []
     for prog in obj.programs:
         if not prog.is_xdp:
             continue
@@ -61,12 +86,15 @@ def time_object(path, profile: Profile, repeat: int, rounds: int, name: str | No
         with loaded:
             v = Verifier(e, loaded)
             for p, cond in zip(e.paths, v.conditions):
-                rows.append(base | time_path(counted, v, loaded, prog.name, p, cond, profile, repeat, rounds))
+                rows.append(base | time_path(counted, v, loaded, prog.name, p, cond, profile, repeat, rounds, empty))
     return rows
 
 
-def time_path(counted, v: Verifier, loaded, prog: str, path, cond, profile: Profile, repeat: int, rounds: int) -> dict:
-    """The row of one path (see the module doc): `skip` says why it was not timed."""
+def time_path(
+    counted, v: Verifier, loaded, prog: str, path, cond, profile: Profile, repeat: int, rounds: int, empty=None
+) -> dict:
+    """The row of one path (see the module doc): `skip` says why it was not timed; `empty`
+    (`empty_program()`) times the overhead beside it (without: the profile's)."""
     row: dict = {"path": path.id, "verdict": path.verdict}
     if path.verdict == UNKNOWN:
         return row | {"skip": f"outcome unknown to xdp2tc ({path.truncated or 'unsupported'})"}
@@ -117,20 +145,29 @@ def time_path(counted, v: Verifier, loaded, prog: str, path, cond, profile: Prof
         holds = z3.is_true(model.eval(z3.substitute(cond, (PACKET, _array(first.packet_out))), model_completion=True))
         if not holds or again.retval != first.retval:
             return row | {"skip": "rewrites the packet into one that takes another path on repetition"}
-    runs = []
+    runs, base = [], []
     for _ in range(rounds):
         reset()
         runs.append(loaded.run(prog, packet, repeat=repeat, ctx=ctx).duration_ns)
+        if empty is not None:
+            try:
+                base.append(empty.run(EMPTY, packet, repeat=repeat, ctx=ctx).duration_ns)
+            except (kernel.KernelRunError, kernel.PacketError):  # a multi-buffer packet: no linear-only twin
+                empty = None
+                base.clear()
     last = loaded.run(prog, packet, ctx=ctx)
     if last.retval != expected[0]:
         return row | {"skip": "map state written by the program moves the path under repetition"}
     measured = statistics.median(runs)
+    overhead = statistics.median(base) if base else profile.overhead_ns
     row.update(
         measured_ns=measured,
         runs=runs,
         error=round((row["predicted_ns"] - measured) / measured, 4),
         error_resolution=resolution_error(row["predicted_ns"], measured),
-        net_measured_ns=round(measured - profile.overhead_ns, 3),
+        overhead_ns=overhead,
+        overhead_runs=base,
+        net_measured_ns=round(measured - overhead, 3),
     )
     return row
 
