@@ -152,8 +152,24 @@ class FirstMatch:
                 terms.append(self.hit[run[0]])
                 continue
             _, _, into, none, _ = self._at[run[0]]
-            terms.append(z3.And(into, none, z3.Or([self._at[k][4] for k in run])))
+            terms.append(z3.And(into, none, any_of([self._at[k][4] for k in run])))
         return z3.Or(terms) if terms else z3.BoolVal(False)
+
+
+def any_of(terms: list[z3.BoolRef]) -> z3.BoolRef:
+    """The Or of `terms` with the conjuncts they all share taken out: And(C, Or(rests)) for
+    terms And(C, rest_i) (filters of one chain level share their protocol, ip_proto and
+    dissector conditions and differ in one key). The same set; z3 proves over it several
+    times faster (or_direct_udp_k48's soundness query: 0.35 -> 0.05 s)."""
+    parts = [t.children() if z3.is_and(t) else [t] for t in terms]
+    shared = set.intersection(*({x.get_id() for x in p} for p in parts))
+    if not shared:
+        return z3.Or(terms)
+    rests = [[x for x in p if x.get_id() not in shared] for p in parts]
+    common = [x for x in parts[0] if x.get_id() in shared]
+    if any(not r for r in rests):  # one term is the shared part alone: the Or is that part
+        return z3.And(common)
+    return z3.And(common + [z3.Or([r[0] if len(r) == 1 else z3.And(r) for r in rests])])
 
 
 def first_match(filters: list[Filter], d) -> FirstMatch:
