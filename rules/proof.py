@@ -89,33 +89,102 @@ def structure_errors(filters: list[Filter]) -> list[str]:
     return errors
 
 
+class FirstMatch:
+    """tc's first-match semantics as z3 terms, built filter by filter in classification order
+    (per chain, in prio order; chains in any order as long as every goto is added before the
+    filters of the chain it enters). A filter's hit: the packets entering its chain, that no
+    earlier filter of the chain matched, that it matches. The "no earlier filter" term of a
+    chain is built on the previous one's, so z3 shares it: linear in the filters.
+
+    `union` is the Or of several filters' hits, in the cheaper equivalent form for a run of
+    filters that follow each other in their chain: the packets that reach the first of the
+    run and match any of it (the first of the run that matches is the one that hits). The
+    entry into a chain is the union of the gotos into it. Same sets of packets, smaller
+    terms: z3 proves over the Or of the matches instead of an Or of nested first-match terms."""
+
+    def __init__(self):
+        self.hit: dict = {}  # key -> hit term
+        self._at: dict = {}  # key -> (chain, position in the chain, entry, none before it, match)
+        self._missed: dict[int, tuple[int, z3.BoolRef]] = {}  # chain -> (filters so far, none matched)
+        self._gotos: dict[int, list] = {}  # chain -> keys of the gotos into it
+        self._entry: dict[int, tuple[int, z3.BoolRef]] = {}  # chain -> (gotos then, its entry)
+
+    def add(self, key, chain: int, match: z3.BoolRef, goto: int | None = None) -> z3.BoolRef:
+        """Filter `key` of `chain` (after those added before in it) matching `match`, jumping
+        to chain `goto` if given; returns its hit."""
+        into = self.entry(chain)
+        n, none = self._missed.get(chain, (0, z3.BoolVal(True)))
+        self.hit[key] = z3.And(into, none, match)
+        self._at[key] = (chain, n, into, none, match)
+        self._missed[chain] = (n + 1, z3.And(none, z3.Not(match)))
+        if goto is not None:
+            self._gotos.setdefault(goto, []).append(key)
+        return self.hit[key]
+
+    def entry(self, chain: int) -> z3.BoolRef:
+        """The packets entering `chain` (chain 0: all; else the gotos into it so far), built
+        again only when a goto into it was added since."""
+        if chain == 0:
+            return z3.BoolVal(True)
+        keys = self._gotos.get(chain, [])
+        if self._entry.get(chain, (None,))[0] != len(keys):
+            self._entry[chain] = (len(keys), self.union(keys))
+        return self._entry[chain][1]
+
+    def union(self, keys) -> z3.BoolRef:
+        """The Or of the hits of filters `keys` (see the class doc)."""
+        runs: dict[tuple[int, int], list] = {}  # (chain, first position) -> the run's keys
+        by_chain: dict[int, list] = {}
+        for k in dict.fromkeys(keys):
+            by_chain.setdefault(self._at[k][0], []).append(k)
+        for chain, ks in by_chain.items():
+            ks.sort(key=lambda k: self._at[k][1])
+            run = [ks[0]]
+            for k in ks[1:]:
+                if self._at[k][1] != self._at[run[-1]][1] + 1:
+                    runs[(chain, self._at[run[0]][1])] = run
+                    run = []
+                run.append(k)
+            runs[(chain, self._at[run[0]][1])] = run
+        terms = []
+        for run in runs.values():
+            if len(run) == 1:
+                terms.append(self.hit[run[0]])
+                continue
+            _, _, into, none, _ = self._at[run[0]]
+            terms.append(z3.And(into, none, any_of([self._at[k][4] for k in run])))
+        return z3.Or(terms) if terms else z3.BoolVal(False)
+
+
+def any_of(terms: list[z3.BoolRef]) -> z3.BoolRef:
+    """The Or of `terms` with the conjuncts they all share taken out: And(C, Or(rests)) for
+    terms And(C, rest_i) (filters of one chain level share their protocol, ip_proto and
+    dissector conditions and differ in one key). The same set; z3 proves over it several
+    times faster (or_direct_udp_k48's soundness query: 0.35 -> 0.05 s)."""
+    parts = [t.children() if z3.is_and(t) else [t] for t in terms]
+    shared = set.intersection(*({x.get_id() for x in p} for p in parts))
+    if not shared:
+        return z3.Or(terms)
+    rests = [[x for x in p if x.get_id() not in shared] for p in parts]
+    common = [x for x in parts[0] if x.get_id() in shared]
+    if any(not r for r in rests):  # one term is the shared part alone: the Or is that part
+        return z3.And(common)
+    return z3.And(common + [z3.Or([r[0] if len(r) == 1 else z3.And(r) for r in rests])])
+
+
+def first_match(filters: list[Filter], d) -> FirstMatch:
+    """FirstMatch over the parsed filters, keyed by their index in file order."""
+    fm = FirstMatch()
+    for i in sorted(range(len(filters)), key=lambda i: (filters[i].chain, filters[i].prio, i)):
+        f = filters[i]
+        fm.add(i, f.chain, match_formula(f.match, d), f.goto)
+    return fm
+
+
 def hits(filters: list[Filter], d) -> list[z3.BoolRef]:
     """Per filter (file order): the packets that reach it from chain 0 and match it."""
-    order = sorted(range(len(filters)), key=lambda i: (filters[i].chain, filters[i].prio, i))
-    entry: dict[int, list[z3.BoolRef]] = {0: [z3.BoolVal(True)]}
-    missed: dict[int, z3.BoolRef] = {}  # per chain: no filter so far matched (one shared term)
-    ors: dict = {}
-    out: list[z3.BoolRef | None] = [None] * len(filters)
-    for i in order:
-        f = filters[i]
-        m = match_formula(f.match, d)
-        into = chain_entry(entry, f.chain, ors)
-        none = missed.get(f.chain, z3.BoolVal(True))
-        out[i] = z3.And(into, none, m)
-        missed[f.chain] = z3.And(none, z3.Not(m))
-        if f.goto is not None:
-            entry.setdefault(f.goto, []).append(out[i])
-    return out
-
-
-def chain_entry(entry: dict[int, list[z3.BoolRef]], chain: int, memo: dict) -> z3.BoolRef:
-    """The packets entering `chain` (the Or of `entry[chain]`, the goto hits into it), built
-    once per chain and again only when a goto into it was added since (z3.Or over many
-    terms is slow to build; ruleset.Checker uses it too)."""
-    terms = entry.get(chain, [])
-    if memo.get(chain, (None,))[0] != len(terms):
-        memo[chain] = (len(terms), z3.Or(terms) if terms else z3.BoolVal(False))
-    return memo[chain][1]
+    fm = first_match(filters, d)
+    return [fm.hit[i] for i in range(len(filters))]
 
 
 def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:
@@ -128,7 +197,8 @@ def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:
         proof.reached = {p: False for f, s in zip(filters, proof.sound) if s is not None for p in f.claims}
         proof.complete = [False] * len(blocks)
         return proof
-    hit = hits(filters, synth.d)
+    fm = first_match(filters, synth.d)
+    hit = [fm.hit[i] for i in range(len(filters))]
     good: dict[Outcome, z3.BoolRef] = {}
     groups: dict[tuple, list[int]] = {}  # filters of one (chain, prio): one action
     for i, f in enumerate(filters):
@@ -141,29 +211,29 @@ def prove_script(filters: list[Filter], synth, blocks=()) -> ScriptProof:
     for members in groups.values():
         bad = z3.Not(good[outcome_of(filters[members[0]].action, synth.ifnames, filters[members[0]].dev)])
         # one query for the whole prio; filter by filter only when it fails
-        if solver(*synth.env, z3.Or([hit[i] for i in members]), bad).check() == z3.unsat:
+        if solver(*synth.env, fm.union(members), bad).check() == z3.unsat:
             for i in members:
                 proof.sound[i] = True
             continue
         for i in members:
             proof.sound[i] = solver(*synth.env, hit[i], bad).check() == z3.unsat
-    claimed: dict[int, list[z3.BoolRef]] = {}
-    for f, h, s in zip(filters, hit, proof.sound):
+    claimed: dict[int, list[int]] = {}
+    for i, (f, s) in enumerate(zip(filters, proof.sound)):
         for p in f.claims if s is not None else ():
-            claimed.setdefault(p, []).append(h)
-    for p, hs in claimed.items():
+            claimed.setdefault(p, []).append(i)
+    for p, members in claimed.items():
         cond = synth.conds.get(p)
-        proof.reached[p] = cond is not None and solver(*synth.env, cond, z3.Or(hs)).check() == z3.sat
-    takes: dict[Outcome, list[z3.BoolRef]] = {}
-    for f, h in zip(filters, hit):
+        proof.reached[p] = cond is not None and solver(*synth.env, cond, fm.union(members)).check() == z3.sat
+    takes: dict[Outcome, list[int]] = {}
+    for i, f in enumerate(filters):
         o = outcome_of(f.action, synth.ifnames, f.dev)
         if o is not None:
-            takes.setdefault(o, []).append(h)
+            takes.setdefault(o, []).append(i)
     for i, b in enumerate(blocks):
         intended = z3.And(
             synth.reach(blocks[:i]), b.formula(synth.d), *[z3.Not(match_formula(m, synth.d)) for m in b.shields]
         )
-        taken = z3.Or(takes.get(b.outcome) or [z3.BoolVal(False)])
+        taken = fm.union(takes.get(b.outcome, []))
         proof.complete.append(solver(*synth.env, intended, z3.Not(taken)).check() == z3.unsat)
     return proof
 
