@@ -338,9 +338,9 @@ def _family_templates(synth: Synthesizer, s: Synthesizer, fam: str, p, o: Outcom
         made = Reason(
             "not-expressible",
             f"map {t.levels[0].map}: {', '.join(lv.keys[0] for lv in t.levels if lv.keys)} behind IPv6 "
-            "extension headers: flower's dissector stops at AH and mobility headers and reads no ports "
-            f"behind a fragment header, and the dissector model leaves flower's keys free after {MAX_EXT} "
-            "headers, where the program may still read the port; "
+            "extension headers is not proven for every packet (flower's dissector stops at AH and mobility "
+            "headers and reads no ports behind a fragment header, where the program reads on; the dissector "
+            f"model leaves flower's keys free after {MAX_EXT} headers); "
             + ("proven with --assume no-ipv6-ext" if prove(plain, shape) else "not proven even without them"),
         )
     return kept or made

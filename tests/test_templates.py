@@ -700,10 +700,10 @@ def _tcp6_behind(headers: list[int], dport: int) -> bytes:
 
 def test_ipv6_ports_behind_extension_headers_kernel():
     """What xdpfilt_alw_tcp does with a TCP port behind IPv6 extension headers (the kernel as
-    oracle), which templates._family_templates' reason rests on: with port 8080 flagged
-    DST|TCP the frame is dropped behind up to 5 destination-options headers (past the
-    dissector model's MAX_EXT, so the proof sees flower's keys free there) and aborted from 6
-    on (a drop); behind AH it is dropped where flower sees ip_proto 51 (no filter matches)."""
+    oracle; templates._family_templates' reason): with port 8080 flagged DST|TCP the frame
+    is dropped behind up to 5 destination-options headers (past the dissector model's
+    MAX_EXT) and aborted from 6 on (a drop); behind AH, mobility or a fragment header it is
+    dropped, where flower sees ip_proto 51 / 135 or no ports (no filter matches)."""
     kernel_ready()
     path = _clang("xdpfilt_alw_tcp")
     obj = load_object(path)
@@ -717,4 +717,4 @@ def test_ipv6_ports_behind_extension_headers_kernel():
         got = {n: verdict(_tcp6_behind([60] * n, 8080)) for n in range(9)}
         assert got == {n: "DROP" if n <= 5 else "ABORTED" for n in range(9)}, str(got)
         assert verdict(_tcp6_behind([60] * 5, 8081)) == "PASS"
-        assert verdict(_tcp6_behind([51], 8080)) == "DROP"
+        assert [verdict(_tcp6_behind([h], 8080)) for h in (51, 135, 44)] == ["DROP"] * 3
