@@ -60,11 +60,11 @@ from analyzer.symbolic import map_found, map_val, source_of, symbols
 from lifter.maps import is_global_data_section
 
 from . import lpmagg
-from .dissector import match_formula
+from .dissector import MAX_EXT, match_formula
 from .flower import FLOWER_KEYS, PROTOCOLS, Exact, FlowerMatch, exact, prefix_mask
 from .mapcontents import MapContents
 from .reasons import Reason
-from .synthesis import EXTRACTED, MAX_SHIELDS, Block, Outcome, Synthesizer, solver
+from .synthesis import EXTRACTED, MAX_SHIELDS, Block, Outcome, Synthesizer, assumption_constraints, solver
 
 #: Prios per level: one per mask shape (prefix lengths 0..128 of an address key).
 PRIO_BAND = 130
@@ -76,6 +76,8 @@ MAX_COMBOS = 16
 #: complement), over every path of the program; the synthesis' 10 s is too short for
 #: xdp-filter's IPv6 source address on a loaded machine.
 PROOF_TIMEOUT_MS = 120_000
+#: IPv6 without extension headers: where a moved key byte is guessed again (_family_templates).
+PLAIN_IPV6 = assumption_constraints(["no-ipv6-ext"])
 #: Keys whose contents may be aggregated into prefixes (an address set), and an LPM key's.
 ADDRESS_KEYS = ("src_ip", "dst_ip", "src_ip6", "dst_ip6")
 
@@ -212,8 +214,12 @@ def find_templates(synth: Synthesizer, first_chain: int = 1, first_prio: int = 1
         made = _path_templates(synth, p, o, mdefs)
         if isinstance(made, Reason) and made.detail.endswith(MOVED):
             # a parser that skips VLAN tags: a field at several offsets; per untagged family
-            views = [_path_templates(s, p, o, mdefs) for _, s in _per_family(synth, p)]
-            made = [t for v in views if isinstance(v, list) for t in v] or made
+            views = [_family_templates(synth, s, fam, p, o, mdefs) for fam, s in _per_family(synth, p)]
+            found = [t for v in views if isinstance(v, list) for t in v]
+            why = [v for v in views if isinstance(v, Reason) and not v.detail.endswith(MOVED)]
+            if found:  # a family's own reason (IPv6 ports) for the packets the others' templates leave
+                software += [([p.id], w) for w in why if not o.is_pass]
+            made = found or (why[0] if why else made)
         if made is None:
             continue
         if isinstance(made, Reason):
@@ -305,10 +311,49 @@ def _per_family(s: Synthesizer, p):
     for fam in ("ip", "ipv6", "arp"):
         only = d.skb_protocol == PROTOCOLS[fam]
         if solver(s.conds[p.id], *s.env, s.typical, only).check() == z3.sat:
-            view = copy.copy(s)
-            view.conds = {**s.conds, p.id: z3.And(s.conds[p.id], only)}
-            view.extracted = {}  # the view's blocks are not the program's path's
-            yield fam, view
+            yield fam, _restricted(s, p, [only])  # the view's blocks are not the program's path's
+
+
+def _family_templates(synth: Synthesizer, s: Synthesizer, fam: str, p, o: Outcome, mdefs: dict):
+    """_path_templates on family view `s`; for IPv6, when a key byte moves, again on plain
+    IPv6 headers (PLAIN_IPV6): behind an AH or mobility header the program may read the
+    port after it while flower's dissector stops there, a fragment header hides the ports
+    from flower, and the program and flower may give up after different numbers of headers.
+    Only the guess (layout, fixed keys) is restricted: each drop template found so is proven
+    at once against the program's own paths for every packet, and refused (with whether it
+    would prove under --assume no-ipv6-ext) when it does not."""
+    made = _path_templates(s, p, o, mdefs)
+    if fam != "ipv6" or not isinstance(made, Reason) or not made.detail.endswith(MOVED):
+        return made
+    again = _path_templates(_restricted(s, p, PLAIN_IPV6), p, o, mdefs)
+    if not isinstance(again, list):
+        return made
+    kept = []
+    for t in again:
+        t.synth = synth
+        shape = tuple(None for _ in t.levels)
+        if t.outcome.is_pass or any(lv.kind == "lpm" for lv in t.levels) or prove(t, shape):
+            kept.append(t)
+            continue
+        plain = dataclasses.replace(t, synth=copy.copy(synth), proved={}, excluded={})
+        plain.synth.env = [*synth.env, *PLAIN_IPV6]
+        made = Reason(
+            "not-expressible",
+            f"map {t.levels[0].map}: {', '.join(lv.keys[0] for lv in t.levels if lv.keys)} behind IPv6 "
+            "extension headers is not proven for every packet (flower's dissector stops at AH and mobility "
+            "headers and reads no ports behind a fragment header, where the program reads on; the dissector "
+            f"model leaves flower's keys free after {MAX_EXT} headers); "
+            + ("proven with --assume no-ipv6-ext" if prove(plain, shape) else "not proven even without them"),
+        )
+    return kept or made
+
+
+def _restricted(s: Synthesizer, p, extra: list) -> Synthesizer:
+    """A view of `s` with path `p`'s condition narrowed by `extra` (its own extraction)."""
+    view = copy.copy(s)
+    view.conds = {**s.conds, p.id: z3.And(s.conds[p.id], *extra)}
+    view.extracted = {}
+    return view
 
 
 def _same(a: Template, b: Template) -> bool:

@@ -684,3 +684,37 @@ def test_kernel_agrees_ipv4_ipv6_addresses(stem):
                 assert got_v == "DROP", f.hex()
             elif stem == "deny_addrs":
                 assert got_v == "PASS", f.hex()
+
+
+def _tcp6_behind(headers: list[int], dport: int) -> bytes:
+    """An IPv6 TCP frame to `dport` behind the given extension headers (hdrlen 0: 8 bytes
+    each, AH's (0 + 2) * 4 too)."""
+    l4 = struct.pack("!HHIIBBHHH", 1234, dport, 1, 0, 0x50, 2, 1, 0, 0)
+    chain = b""
+    for nxt in [*headers[1:], 6][: len(headers)]:
+        chain += bytes([nxt, 0]) + bytes(6)
+    first = headers[0] if headers else 6
+    ip6 = struct.pack("!IHBB16s16s", 6 << 28, len(chain) + len(l4), first, 64, bytes(15) + b"\1", bytes(15) + b"\2")
+    return (bytes.fromhex("020000000002020000000001") + b"\x86\xdd" + ip6 + chain + l4).ljust(60, b"\0")
+
+
+def test_ipv6_ports_behind_extension_headers_kernel():
+    """What xdpfilt_alw_tcp does with a TCP port behind IPv6 extension headers (the kernel as
+    oracle; templates._family_templates' reason): with port 8080 flagged DST|TCP the frame
+    is dropped behind up to 5 destination-options headers (past the dissector model's
+    MAX_EXT) and aborted from 6 on (a drop); behind AH, mobility or a fragment header it is
+    dropped, where flower sees ip_proto 51 / 135 or no ports (no filter matches)."""
+    kernel_ready()
+    path = _clang("xdpfilt_alw_tcp")
+    obj = load_object(path)
+    entries = {"filter_ports": [(struct.pack("!H", 8080) + bytes(2), struct.pack("<Q", 2 | 4))]}
+    with kernel.load(path, programs=[obj.programs[0].name]) as loaded:
+        write_entries(loaded, obj, entries)
+
+        def verdict(frame):
+            return VERDICTS.get(loaded.run(obj.programs[0].name, frame).retval)
+
+        got = {n: verdict(_tcp6_behind([60] * n, 8080)) for n in range(9)}
+        assert got == {n: "DROP" if n <= 5 else "ABORTED" for n in range(9)}, str(got)
+        assert verdict(_tcp6_behind([60] * 5, 8081)) == "PASS"
+        assert [verdict(_tcp6_behind([h], 8080)) for h in (51, 135, 44)] == ["DROP"] * 3
