@@ -30,10 +30,13 @@ State merging (`Options.merge`, on by default): our own, at the join points of t
 CFG, not angr's Veritesting (which needs angr's VEX-based CFG of the code, and an eBPF blob has
 none). `Scheduler` steps states in reverse post-order, so every state bound for a join point is
 there before any leaves it; states there with the same `shape` (call stack, map entries by
-slot, tail calls, effects, notes, loop counts) become one (`merge_states`): path condition the
-common constraints and the disjunction of the rest, every differing register, memory byte and
-path value a claripy If-term on the disjoint conditions. Exact, as the z3 engine's merge; K
-OR-ed tests then keep about K states instead of 2^K paths.
+slot, tail calls, effects, notes, loop counts) become one (`merge_states`): a fresh selector
+symbol is i exactly where state i's own constraints hold, the path condition is the common
+constraints and the disjunction of "selector i and state i's own", every differing register,
+memory byte and path value a claripy If-term on the selector. Exact, as the z3 engine's merge;
+K OR-ed tests then keep about K states instead of 2^K paths. A load through a merged pointer
+is split into one successor per address (`address_cases`), so packet reads stay at concrete
+addresses where the unmerged states' were.
 
 Loops are bounded by the `LoopBound` exploration technique (back edges from the lifter's CFG,
 counted per loop header as the z3 engine counts them). Resources are bounded by `Options`

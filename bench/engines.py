@@ -110,7 +110,7 @@ def main() -> int:
     import_s = time.perf_counter() - start
     print(f"import angr (and the engine): {import_s:.2f} s; load: {load0}")
     builds = ("clang", "gcc", "clang-v4", "nobtf") if args.toolchain == "all" else ("clang",)
-    objs = [p for b in builds for p in sorted((corpus.BUILD_DIR / b).glob("*.o"))] + sorted(corpus.external_objects())
+    objs = sorted(corpus.external_objects()) + [p for b in builds for p in sorted((corpus.BUILD_DIR / b).glob("*.o"))]
     print(
         f"{'object':<44} {'program':<22} {'z3 s':>8} {'path':>4}  {'angr s':>8} {'path':>4}  {'unmrg s':>8} "
         f"{'path':>4}  {'cross s':>8} {'cmp':>4} {'dis':>3}   (* = a budget cut paths)"

@@ -347,6 +347,29 @@ def test_csum_diff_kernel_selftest_vector():
     assert claripy.Solver().eval(got, 1)[0] == 0x3B3B
 
 
+def test_merged_pointer_load_splits_by_address():
+    """A pointer merged from states at different packet offsets (an If-term, plus the
+    load's offset) is read as one concrete address per case, each case's condition exclusive
+    of the others; an address with no If-term is not split."""
+    from angr import claripy
+
+    sel = claripy.BVS("b!merge.t", 2, explicit_name=True)
+    base = angr_engine.PKT_BASE
+    ptr = claripy.If(
+        sel == 0,
+        claripy.BVV(base + 14, 64),
+        claripy.If(sel == 1, claripy.BVV(base + 18, 64), claripy.BVV(base + 14, 64)),
+    )
+    cases = angr_engine.address_cases(ptr + 2)
+    solver = claripy.Solver()
+    got = {}
+    for cond, addr in cases:
+        assert not addr.symbolic
+        got[addr.concrete_value - base] = {v for v in solver.eval(sel, 4, extra_constraints=[cond])}
+    assert got == {16: {0, 2, 3}, 20: {1}}
+    assert angr_engine.address_cases(claripy.BVS("x", 64) + 2) == []
+
+
 @pytest.mark.parametrize("stem", ["bounded_loop", "bpf_loop_cb"])
 @pytest.mark.parametrize("bound", [1, 2, 3])
 def test_loop_bound_as_the_z3_engine(stem, bound):
