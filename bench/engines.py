@@ -1,6 +1,6 @@
 """The angr engine's time per program next to the z3 engine's (issue 16).
 
-For every XDP program of the clang corpus build and Debian's objects (--toolchain all: the
+For every XDP program of Debian's objects, then the clang corpus build (--toolchain all: the
 gcc, clang-v4 and nobtf builds too; or those matching --filter), in one process (angr's
 import, ~20 s on a loaded machine, is paid once and printed; z3's and angr's start-up are
 paid by an untimed warm-up on the first program): `explore` (z3) and `explore_angr` (merged
