@@ -30,10 +30,13 @@ State merging (`Options.merge`, on by default): our own, at the join points of t
 CFG, not angr's Veritesting (which needs angr's VEX-based CFG of the code, and an eBPF blob has
 none). `Scheduler` steps states in reverse post-order, so every state bound for a join point is
 there before any leaves it; states there with the same `shape` (call stack, map entries by
-slot, tail calls, effects, notes, loop counts) become one (`merge_states`): path condition the
-common constraints and the disjunction of the rest, every differing register, memory byte and
-path value a claripy If-term on the disjoint conditions. Exact, as the z3 engine's merge; K
-OR-ed tests then keep about K states instead of 2^K paths.
+slot, tail calls, effects, notes, loop counts) become one (`merge_states`): a fresh selector
+symbol is i exactly where state i's own constraints hold, the path condition is the common
+constraints and the disjunction of "selector i and state i's own", every differing register,
+memory byte and path value a claripy If-term on the selector. Exact, as the z3 engine's merge;
+K OR-ed tests then keep about K states instead of 2^K paths. A load through a merged pointer
+is split into one successor per address (`address_cases`), so packet reads stay at concrete
+addresses where the unmerged states' were.
 
 Loops are bounded by the `LoopBound` exploration technique (back edges from the lifter's CFG,
 counted per loop header as the z3 engine counts them). Resources are bounded by `Options`
@@ -256,6 +259,8 @@ class Context:
     programs_seen: list[str] = field(default_factory=list)
     insns: int = 0
     fresh: int = 0
+    #: merge selector name -> the inputs its conditions depend on (`merge_states`, `sources`)
+    merged_sources: dict[str, set] = field(default_factory=dict)
 
     def addr(self, section: str, pc: int) -> int:
         return self.section_base[section] + 8 * pc
@@ -422,7 +427,11 @@ class Step:
                 low = claripy.Reverse(low)
             self.set(insn.dst, low if insn.bits == 64 else claripy.ZeroExt(64 - insn.bits, low))
         elif isinstance(insn, Load):
-            v = self.load(self.reg(insn.base) + insn.off, insn.size)
+            addr = self.reg(insn.base) + insn.off
+            cases = address_cases(addr) if addr.symbolic else []
+            if len(cases) > 1:
+                return self.split_load(cases)
+            v = self.load(addr, insn.size)
             self.set(
                 insn.dst,
                 claripy.SignExt(64 - 8 * insn.size, v)
@@ -535,6 +544,25 @@ class Step:
             self.ctx.read_maps.add(region[0][7:])
         return self.s.memory.load(addr, size, endness=Endness.LE)
 
+    def split_load(self, cases: list):
+        """A load through a merged pointer (an If-term over the merged states' addresses):
+        one successor per address, guarded by its case's condition, each loading at that
+        address. Without the split angr concretizes the If-address into a range read (solver
+        calls for its bounds, then an If-chain over every byte between), and every later
+        branch on the loaded value is as slow."""
+        insn, out = self.insn, []
+        for cond, leaf in cases:
+            if not self.s.solver.satisfiable(extra_constraints=[cond]):
+                continue
+            t = self.s.copy()
+            t.solver.add(cond)
+            v = Step(self.ctx, t, self.func, insn).load(leaf, insn.size)
+            if insn.size < 8:
+                v = claripy.SignExt(64 - 8 * insn.size, v) if insn.signed else claripy.ZeroExt(64 - 8 * insn.size, v)
+            self.set(insn.dst, v, t)
+            out += self.next(t, cond)
+        return out
+
     def store(self, addr, value, state=None) -> None:
         st = state or self.s
         region = self.region(addr, st)
@@ -585,7 +613,7 @@ class Step:
                     st.globals["program"], self.func.name, self.func.section, self.insn.pc, kind
                 )
             site.visits += 1
-            srcs = sources(cond)
+            srcs = sources(cond, self.ctx)
             site.all_sources |= srcs
             st.globals["sites"] = st.globals["sites"] | {key}
             if len(ways) == 1:
@@ -1123,6 +1151,36 @@ def csum_from32to16(x):
     return (x + claripy.RotateRight(x, 16))[31:16]
 
 
+#: Most addresses a load through a merged pointer is split into (`address_cases`).
+MAX_ADDRESS_CASES = 16
+
+
+def address_cases(addr) -> list:
+    """[(condition, address)] for an address built of If-terms (a pointer merged from states
+    that held different ones) and additions: the If-terms pushed out, each address free of
+    them, the same addresses' conditions joined; [] when it has none or more than
+    MAX_ADDRESS_CASES of them."""
+    if addr.op == "If":
+        c, a, b = addr.args
+        inner = [(claripy.And(c, ca), x) for ca, x in address_cases(a) or [(claripy.true(), a)]]
+        inner += [(claripy.And(claripy.Not(c), cb), x) for cb, x in address_cases(b) or [(claripy.true(), b)]]
+    elif addr.op == "__add__" and any(x.op == "If" for x in addr.args):
+        inner = [(claripy.true(), _bv(0, addr.size()))]
+        for arg in addr.args:
+            parts = address_cases(arg) or [(claripy.true(), arg)]
+            inner = [(claripy.And(c, ca), x + y) for c, x in inner for ca, y in parts]
+            if len(inner) > MAX_ADDRESS_CASES:
+                return []
+    else:
+        return []
+    joined: dict = {}
+    for c, x in inner:
+        prev = joined.get(x.hash())
+        joined[x.hash()] = (c if prev is None else claripy.Or(prev[0], c), x)
+    out = list(joined.values())
+    return out if len(out) <= MAX_ADDRESS_CASES else []
+
+
 def compare(cond: Cond, wide: bool, a, b):
     """The jump condition `a COND b` on real values (pointers are addresses here)."""
     if not wide:
@@ -1143,9 +1201,16 @@ def compare(cond: Cond, wide: bool, a, b):
     return ops[cond]()
 
 
-def sources(expr) -> set:
-    """The program inputs a claripy expression depends on (by symbol name, symbolic.py)."""
-    return {src for name in expr.variables if (src := source_of(name)) is not None}
+def sources(expr, ctx: Context | None = None) -> set:
+    """The program inputs a claripy expression depends on (by symbol name, symbolic.py; a
+    merge selector stands for the inputs of the conditions it selects by)."""
+    out = set()
+    for name in expr.variables:
+        if ctx is not None and name in ctx.merged_sources:
+            out |= ctx.merged_sources[name]
+        elif (src := source_of(name)) is not None:
+            out.add(src)
+    return out
 
 
 # --- exploration: loop bounds, budgets, merging -------------------------------------------
@@ -1288,20 +1353,29 @@ def join(values: list, conds: list):
     return out
 
 
-def merge_states(states: list):
-    """One state for several at the same place with the same `shape`: its path condition
-    is the common constraints and the disjunction of the rest, registers and memory are
-    merged by angr with these conditions (if-then-else per differing value), and the path
-    data in `globals` is joined here. Exact: the conditions are disjoint."""
+def merge_states(ctx: Context, states: list):
+    """One state for several at the same place with the same `shape`: a fresh selector
+    `b!merge.<n>` equals i exactly where state i's own constraints (those not common to all)
+    hold, and the path condition is the common constraints and the disjunction of
+    "selector i and state i's rest"; registers and memory are merged by angr on "selector
+    == i" (if-then-else per differing value), and the path data in `globals` is joined
+    here. Exact: the conditions are disjoint, so the selector is a function of the inputs.
+    Why a selector and not the conditions themselves in every if-then-else: each merged
+    value would carry a copy of the path conditions, which nest merge after merge (terms of
+    10^8 characters on xdp-filter's VLAN and IPv6 walks, 10-25 s per solver call)."""
     cons = [list(s.solver.constraints) for s in states]
     common_ids = set.intersection(*[{c.hash() for c in cs} for cs in cons])
     common = [c for c in cons[0] if c.hash() in common_ids]
     rests = [[c for c in cs if c.hash() not in common_ids] for cs in cons]
-    conds = [claripy.And(*rest) if rest else claripy.true() for rest in rests]
+    own = [claripy.And(*rest) if rest else claripy.true() for rest in rests]
+    name = f"b!merge.{ctx.next_id()}"
+    selector = claripy.BVS(name, max(1, (len(states) - 1).bit_length()), explicit_name=True)
+    conds = [selector == i for i in range(len(states))]
+    ctx.merged_sources[name] = sources(claripy.Or(*own), ctx)
     merged, _, _ = states[0].merge(
         *states[1:], merge_conditions=[[c] for c in conds], plugin_whitelist=["registers", "memory"]
     )
-    merged.solver.reload_solver(common + [claripy.Or(*conds)])
+    merged.solver.reload_solver(common + [claripy.Or(*[claripy.And(c, o) for c, o in zip(conds, own)])])
     gs = [s.globals for s in states]
     g = merged.globals
     for k in ("head", "end", "meta", "frags"):
@@ -1401,7 +1475,7 @@ class Scheduler:
             if len(states) == 1:
                 out.append(states[0])
                 continue
-            merged = merge_states(states)
+            merged = merge_states(self.ctx, states)
             ids = {id(st) for st in states}
             simgr.drop(stash="active", filter_func=lambda st, ids=ids: id(st) in ids)
             simgr.active.append(merged)

@@ -1,18 +1,19 @@
 """The angr engine's time per program next to the z3 engine's (issue 16).
 
-For every XDP program of the clang corpus build and Debian's objects (--toolchain all: the
-gcc, clang-v4 and nobtf builds too; or those matching --filter): `explore` (z3) and
-`explore_angr` (merged states, the default), each timed REPEAT times in this process after
-one untimed warm-up of both (angr's import and z3's start-up are not per-program costs), the
-median kept, with both engines' path counts and any budget the angr run hit; then, unless
+For every XDP program of Debian's objects, then the clang corpus build (--toolchain all: the
+gcc, clang-v4 and nobtf builds too; or those matching --filter), in one process (angr's
+import, ~20 s on a loaded machine, is paid once and printed; z3's and angr's start-up are
+paid by an untimed warm-up on the first program): `explore` (z3) and `explore_angr` (merged
+states, the default), each timed REPEAT times, the median kept, with both engines' path
+counts and how many paths a budget cut; --unmerged adds angr without merging; then, unless
 --no-cross-check, the whole cross-check (both explorations, unmerged angr when it fits in
 crosscheck.UNMERGED_STATES, plus the comparison; one run): its time, comparisons and
-disagreements. A program past --timeout seconds is reported as such (the run goes on in a
-child process that is killed). Results in bench/results/angr-<date>[-<filter>].json; the import time
-of angr and the machine's load (`uptime`) are printed too.
+disagreements. --timeout bounds each exploration with the engines' own budget (the run
+then ends PARTIAL, shown as cut paths). Results in bench/results/angr-<date>[-<filter>].json,
+with the machine's load (`os.getloadavg`) before and after.
 
     .venv/bin/python bench/engines.py [--repeat 3] [--filter SUBSTRING] [--toolchain clang|all]
-        [--timeout 120] [--no-cross-check]
+        [--timeout 300] [--unmerged] [--no-cross-check]
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,25 +36,23 @@ from analyzer.explore import Options, explore  # noqa: E402
 from lifter.program import load_object  # noqa: E402
 
 
-def run_one(path: str, program: str, repeat: int, cross: bool) -> dict:
+def run_one(path: Path, program: str, repeat: int, cross: bool, unmerged: bool, timeout: float) -> dict:
+    """One program's row: each engine's median time and paths, then the cross-check."""
     from analyzer.angr_engine import explore_angr
     from analyzer.crosscheck import cross_check
 
     obj = load_object(path)
     prog = obj.program(program)
-    explore(obj, prog, Options())
-    explore_angr(obj, prog, Options())
-    row = {"object": str(Path(path).relative_to(ROOT)), "program": program}
-    engines = (
-        ("z3", explore, Options()),
-        ("angr", explore_angr, Options()),
-        ("angr_unmerged", explore_angr, Options(merge=False)),  # the engine before merging (default Limits)
-    )
-    for engine, fn, options in engines:
+    options = Options(timeout=timeout)
+    row = {"object": str(path.relative_to(ROOT)), "program": program}
+    engines = [("z3", explore, options), ("angr", explore_angr, options)]
+    if unmerged:
+        engines.append(("angr_unmerged", explore_angr, replace(options, merge=False)))
+    for engine, fn, opts in engines:
         times, paths = [], 0
         for _ in range(repeat):
             start = time.perf_counter()
-            e = fn(obj, prog, options)
+            e = fn(obj, prog, opts)
             times.append(time.perf_counter() - start)
             paths = len(e.paths)
         row[engine] = {"median_s": statistics.median(times), "paths": paths}
@@ -61,7 +60,7 @@ def run_one(path: str, program: str, repeat: int, cross: bool) -> dict:
             row[engine]["cut"] = len(e.budget.cut)
     if cross:
         start = time.perf_counter()
-        r = cross_check(obj, prog, Options()).report
+        r = cross_check(obj, prog, options).report
         row["cross_check"] = {
             "s": time.perf_counter() - start,
             "disagreements": len(r.disagreements),
@@ -72,79 +71,87 @@ def run_one(path: str, program: str, repeat: int, cross: bool) -> dict:
     return row
 
 
+def line(row: dict) -> str:
+    """The row as a table line."""
+    if "error" in row:
+        return f"{row['object']:<44} {row['program']:<22} {row['error'][:60]}"
+
+    def cell(engine: str) -> str:
+        if engine not in row:
+            return " " * 14
+        e = row[engine]
+        return f"{e['median_s']:8.2f} {e['paths']:4}{'*' if 'cut' in e else ' '}"
+
+    cc = ""
+    if "cross_check" in row:
+        c = row["cross_check"]
+        cc = f"{c['s']:8.2f} {c['compared']:4} {c['disagreements']:3} {'merged' if c['angr_merged'] else ''}"
+    return f"{row['object']:<44} {row['program']:<22} {cell('z3')} {cell('angr')} {cell('angr_unmerged')} {cc}"
+
+
+def save(out: Path, import_s: float, load0, rows: list, load1=None) -> None:
+    data = {"import_angr_s": import_s, "load_before": load0, "load_after": load1, "rows": rows}
+    out.write_text(json.dumps(data, indent=2))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--filter", default="")
     ap.add_argument("--toolchain", choices=("clang", "all"), default="clang")
-    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--unmerged", action="store_true")
     ap.add_argument("--no-cross-check", action="store_true")
-    ap.add_argument("--one", nargs=2, metavar=("PATH", "PROGRAM"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.one:
-        print(json.dumps(run_one(*args.one, args.repeat, not args.no_cross_check)))
-        return 0
+    load0 = os.getloadavg()
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import angr"], check=True, capture_output=True)
+    import analyzer.angr_engine  # noqa: F401
+
     import_s = time.perf_counter() - start
-    print(f"python -c 'import angr': {import_s:.2f} s; load: {os.getloadavg()}")
+    print(f"import angr (and the engine): {import_s:.2f} s; load: {load0}")
     builds = ("clang", "gcc", "clang-v4", "nobtf") if args.toolchain == "all" else ("clang",)
-    objs = [p for b in builds for p in sorted((corpus.BUILD_DIR / b).glob("*.o"))] + sorted(corpus.external_objects())
-    rows = []
+    objs = sorted(corpus.external_objects()) + [p for b in builds for p in sorted((corpus.BUILD_DIR / b).glob("*.o"))]
     print(
-        f"{'object':<44} {'program':<22} {'z3 s':>7} {'paths':>5} {'angr s':>7} {'paths':>5} {'unmrg s':>7} "
-        f"{'paths':>5}  {'cross s':>8} "
-        f"{'cmp':>4} {'dis':>3}"
+        f"{'object':<44} {'program':<22} {'z3 s':>8} {'path':>4}  {'angr s':>8} {'path':>4}  {'unmrg s':>8} "
+        f"{'path':>4}  {'cross s':>8} {'cmp':>4} {'dis':>3}   (* = a budget cut paths)"
     )
+    out_dir = ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    suffix = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.filter)
+    out = out_dir / f"angr-{datetime.date.today().isoformat()}{'-' + suffix if suffix else ''}.json"
+    rows, warm, began = [], False, time.perf_counter()
     for path in objs:
         if args.filter not in str(path):
             continue
         for prog in load_object(path).programs:
             if not prog.is_xdp:
                 continue
-            cmd = [sys.executable, __file__, "--one", str(path), prog.name, "--repeat", str(args.repeat)]
-            if args.no_cross_check:
-                cmd.append("--no-cross-check")
             try:
-                out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
-                row = (
-                    json.loads(out.stdout.strip().splitlines()[-1])
-                    if out.returncode == 0
-                    else {"object": str(path.relative_to(ROOT)), "program": prog.name, "error": out.stderr[-300:]}
-                )
-            except subprocess.TimeoutExpired:
-                row = {
-                    "object": str(path.relative_to(ROOT)),
-                    "program": prog.name,
-                    "error": f"over {args.timeout:.0f} s",
-                }
+                if not warm:
+                    run_one(path, prog.name, 1, False, False, args.timeout)
+                    warm = True
+                row = run_one(path, prog.name, args.repeat, not args.no_cross_check, args.unmerged, args.timeout)
+            except Exception as e:  # noqa: BLE001 - a failing program is a row of the table
+                row = {"object": str(path.relative_to(ROOT)), "program": prog.name, "error": f"{type(e).__name__}: {e}"}
             rows.append(row)
-            if "error" in row:
-                print(f"{row['object']:<44} {prog.name:<22} {row['error'].splitlines()[-1][:60]}")
-                continue
-            cc = ""
-            if "cross_check" in row:
-                c = row["cross_check"]
-                cc = f"{c['s']:8.2f} {c['compared']:4} {c['disagreements']:3} {'merged' if c['angr_merged'] else ''}"
-            print(
-                f"{row['object']:<44} {prog.name:<22} {row['z3']['median_s']:7.3f} {row['z3']['paths']:5} "
-                f"{row['angr']['median_s']:7.3f} {row['angr']['paths']:5} {row['angr_unmerged']['median_s']:7.3f} "
-                f"{row['angr_unmerged']['paths']:5}{'*' if 'cut' in row['angr_unmerged'] else ' '} {cc}",
-                flush=True,
-            )
+            print(line(row), flush=True)
+            save(out, import_s, load0, rows)  # after each row: a stopped run keeps what it measured
     ok = [r for r in rows if "error" not in r]
+    total = time.perf_counter() - began
     if ok:
+        cc = [r["cross_check"] for r in ok if "cross_check" in r]
         print(
-            f"median per program: z3 {statistics.median(r['z3']['median_s'] for r in ok):.3f} s, "
-            f"angr {statistics.median(r['angr']['median_s'] for r in ok):.3f} s, angr unmerged "
-            f"{statistics.median(r['angr_unmerged']['median_s'] for r in ok):.3f} s over {len(ok)} programs; "
-            f"{len(rows) - len(ok)} failed or timed out"
+            f"{len(ok)} programs in {total:.0f} s; median per program: z3 "
+            f"{statistics.median(r['z3']['median_s'] for r in ok):.3f} s, angr "
+            f"{statistics.median(r['angr']['median_s'] for r in ok):.3f} s; sums: z3 "
+            f"{sum(r['z3']['median_s'] for r in ok):.0f} s, angr {sum(r['angr']['median_s'] for r in ok):.0f} s; "
+            f"cut by a budget: z3 {sum('cut' in r['z3'] for r in ok)}, angr {sum('cut' in r['angr'] for r in ok)}; "
+            f"cross-checked {len(cc)} in {sum(c['s'] for c in cc):.0f} s, "
+            f"{sum(c['disagreements'] for c in cc)} disagreements; {len(rows) - len(ok)} failed"
         )
-    out_dir = ROOT / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    suffix = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.filter)
-    out = out_dir / f"angr-{datetime.date.today().isoformat()}{'-' + suffix if suffix else ''}.json"
-    out.write_text(json.dumps({"import_angr_s": import_s, "load": os.getloadavg(), "rows": rows}, indent=2))
+    load1 = os.getloadavg()
+    print(f"load before {load0}, after {load1}")
+    save(out, import_s, load0, rows, load1)
     print(f"results in {out.relative_to(ROOT)}")
     return 0
 
