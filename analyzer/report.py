@@ -117,7 +117,10 @@ def path_json(e: Exploration, path: Path, condition: bool = True, decoder: Decod
     }
     if condition:
         doc["condition"] = e.condition(path).sexpr()
-    doc["fields"] = (decoder or Decoder(e.environment())).render(e.condition(path))
+    # a path a time budget cut has no decoded fields: its `truncated` says where it stopped,
+    # and decoding (z3 queries per path) would outlast the budget (issue 14)
+    cut = e.budget is not None and path.id in e.budget.cut
+    doc["fields"] = None if cut else (decoder or Decoder(e.environment())).render(e.condition(path))
     return doc
 
 
