@@ -149,6 +149,8 @@ class Exploration:
     budget: Budget | None = None  # what the time budget cut, when one was given
     #: memos of `condition` (path id -> (path, condition)) and `environment` ((assertions, list))
     _conditions: dict = field(default_factory=dict)
+    #: report.insn_range's memo over the paths' instruction-count terms (z3 id -> values)
+    step_values: dict = field(default_factory=dict)
     _environment: tuple | None = None
 
     def summarised(self, path: Path) -> list[str]:
