@@ -153,6 +153,12 @@ class Exploration:
     step_values: dict = field(default_factory=dict)
     _environment: tuple | None = None
 
+    def cut_by_budget(self, path: Path) -> bool:
+        """Whether a time budget cut `path` (UNKNOWN): the reports skip what they would
+        derive from its end (decoded fields, counterexamples, outputs), which it never
+        reached, and which would outlast the budget."""
+        return self.budget is not None and path.id in self.budget.cut
+
     def summarised(self, path: Path) -> list[str]:
         """The summaries the path's condition, verdict or redirect reads: on those its
         decisions are taken as possible both ways (sound for proofs, not for witnesses)."""

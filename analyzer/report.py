@@ -118,9 +118,8 @@ def path_json(e: Exploration, path: Path, condition: bool = True, decoder: Decod
     }
     if condition:
         doc["condition"] = e.condition(path).sexpr()
-    # a path a time budget cut has no decoded fields: its `truncated` says where it stopped,
-    # and decoding (z3 queries per path) would outlast the budget (issue 14)
-    cut = e.budget is not None and path.id in e.budget.cut
+    # a path a time budget cut has no decoded fields: its `truncated` says where it stopped
+    cut = e.cut_by_budget(path)
     doc["fields"] = None if cut else (decoder or Decoder(e.environment())).render(e.condition(path))
     return doc
 

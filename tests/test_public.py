@@ -321,6 +321,20 @@ def test_tailcall_stages_partial_report_follows_the_tail_calls(objects, capsys):
     assert passed and all(p["programs"] == ["xdp_stages_entry"] for p in passed)
 
 
+def test_rules_on_cut_paths_say_where_and_nothing_more(objects, capsys):
+    # rules and check after a budget ran out: the cut paths stay in software with the place
+    # they were cut, and get no counterexample and no decoded `when` (both are z3 work on
+    # an end the path never reached, and would outlast the budget).
+    path = str(objects["tailcall_stages"])
+    code, out, _ = run_cli(capsys, "rules", "--dev", "eth0", "--format", "json", "--timeout", "1", path)
+    cut = [f for f in json.loads(out)["fates"] if "time budget of 1 s ran out at" in f["detail"]]
+    assert cut and all(f["verdict"] == UNKNOWN and not f["offloaded"] for f in cut)
+    assert all(f["counterexample"] is None and "tailcall_stages.c:" in f["detail"] for f in cut)
+    code, out, _ = run_cli(capsys, "rules", "--dev", "eth0", "--timeout", "1", path)
+    lines = [line for line in out.splitlines() if "time budget of 1 s ran out at" in line]
+    assert len(lines) == len(cut) and not [line for line in lines if " when " in line]
+
+
 def test_partial_explorations_cover_every_input(objects):
     # In-process, the same budgets: eUPF's GTP paths and the stages' hashes are cut, and the
     # union of every path condition is still every input.

@@ -59,7 +59,7 @@ def build(stems=None) -> dict[str, Path]:
     headers = [p.stat().st_mtime for p in [*HERE.rglob("*.h"), *(ROOT / "corpus" / "include").glob("*.h")]]
     out = {}
     for stem in stems or SOURCES:
-        src, obj = HERE / PATHS.get(stem, f"{stem}.c"), OUT / f"{stem}.o"
+        src, obj = (HERE / PATHS.get(stem, f"{stem}.c")).resolve(), OUT / f"{stem}.o"
         newest = max([src.stat().st_mtime, *headers])
         if not obj.exists() or obj.stat().st_mtime < newest:
             cmd = [cc, "-O2", "-g", "-target", "bpf", "-Wno-everything", "-I", str(HERE / "include"), "-I", str(HERE)]
