@@ -47,18 +47,23 @@ class Options:
     max_insns: int = 2_000_000  # instructions executed over all states
     max_paths: int = 20_000
     merge: bool = True
-    #: seconds for the whole exploration (None: no limit); states still open when it runs
-    #: out end as UNKNOWN paths that say where they were cut (`--timeout`)
+    #: seconds for the exploration and its report (None: no limit; explore.EXPLORE_SHARE of
+    #: it explores); states still open when it runs out end as UNKNOWN paths that say where
+    #: they were cut (`--timeout`)
     timeout: float | None = None
     #: seconds one path may take (None: no limit), counted from the start of its oldest branch
     path_timeout: float | None = None
+    #: when `timeout` started counting (`time.perf_counter()`; None: when the exploration
+    #: starts): a command that explores several programs gives them one budget
+    started: float | None = None
 
 
 @dataclass
 class Budget:
     """What a time budget left out (`Options.timeout`, `Options.path_timeout`): whether the
     whole budget ran out, the functions some path executed and those none reached
-    ("program:function", tail-called programs included), and the paths a budget cut (each
+    ("program:function"; tail-called programs and every program a PROG_ARRAY of the object
+    names in its static `.values` included), and the paths a budget cut (each
     says where in `truncated`: UNKNOWN, so never offloaded)."""
 
     timeout: float | None
@@ -144,7 +149,15 @@ class Exploration:
     budget: Budget | None = None  # what the time budget cut, when one was given
     #: memos of `condition` (path id -> (path, condition)) and `environment` ((assertions, list))
     _conditions: dict = field(default_factory=dict)
+    #: report.insn_range's memo over the paths' instruction-count terms (z3 id -> values)
+    step_values: dict = field(default_factory=dict)
     _environment: tuple | None = None
+
+    def cut_by_budget(self, path: Path) -> bool:
+        """Whether a time budget cut `path` (UNKNOWN): the reports skip what they would
+        derive from its end (decoded fields, counterexamples, outputs), which it never
+        reached, and which would outlast the budget."""
+        return self.budget is not None and path.id in self.budget.cut
 
     def summarised(self, path: Path) -> list[str]:
         """The summaries the path's condition, verdict or redirect reads: on those its

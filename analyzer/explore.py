@@ -128,6 +128,24 @@ class Observer:
         """`state` ended as `path`."""
 
 
+#: The share of `Options.timeout` the exploration may take: the rest is left to the report of
+#: what it found and cut (decoding fields, map proofs: ~5-9 s of 60 on the 20k-instruction
+#: tailcall_stages and on eUPF under load, issue 14).
+EXPLORE_SHARE = 0.8
+
+#: z3's own default for a solver's "timeout" parameter (UINT_MAX ms: none).
+NO_SOLVER_TIMEOUT = 4294967295
+
+
+class OutOfTime(Exception):
+    """A solver check that a time budget stopped; `why` says which budget and where the
+    state was (the state is cut there as a whole: forks of the same instruction included)."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
 class Explorer:
     """One exploration; `calls.py` adds the helper and call semantics (it sees this class only
     through its `Engine` interface)."""
@@ -179,7 +197,8 @@ class Explorer:
     def run(self) -> Exploration:
         start = time.perf_counter()
         opts = self.options
-        deadline = self._deadline = None if opts.timeout is None else start + opts.timeout
+        begun = start if opts.started is None else opts.started
+        deadline = self._deadline = None if opts.timeout is None else begun + opts.timeout * EXPLORE_SHARE
         initial = self._initial(self.program)
         self.observer.on_start(initial)
         self._push(initial)
@@ -208,13 +227,17 @@ class Explorer:
                 continue
             self._functions_run.add(state.func.key)
             self._block_start = now
-            self._run_block(state)
+            try:
+                self._run_block(state)
+            except OutOfTime as stop:  # a solver check the budget stopped: cut where it was
+                self.end_path(state, UNKNOWN, None, truncated=stop.why)
             if self.progress is not None and time.perf_counter() - last_report > 0.5:
                 last_report = time.perf_counter()
                 self.progress(len(self.paths), len(self._heap), self.insns)
         budget = None
         if opts.timeout is not None or opts.path_timeout is not None:
             budget = self._budget(self._ran_out)
+            self.solver.set("timeout", NO_SOLVER_TIMEOUT)  # the solver goes on to the proofs
         return Exploration(
             self.obj,
             self.program,
@@ -234,18 +257,29 @@ class Explorer:
 
     def _out_of_time(self, state: State) -> bool:
         """Inside a long block: end `state` as cut when a time budget ran out."""
+        why = self._over_budget(state)
+        if why is not None:
+            self.end_path(state, UNKNOWN, None, truncated=why)
+        return why is not None
+
+    def _over_budget(self, state: State) -> str | None:
+        """Why and where `state` is cut when a time budget has run out, else None."""
         now = time.perf_counter()
         if self._deadline is not None and now >= self._deadline:
             self._ran_out = True
-            why = self._cut(state, f"time budget of {self.options.timeout:g} s")
-        elif (
-            self.options.path_timeout is not None and state.spent + now - self._block_start >= self.options.path_timeout
-        ):
-            why = self._cut(state, f"path time budget of {self.options.path_timeout:g} s")
-        else:
-            return False
-        self.end_path(state, UNKNOWN, None, truncated=why)
-        return True
+            return self._cut(state, f"time budget of {self.options.timeout:g} s")
+        if self.options.path_timeout is not None and state.spent + now - self._block_start >= self.options.path_timeout:
+            return self._cut(state, f"path time budget of {self.options.path_timeout:g} s")
+        return None
+
+    def _time_left(self, state: State) -> float | None:
+        """Seconds until a time budget cuts `state` (None: no budget)."""
+        now = time.perf_counter()
+        left = None if self._deadline is None else self._deadline - now
+        if self.options.path_timeout is not None:
+            path_left = self.options.path_timeout - (state.spent + now - self._block_start)
+            left = path_left if left is None else min(left, path_left)
+        return left
 
     def _cut(self, s: State, budget: str) -> str:
         """Why and where a budget cut this state (the instruction and source line it was at)."""
@@ -253,8 +287,15 @@ class Explorer:
         return f"{budget} ran out at {self.where(s)}{steps}"
 
     def _budget(self, ran_out: bool) -> Budget:
+        # the programs it ran, and those the object's PROG_ARRAYs name that no path reached
+        named = {
+            n
+            for m in self.obj.maps
+            if m.type is not None and m.type.holds == "program"
+            for n in m.static_values.values()
+        }
         programs = [self.program] + [
-            p for p in self.obj.programs if p.name in self.programs_seen and p is not self.program
+            p for p in self.obj.programs if (p.name in self.programs_seen or p.name in named) and p is not self.program
         ]
         explored, not_reached = [], []
         for prog in programs:
@@ -379,8 +420,14 @@ class Explorer:
         return out
 
     def feasible(self, state: State, *extra: z3.BoolRef) -> bool:
+        left = self._time_left(state)
+        if left is not None:  # one check must not outlast the budget (z3 counts milliseconds)
+            self.solver.set("timeout", max(1, int(left * 1000) + 1))
         result = self.solver.check(*state.path, *extra)
         if result == z3.unknown:
+            why = None if left is None else self._over_budget(state)
+            if why is not None:
+                raise OutOfTime(why)
             raise ExplorationError(f"z3 gave up on a path condition: {self.solver.reason_unknown()}")
         return result == z3.sat
 

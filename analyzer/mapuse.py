@@ -80,7 +80,9 @@ class _Prover:
 
     def _outputs(self, p: Path) -> list[z3.ExprRef]:
         """What a path does to the packet beyond its condition: return value, redirect,
-        packet bytes and bounds."""
+        packet bytes and bounds (none for a path a time budget cut: it never got to its end)."""
+        if self.e.cut_by_budget(p):
+            return []
         out = [p.pkt, p.head, p.end]
         if p.retval is not None:
             out.append(p.retval)

@@ -45,12 +45,13 @@ from .symbolic import const_value
 SCHEMA = "xdp2tc.analyze/1"
 
 
-def insn_range(steps) -> tuple[int, int]:
+def insn_range(steps, memo: dict | None = None) -> tuple[int, int]:
     """(min, max) instructions over the sub-paths of a (merged) path: `steps` is an int or
-    sums of if-then-else trees over ints."""
+    sums of if-then-else trees over ints. `memo` may be shared by the paths of one
+    exploration (their trees share nodes: hundreds of merged paths cost one walk)."""
     if isinstance(steps, int):
         return steps, steps
-    values = _values(steps)
+    values = _values(steps, memo)
     return (min(values), max(values)) if values else (0, 0)
 
 
@@ -93,7 +94,7 @@ def _redirect(path: Path):
 
 
 def path_json(e: Exploration, path: Path, condition: bool = True, decoder: Decoder | None = None) -> dict:
-    lo, hi = insn_range(path.steps)
+    lo, hi = insn_range(path.steps, e.step_values)
     doc = {
         "id": path.id,
         "verdict": path.verdict,
@@ -117,7 +118,9 @@ def path_json(e: Exploration, path: Path, condition: bool = True, decoder: Decod
     }
     if condition:
         doc["condition"] = e.condition(path).sexpr()
-    doc["fields"] = (decoder or Decoder(e.environment())).render(e.condition(path))
+    # a path a time budget cut has no decoded fields: its `truncated` says where it stopped
+    cut = e.cut_by_budget(path)
+    doc["fields"] = None if cut else (decoder or Decoder(e.environment())).render(e.condition(path))
     return doc
 
 

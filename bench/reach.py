@@ -1,11 +1,13 @@
 """Reach per object: instructions, paths, unknown paths and why, time (issue 14 items 1 and 5).
 
-For every XDP program of the corpus (clang build), Debian's objects and the public programs
-built from source by tests/public (`tests/public/build.py`), one fresh subprocess runs
-`load_object` + `explore` with the given `--timeout` (seconds per object, the explorer's own
-budget) and prints one row: program instructions (all functions, every program of the
-object), paths, unknown paths (truncated or carrying a note), how many of those were cut by
-term size ("values too large"), by the time budget, and the wall time. The table is what
+For every entry program of the corpus (clang build), Debian's objects and the programs built
+by tests/public (`tests/public/build.py`: the public ones, and our own 20k-instruction
+`tailcall_stages`), one fresh subprocess runs `load_object` + `explore` with the given
+`--timeout` (seconds per object, shared by its entry programs as the CLI shares it) and
+prints one row: instructions (every program of the object, tail-call targets included),
+paths, unknown paths (truncated or carrying a note), how many of those were cut by term size
+("values too large"), by the time budget, the wall time and the subprocess's peak RSS.
+Tail-call targets are explored through the entry programs that call them. The table is what
 the issue asks to record per object; `--json FILE` keeps it.
 
     .venv/bin/python bench/reach.py [--filter SUBSTRING] [--timeout 60] [--json FILE]
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -31,17 +34,15 @@ def run_one(path: Path, timeout: float) -> dict:
     from analyzer.exploration import UNKNOWN, Options
     from analyzer.explore import explore
     from lifter.program import load_object
+    from offload.programs import entry_programs
 
     start = time.perf_counter()
     obj = load_object(path)
     row = {"object": os.path.relpath(path, ROOT), "insns": 0, "paths": 0, "unknown": 0, "term_size": 0}
-    row.update(budget=0, programs=0)
-    for prog in obj.programs:
-        if not prog.is_xdp:
-            continue
+    row.update(budget=0, programs=0, insns=sum(p.insn_count for p in obj.programs if p.is_xdp))
+    for prog in entry_programs(obj) or [p for p in obj.programs if p.is_xdp]:
         row["programs"] += 1
-        row["insns"] += prog.insn_count
-        e = explore(obj, prog, Options(timeout=timeout))
+        e = explore(obj, prog, Options(timeout=timeout, started=start))
         row["paths"] += len(e.paths)
         for p in e.paths:
             if p.truncated or p.notes or p.verdict == UNKNOWN:
@@ -51,6 +52,7 @@ def run_one(path: Path, timeout: float) -> dict:
             if p.truncated and "time budget" in p.truncated:
                 row["budget"] += 1
     row["seconds"] = round(time.perf_counter() - start, 3)
+    row["rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return row
 
 
@@ -72,7 +74,7 @@ def main() -> int:
         print(json.dumps(run_one(args.one, args.timeout)))
         return 0
     rows = []
-    print(f"{'insns':>6} {'paths':>6} {'unkn':>5} {'term':>5} {'budget':>6} {'time s':>7}  object")
+    print(f"{'insns':>6} {'paths':>6} {'unkn':>5} {'term':>5} {'budget':>6} {'time s':>7} {'RSS MiB':>7}  object")
     for path in objects(args.filter):
         cmd = [sys.executable, __file__, "--one", str(path), "--timeout", str(args.timeout)]
         try:
@@ -82,11 +84,13 @@ def main() -> int:
             row = {"object": os.path.relpath(path, ROOT), "error": type(exc).__name__}
         rows.append(row)
         if "error" in row:
-            print(f"{'':>6} {'':>6} {'':>5} {'':>5} {'':>6} {'':>7}  {row['object']}: {row['error']}", flush=True)
+            print(
+                f"{'':>6} {'':>6} {'':>5} {'':>5} {'':>6} {'':>7} {'':>7}  {row['object']}: {row['error']}", flush=True
+            )
             continue
         print(
             f"{row['insns']:6d} {row['paths']:6d} {row['unknown']:5d} {row['term_size']:5d} {row['budget']:6d} "
-            f"{row['seconds']:7.2f}  {row['object']}",
+            f"{row['seconds']:7.2f} {row['rss_mib']:7.1f}  {row['object']}",
             flush=True,
         )
     total = {k: sum(r.get(k, 0) for r in rows) for k in ("paths", "unknown", "term_size", "budget")}

@@ -258,7 +258,7 @@ def check_exploration(
     found = examples(rs, fates)
     report.frames += [found[f.path].frame for f in fates if f.path in found]
     decoder = Decoder(e.environment())
-    fields = {p.id: decoder.render(e.condition(p)) for p in e.paths}
+    fields = {p.id: "" if e.cut_by_budget(p) else decoder.render(e.condition(p)) for p in e.paths}
     counts = summary(fates)
     report.programs.append(
         {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import unicodedata
 
 from analyzer.exploration import Options
@@ -155,7 +156,8 @@ def exploration_flags(
         "--timeout",
         type=seconds,
         metavar="SECONDS",
-        help="time budget of each program's exploration: past it the paths not finished are cut "
+        help="time budget of the exploration of every program the command handles (shared; the last "
+        "fifth is left to the report): past it the paths not finished are cut "
         "(UNKNOWN, kept in software) and the report says what was explored and where paths were cut",
     )
     p.add_argument(
@@ -167,7 +169,9 @@ def exploration_flags(
 
 
 def exploration_options(args: argparse.Namespace) -> Options:
-    """The Options the `exploration_flags` of a parsed command line ask for."""
+    """The Options the `exploration_flags` of a parsed command line ask for. `--timeout`
+    counts from the first call for `args`: every program a command explores shares it."""
+    started = vars(args).setdefault("budget_started", time.perf_counter())
     return Options(
         max_len=args.max_len,
         loop_bound=args.loop_bound,
@@ -175,6 +179,7 @@ def exploration_options(args: argparse.Namespace) -> Options:
         max_paths=args.max_paths,
         timeout=getattr(args, "timeout", None),
         path_timeout=getattr(args, "path_timeout", None),
+        started=started,
     )
 
 

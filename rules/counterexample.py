@@ -90,6 +90,7 @@ def examples(rs, fates) -> dict[int, Example]:
     s = rs.synth
     out: dict[int, Example] = {}
     wanted = [f for f in fates if not f.offloaded and f.reason.code != "pass-to-host"]
+    wanted = [f for f in wanted if not s.e.cut_by_budget(s.e.paths[f.path])]  # where cut says it
     for f in wanted[:MAX_EXAMPLES]:
         ex = _example(rs, s.e.paths[f.path], f.reason.code)
         if ex is not None:

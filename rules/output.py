@@ -119,7 +119,8 @@ def fate_line(f: dict, condition: str) -> str | None:
         )
     if f["code"] == "pass-to-host":
         return None
-    return f"# path {f['path']} {f['verdict']} stays in software ({f['code']}: {f['detail']}) when {condition}"
+    when = f" when {condition}" if condition else ""
+    return f"# path {f['path']} {f['verdict']} stays in software ({f['code']}: {f['detail']}){when}"
 
 
 def example_lines(f: dict) -> list[str]:
@@ -169,8 +170,9 @@ def tc_script(e: Exploration, rs: RuleSet, dev: str, skip: str, explain: bool = 
     out.append(f"# packets up to {e.options.max_len} bytes (--max-len)")
     decoder = Decoder(e.environment())
     for f in doc["fates"]:
-        software = not f["offloaded"] and f["code"] != "pass-to-host"
-        line = fate_line(f, decoder.render(e.condition(e.paths[f["path"]])) if software else "")
+        path = e.paths[f["path"]]  # a path a time budget cut: its detail says where (no `when`)
+        software = not f["offloaded"] and f["code"] != "pass-to-host" and not e.cut_by_budget(path)
+        line = fate_line(f, decoder.render(e.condition(path)) if software else "")
         if line:
             out += [line] + example_lines(f)
     # a comment is one line whatever its text holds (a decoded condition, a file name):

@@ -1,5 +1,6 @@
-"""Build the public XDP programs vendored here (tests/public/*.c and xdp-tutorial/, each file
-with its origin and licence at the top) with clang into build/public/<stem>.o; never committed.
+"""Build the public XDP programs vendored here (tests/public/*.c, xdp-tutorial/, xdp-filter/,
+eupf/, each with its origin and licence noted) and one large program of our own
+(corpus/large/tailcall_stages.c) with clang into build/public/<stem>.o; never committed.
 
     .venv/bin/python tests/public/build.py      (also: from Python, `build()`)
 
@@ -30,11 +31,17 @@ SOURCES = {
     # xdp-tutorial's upstream xdp_stats_kern_user.h defines XDP_ACTION_MAX (XDP_REDIRECT + 1)
     "xdp_tutorial_prog_kern_02": ["-DXDP_ACTION_MAX=5"],
     "xdpfilt_alw_tcp": [],  # <xdp/...> from Debian's libxdp-dev (make setup)
+    "eupf_n3n6_entrypoint": [f"-I{HERE / 'eupf'}"],  # its "xdp/..." includes (eupf/README.md)
+    # ours, not public: 8 stages of ~2,550 instructions chained by tail calls (issue 14's
+    # 20k-instruction program); kept out of corpus/*.c so the corpus-wide tests skip it
+    "tailcall_stages": [f"-I{ROOT / 'corpus' / 'include'}"],
 }
 #: stem -> source path under tests/public, where not <stem>.c (a tree's own layout kept)
 PATHS = {
     "xdp_tutorial_prog_kern_02": "xdp-tutorial/packet-solutions/xdp_prog_kern_02.c",
     "xdpfilt_alw_tcp": "xdp-filter/xdpfilt_alw_tcp.c",
+    "eupf_n3n6_entrypoint": "eupf/xdp/n3n6_entrypoint.c",
+    "tailcall_stages": "../../corpus/large/tailcall_stages.c",
 }
 
 
@@ -49,10 +56,10 @@ def build(stems=None) -> dict[str, Path]:
     if cc is None:
         raise FileNotFoundError("clang not found (make setup installs clang-19)")
     OUT.mkdir(parents=True, exist_ok=True)
-    headers = [p.stat().st_mtime for p in HERE.rglob("*.h")]  # the xdp-tutorial tree's too
+    headers = [p.stat().st_mtime for p in [*HERE.rglob("*.h"), *(ROOT / "corpus" / "include").glob("*.h")]]
     out = {}
     for stem in stems or SOURCES:
-        src, obj = HERE / PATHS.get(stem, f"{stem}.c"), OUT / f"{stem}.o"
+        src, obj = (HERE / PATHS.get(stem, f"{stem}.c")).resolve(), OUT / f"{stem}.o"
         newest = max([src.stat().st_mtime, *headers])
         if not obj.exists() or obj.stat().st_mtime < newest:
             cmd = [cc, "-O2", "-g", "-target", "bpf", "-Wno-everything", "-I", str(HERE / "include"), "-I", str(HERE)]

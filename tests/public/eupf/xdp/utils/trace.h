@@ -1,0 +1,31 @@
+/**
+ * Copyright 2023-2025 Edgecom LLC
+ * 
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ * you may not use this file except in compliance with the License.
+ * You may obtain a copy of the License at
+ * 
+ *     http://www.apache.org/licenses/LICENSE-2.0
+ * 
+ * Unless required by applicable law or agreed to in writing, software
+ * distributed under the License is distributed on an "AS IS" BASIS,
+ * WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ * See the License for the specific language governing permissions and
+ * limitations under the License.
+ */
+
+#pragma once
+
+#include <bpf/bpf_helpers.h>
+
+#ifdef ENABLE_LOG  // trace_pipe logs disabled by default
+#warning "Debug log enabled"
+#define upf_printk(fmt, ...)                       \
+    ({                                             \
+        static const char ____fmt[] = fmt;         \
+        bpf_trace_printk(____fmt, sizeof(____fmt), \
+                         ##__VA_ARGS__);           \
+    })
+#else
+#define upf_printk(fmt, ...)
+#endif
