@@ -34,8 +34,6 @@ from analyzer import crosscheck  # noqa: E402
 
 #: Objects left out of the test's cross-check, with why (bench/engines.py runs them all).
 SLOW = {
-    "isa_gotol": "a 40000-instruction hash: both engines take ~20 s each and its paths are approximated "
-    "(they decide on a summarised hash), so nothing would be compared",
     # Since merged states share a selector instead of copying path conditions, the other
     # K=16/K=48 objects are cross-checked here in 5-15 s each (load 5); this one takes ~23 s.
     "or_flags_tcp_k48": "K=48 ORs in nested ifs: ~23 s on a loaded machine (bench/engines.py)",
