@@ -831,10 +831,11 @@ def _every_value(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> bool |
     """Whether `term` takes every value of its width in the models of `s`, proved around one
     of them (`model`): the model's packet, with the bits that make up the term's value
     replaced by any value x, still satisfies every assertion of `s`, and the term then
-    equals x. All other variables keep their model values, so the query is small. False
-    when it cannot be shown that way (the term is not whole bytes of the packet in this
-    model, or changing them changes the path): then enumerate. None when the term's value
-    in this model is made of fewer bits than its width (no packet bytes: a constant)."""
+    equals x. All other variables (map contents, helper results too) keep their model
+    values, so the query is small. False when it cannot be shown that way (changing those
+    bits changes the path, e.g. a map lookup keyed by them, or the term is not those bits):
+    then enumerate. None when the term's value in this model is made of fewer bits than its
+    width (no packet bytes: a constant)."""
     at = _value_bytes(term, model)
     width = term.size()
     if len(at) * 8 < width:
