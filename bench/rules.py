@@ -9,8 +9,9 @@
   command (script, counterexamples and suggestions), under no assumption as the CLI runs.
 
 Time (wall, and this process's CPU: z3 runs in it, so CPU is what to compare on a loaded
-machine) is exploration + synthesis + layout + proofs (what `xdp2tc rules` does), median of
-REPEAT runs in this process after one untimed warm-up (none with --repeat 1); rule counts are filters emitted
+machine; the load average is recorded with each row) is exploration + synthesis + layout +
+proofs (what `xdp2tc rules` does), median of REPEAT runs in this process after one untimed
+warm-up (none with --repeat 1); rule counts are filters emitted
 (shields and chain jumps included). Proven under --assume no-ip-options (the corpus reads
 ports at the fixed offset after a 20-byte IPv4 header), as the thesis assumed.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import statistics
 import sys
 import time
@@ -62,6 +64,9 @@ def measure(path: Path, repeat: int, assume: tuple[str, ...] = ASSUME, script: b
         cpu.append(time.process_time() - c)
     return {
         "object": path.name,
+        "load": [
+            round(x, 2) for x in os.getloadavg()
+        ],  # 1, 5, 15 min, at the end: a loaded machine stretches wall time
         "seconds": round(statistics.median(times), 3),
         "runs": [round(x, 3) for x in times],
         "cpu_seconds": round(statistics.median(cpu), 3),  # z3 runs in this process: on a loaded machine
@@ -103,7 +108,8 @@ def main() -> int:
         rows.append(row)
         print(
             f"{row['object']:<22} {row['rules']:>4} filters ({row['proven']} proven, {row['chains']} chains)"
-            f"  {row['seconds']:.3f} s ({row['cpu_seconds']:.3f} s CPU)  software paths {row['software_paths']}"
+            f"  {row['seconds']:.3f} s ({row['cpu_seconds']:.3f} s CPU, load {row['load'][0]})"
+            f"  software paths {row['software_paths']}"
         )
     k48 = next((r for r in rows if r["object"] == "or_stress_k48.o"), None)
     if k48 is not None:

@@ -473,8 +473,21 @@ class Synthesizer:
         masked: dict[str, Exact] = {}
         set_masks: dict[str, int] = {}
         free: list[str] = []
+        model = s.model() if s.check() == z3.sat else None
         for name in names:
             term = keys[name]
+            every = _every_value(s, model, term) if model is not None else False
+            if every is None:  # a constant in this model (ports of a packet without them): another
+                s.push()
+                s.add(term != model.eval(term, model_completion=True))
+                every = s.check() == z3.sat and bool(_every_value(s, s.model(), term))
+                s.pop()
+            if every:
+                # what enumerating would conclude, in one small query instead of 65 checks
+                # and a prefix/fixed-bit search: the key does not matter, or is left free
+                if 1 << FLOWER_KEYS[name].width > MAX_VALUES + 1 and FLOWER_KEYS[name].mask != "none":
+                    free.append(name)
+                continue
             values = _values(s, term, MAX_VALUES + 1)
             if len(values) == 1 << FLOWER_KEYS[name].width:
                 continue  # every value (vlan_prio, ip_flags): the key does not matter
@@ -812,6 +825,91 @@ def maybe_sat(*constraints) -> bool:
 def _decides_beyond_chain(b: Block) -> bool:
     """Whether block `b` constrains a key beyond its protocol chain's own (CHAIN_KEYS)."""
     return bool(b.masked) or any(name not in CHAIN_KEYS for name in b.sets)
+
+
+def _every_value(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> bool | None:
+    """Whether `term` takes every value of its width in the models of `s`, proved around one
+    of them (`model`): the model's packet, with the bits that make up the term's value
+    replaced by any value x, still satisfies every assertion of `s`, and the term then
+    equals x. All other variables (map contents, helper results too) keep their model
+    values, so the query is small. False when it cannot be shown that way (changing those
+    bits changes the path, e.g. a map lookup keyed by them, or the term is not those bits):
+    then enumerate. None when the term's value in this model is made of fewer bits than its
+    width (no packet bytes: a constant)."""
+    at = _value_bytes(term, model)
+    width = term.size()
+    if len(at) * 8 < width:
+        return None
+    fresh = [z3.BitVec(f"every!{i}", 8) for i in range(len(at))]
+    b = z3.Concat(*fresh) if len(fresh) > 1 else fresh[0]
+    pkt = model.eval(PACKET, model_completion=True)
+    for offset, byte in zip(at, fresh):
+        pkt = z3.Store(pkt, offset, byte)
+    consts = [d() for d in model.decls() if d.arity() == 0]
+    pins = [(c, model.eval(c, model_completion=True)) for c in consts if not c.eq(PACKET)] + [(PACKET, pkt)]
+    funs = [(d, f) for d in model.decls() if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
+
+    def pinned(x: z3.ExprRef) -> z3.ExprRef:
+        x = z3.substitute(x, *pins)
+        return z3.substitute_funs(x, *funs) if funs else x  # map values, helper results: the model's
+
+    value = pinned(term)
+    # where the term's bits sit in b (a sub-byte key: vlan_prio, vlan_id): its lowest bit;
+    # the other bits of those bytes keep the model's values (a TCP header's data offset)
+    low = next((i for i in range(b.size()) if _at(value, fresh, 1 << i) == 1 and _at(value, fresh, 0) == 0), None)
+    if low is None or low + width > b.size():
+        return False
+    x = z3.BitVec("every!value", width)
+    keep = sum(model.eval(PACKET[o], model_completion=True).as_long() << (8 * i) for i, o in enumerate(reversed(at)))
+    keep &= ~(((1 << width) - 1) << low)
+    bits = z3.BitVecVal(keep, b.size()) | z3.ZeroExt(b.size() - width, x) << low if b.size() > width else x
+    placed = [(byte, z3.Extract(b.size() - 1 - 8 * i, b.size() - 8 - 8 * i, bits)) for i, byte in enumerate(fresh)]
+    claim = z3.substitute(z3.And(*[pinned(a) for a in s.assertions()], value == x), *placed)
+    return solver(z3.Not(claim)).check() == z3.unsat
+
+
+def _at(term: z3.ExprRef, fresh: list[z3.BitVecRef], v: int) -> int | None:
+    """The value of `term` when the bytes `fresh` (most significant first) are v, if it
+    simplifies to a constant."""
+    n = len(fresh)
+    x = z3.simplify(
+        z3.substitute(term, *[(byte, z3.BitVecVal(v >> (8 * (n - 1 - i)), 8)) for i, byte in enumerate(fresh)])
+    )
+    return x.as_long() if z3.is_bv_value(x) else None
+
+
+def _interpretation(f: z3.FuncDeclRef, interp) -> z3.ExprRef | None:
+    """A model's interpretation of function `f` as a term over its arguments (z3.Var(i)),
+    or None when the model gives none as a table."""
+    if not isinstance(interp, z3.FuncInterp) or interp.else_value() is None:
+        return None
+    args = [z3.Var(i, f.domain(i)) for i in range(f.arity())]
+    out = interp.else_value()
+    for i in reversed(range(interp.num_entries())):
+        entry = interp.entry(i)
+        out = z3.If(z3.And([a == entry.arg_value(j) for j, a in enumerate(args)]), entry.value(), out)
+    return out
+
+
+def _value_bytes(term: z3.ExprRef, model: z3.ModelRef) -> list[int]:
+    """The packet offsets, ascending, of the bytes `term`'s value is made of in `model`:
+    packet reads outside if-then-else conditions, in the branches the model takes (a byte
+    read only to decide or to index is not counted)."""
+    out: set[int] = set()
+    seen: set[int] = set()
+    todo = [term]
+    while todo:
+        t = todo.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        if z3.is_select(t) and t.arg(0).eq(PACKET):
+            out.add(model.eval(t.arg(1), model_completion=True).as_long())
+        elif z3.is_app_of(t, z3.Z3_OP_ITE):
+            todo.append(t.arg(1) if z3.is_true(model.eval(t.arg(0), model_completion=True)) else t.arg(2))
+        else:
+            todo.extend(t.children())
+    return sorted(out)
 
 
 def _values(s: z3.Solver, term: z3.BitVecRef, limit: int) -> list[int]:
