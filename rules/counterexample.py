@@ -92,6 +92,8 @@ def examples(rs, fates) -> dict[int, Example]:
     wanted = [f for f in fates if not f.offloaded and f.reason.code != "pass-to-host"]
     wanted = [f for f in wanted if not s.e.cut_by_budget(s.e.paths[f.path])]  # where cut says it
     for f in wanted[:MAX_EXAMPLES]:
+        if s.out_of_time() is not None:  # examples illustrate; the time budget comes first
+            break
         ex = _example(rs, s.e.paths[f.path], f.reason.code)
         if ex is not None:
             out[f.path] = ex
@@ -150,6 +152,8 @@ def _suggest(rs, out: dict[int, Example], fates) -> None:
     codes = {f.path: f.reason.code for f in fates if f.reason is not None}
     again: dict[str, Synthesizer] = {}
     for pid, ex in out.items():
+        if rs.synth.out_of_time() is not None:  # a suggestion re-proves: the budget comes first
+            break
         if ex.kind != "differs" or codes.get(pid) not in ("atypical-packets", "not-expressible"):
             continue
         for c in frame(ex.frame).classes:

@@ -28,6 +28,7 @@ program's decision order):
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import z3
@@ -116,6 +117,11 @@ _NAMEABLE = frozenset(FAMILIES) | VLAN_TYPES
 #: VLAN protocol chains a program's paths are split into at most (shields and reports
 #: extract paths as one block).
 MAX_SPLIT_CHAINS = 12
+
+#: The share of the command's `--timeout` (Options.timeout, counted from Options.started)
+#: by which synthesis stops taking paths and proving blocks: the rest stay in software,
+#: and the printed script's proof, the layout and the report get the remainder.
+SYNTHESIS_SHARE = 0.9
 #: The keys a VLAN protocol chain fixes itself (with `protocol`).
 CHAIN_KEYS = frozenset({"vlan_ethtype", "cvlan_ethtype"})
 #: Masked values tried as a union for a flag key (`tcp_flags`) before it is left free.
@@ -237,6 +243,11 @@ class Synthesizer:
         self.chain_budget = MAX_SPLIT_CHAINS
         #: paths offloaded by some of their blocks while another was given up: why the rest stays
         self.partial: dict[int, Reason] = {}
+        opts = e.options
+        #: perf_counter() past which no path is extracted nor block proved (None: no budget)
+        self.deadline = (
+            None if opts.timeout is None or opts.started is None else opts.started + opts.timeout * SYNTHESIS_SHARE
+        )
 
     # --- what each path asks for ---------------------------------------------------------
 
@@ -286,6 +297,12 @@ class Synthesizer:
 
     # --- the loop --------------------------------------------------------------------------
 
+    def out_of_time(self) -> Reason | None:
+        """Why synthesis stops here (the command's time budget ran out), or None."""
+        if self.deadline is None or time.perf_counter() < self.deadline:
+            return None
+        return Reason("unknown", f"the time budget of {self.e.options.timeout:g} s ran out before synthesis finished")
+
     def run(self) -> Synthesis:
         blocks: list[Block] = []
         for p in self.e.paths:
@@ -295,6 +312,10 @@ class Synthesizer:
                     self.software.append(([p.id], o))
                 continue
             if o.is_pass:
+                continue
+            late = self.out_of_time()
+            if late is not None:
+                self.software.append(([p.id], late))
                 continue
             for block in self.extract_all(p, o):
                 same = next((b for b in blocks if _covers(b, block)), None)
@@ -308,6 +329,11 @@ class Synthesizer:
         kept = []
         failed = []
         for b in blocks:
+            late = self.out_of_time()
+            if late is not None:
+                b.why = late
+                failed.append(b)
+                continue
             self.prove(b, kept)
             if b.proved:
                 kept.append(b)

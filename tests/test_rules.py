@@ -462,3 +462,27 @@ def test_tail_call_targets_are_not_entry_programs(tmp_path, capsys):
     target = sorted(targets)[0]
     assert main(["rules", str(path), "--dev", "eth0", "--program", target]) == 0
     assert f"program {target}:" in capsys.readouterr().out
+
+
+def test_synthesis_keeps_the_time_budget():
+    """`--timeout` bounds synthesis too: once the command's budget (Options.started +
+    timeout) is spent, the remaining paths stay in software saying so, and nothing unproved
+    is printed; with the budget not spent, the same exploration gets its filters."""
+    import time
+    from dataclasses import replace
+
+    from analyzer.explore import Options
+
+    path = need_object(_clang("thesis_static_rules"))
+    obj = load_object(path)
+    e = explore(obj, obj.program(), Options(timeout=3600.0, started=time.perf_counter()))
+    in_time = ruleset.build(e)
+    drops = [r for r in in_time.rules if r.outcome and not r.outcome.is_pass]
+    assert drops and in_time.unproved == 0
+    e.options = replace(e.options, started=time.perf_counter() - 3600.0)
+    late = ruleset.build(e)
+    assert not [r for r in late.rules if r.outcome and not r.outcome.is_pass]
+    why = {p: r for ps, r in late.software for p in ps}
+    for r in drops:
+        for p in r.paths:
+            assert why[p].code == "unknown" and "time budget of 3600 s ran out" in why[p].detail, why.get(p)
