@@ -33,6 +33,7 @@ new fields may be added):
 
 from __future__ import annotations
 
+from ..report import counted
 from .count import Site
 from .price import PathCost, grouped
 from .profile import foreign_profile
@@ -207,7 +208,9 @@ def cost_text(programs: list[ProgramCost], graph: TailGraph, profile) -> str:
     for prog in doc["programs"]:
         s = prog["summary"]
         how = "" if prog["root"] else " (not an entry program: reached by a tail call or a devmap/cpumap)"
-        out.append(f"\n{prog['file']}: program {prog['program']} ({prog['section']}){how}: {s['paths']} paths")
+        out.append(
+            f"\n{prog['file']}: program {prog['program']} ({prog['section']}){how}: {counted(s['paths'], 'path')}"
+        )
         out.append(f"  {'path':<5} {'verdict':<9} {'insns':>7} {'ns min/med/max':>16} {'xmin':>5}  calls")
         for p in prog["paths"]:
             n = (
