@@ -50,7 +50,7 @@ class _Node:
     down: Hashable = FALLTHROUGH  # the label this prefix's addresses get from the rules
     kids: list = field(default_factory=lambda: [None, None])
     cand: frozenset = frozenset()
-    chain: list = field(default_factory=lambda: [None, None])  # per kid: its chain's top candidates
+    chain: list = field(default_factory=lambda: [None, None])  # per kid: (c1, c2) of the chain above it
 
 
 def _order(label: Hashable) -> str:
@@ -81,6 +81,8 @@ def aggregate(rules: dict[tuple[int, int], Hashable], width: int) -> list[tuple[
 def _merge(s0: frozenset, s1: frozenset, pool: dict) -> frozenset:
     """A node's candidate labels from its halves' (ORTC pass 2); {FALLTHROUGH} alone wherever
     a fall-through address is below (no prefix may cover one). Equal sets are one object."""
+    if s0 is s1:  # a set holding FALLTHROUGH is {FALLTHROUGH}
+        return s0
     if FALLTHROUGH in s0 or FALLTHROUGH in s1:
         cand = frozenset((FALLTHROUGH,))
     else:
@@ -111,14 +113,12 @@ def _build(values, plens, labels, lo, hi, depth, inherited, width, pool) -> _Nod
                 continue
             kid = _build(values, plens, labels, a, b, depth + 1, node.down, width, pool)
             node.kids[bit] = kid
-            top = kid.cand
-            down = frozenset((node.down,))
-            for _ in range(min(kid.depth - depth - 1, 2)):
-                top = _merge(top, down, pool)
-            node.chain[bit] = top
-            sets.append(top)
+            down = pool.setdefault(frozenset((node.down,)), frozenset((node.down,)))
+            c1 = _merge(kid.cand, down, pool)
+            node.chain[bit] = (c1, _merge(c1, down, pool))
+            sets.append((kid.cand, c1, node.chain[bit][1])[min(kid.depth - depth - 1, 2)])
     else:
-        sets = [frozenset((node.down,))] * 2
+        sets = [pool.setdefault(frozenset((node.down,)), frozenset((node.down,)))] * 2
     node.cand = _merge(sets[0], sets[1], pool)
     return node
 
@@ -149,10 +149,9 @@ def _choose(node: _Node, inherited: Hashable, width: int, out: list) -> None:
             continue
         h = here
         t = node.depth + 1
-        while t < kid.depth:  # the chain's nodes: candidates chain[bit] above its lowest one
+        while t < kid.depth:  # the chain's nodes: c1 at the lowest, c2 above it
             j = kid.depth - t
-            cand = node.chain[bit] if j >= 2 else _merge(kid.cand, frozenset((d,)), {})
-            h = _step(cand, h, kid.value & prefix_mask(t, width), t, out)
+            h = _step(node.chain[bit][j >= 2], h, kid.value & prefix_mask(t, width), t, out)
             if d != h:  # its other half, a leaf answering d
                 out.append(((kid.value & prefix_mask(t + 1, width)) ^ 1 << (width - 1 - t), t + 1, d))
             elif j > 2:  # the same candidates and inherited label down to the lowest: nothing emitted
