@@ -316,9 +316,13 @@ def test_tailcall_stages_partial_report_follows_the_tail_calls(objects, capsys):
     doc = json.loads(out)
     assert doc["budget"]["functions_explored"][:2] == ["xdp_stages_entry", "xdp_stage_1"]
     assert "xdp_stage_8" in doc["budget"]["functions_not_reached"]
-    passed = [p for p in doc["paths"] if p["verdict"] == "PASS"]
-    # short, not IPv4 or not UDP: passed before any tail call
-    assert passed and all(p["programs"] == ["xdp_stages_entry"] for p in passed)
+    # every finished path went down the chain in order (how far depends on the machine's
+    # speed: on a quiet one, paths through stages 1 and 2 finish within the 0.8 s too), and
+    # short, non-IPv4 or non-UDP frames passed before any tail call
+    stages = ["xdp_stages_entry"] + [f"xdp_stage_{k}" for k in range(1, 9)]
+    done = [p for p in doc["paths"] if p["verdict"] != UNKNOWN]
+    assert all(p["programs"] == stages[: len(p["programs"])] for p in done), [p["programs"] for p in done]
+    assert any(p["verdict"] == "PASS" and p["programs"] == stages[:1] for p in done)
 
 
 def test_rules_on_cut_paths_say_where_and_nothing_more(objects, capsys):
