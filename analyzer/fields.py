@@ -21,6 +21,7 @@ The result is for people: it is not parsed back by anything.
 from __future__ import annotations
 
 import ipaddress
+import time
 from dataclasses import dataclass, field
 
 import z3
@@ -97,6 +98,8 @@ QUERY_RLIMIT = 20_000
 #: Packet bytes `layout` decides on: ethertypes (untagged, one and two VLAN tags), and per
 #: L3 start the IPv4 version/IHL and protocol bytes and the IPv6 next header.
 LAYOUT_BYTES = frozenset({12, 13, 16, 17, 20, 21} | {o for l3 in (14, 18, 22) for o in (l3, l3 + 6, l3 + 9)})
+#: The text of a condition not decoded because the command's time budget ran out (`deadline`).
+NOT_DECODED = "(conditions not decoded: the time budget ran out)"
 #: Appended when fixed-offset reads were named as L4 fields.
 FIXED_NOTE = " [L4 fields at fixed offsets: as named only without IPv4 options]"
 
@@ -129,10 +132,16 @@ class Read:
 
 
 class Decoder:
-    """Renders conditions of one exploration path by path (`layout` first)."""
+    """Renders conditions of one exploration path by path (`layout` first).
 
-    def __init__(self, env: list[z3.BoolRef] | None = None):
+    `deadline` (a `time.perf_counter()` value, None: no limit) bounds the decoding by the
+    command's time budget: a condition whose rendering starts past it is `NOT_DECODED`; one
+    under way when it passes asks z3 nothing more (each query is also stopped at it), so it
+    names fewer fields, never wrong ones."""
+
+    def __init__(self, env: list[z3.BoolRef] | None = None, deadline: float | None = None):
         self.env = env or []
+        self.deadline = deadline
         self.queries = 0  # z3 queries made for the condition being rendered
         self.layouts = 0  # layouts computed (each a few z3 queries), at most MAX_LAYOUTS
         self.emitted = 0  # characters rendered so far: past MAX_TEXT the rest is "…"
@@ -145,9 +154,14 @@ class Decoder:
         """A solver with the per-query resource limit (None: this rendering's queries are spent)."""
         if self.queries >= MAX_QUERIES:
             return None
+        left = None if self.deadline is None else self.deadline - time.perf_counter()
+        if left is not None and left <= 0:
+            return None
         self.queries += 1
         s = z3.Solver()
         s.set("rlimit", QUERY_RLIMIT)
+        if left is not None:
+            s.set("timeout", max(1, int(left * 1000)))
         s.add(*self.env)
         return s
 
@@ -343,6 +357,10 @@ class Decoder:
     # --- rendering ---------------------------------------------------------------------------
 
     def render(self, cond: z3.BoolRef, lay: Layout | None = None) -> str:
+        """`cond` in header fields, one line (`NOT_DECODED` past the deadline)."""
+        if self.deadline is not None and time.perf_counter() >= self.deadline:
+            self.fixed_used = False
+            return NOT_DECODED
         cond = z3.simplify(cond)
         self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
         lay = lay or self.layout(cond)

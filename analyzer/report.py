@@ -32,6 +32,7 @@ schema version, new fields may be added):
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import z3
@@ -127,7 +128,7 @@ def path_json(e: Exploration, path: Path, condition: bool = True, decoder: Decod
 def analysis_json(e: Exploration, conditions: bool = True) -> dict:
     branches, maps = classes(e)
     uses = map_uses(e)
-    decoder = Decoder(e.environment())
+    decoder = Decoder(e.environment(), decode_deadline(e))
     return {
         "schema": SCHEMA,
         "file": e.obj.path,
@@ -148,6 +149,17 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
         "branches": [_branch_json(b) for b in branches],
         "paths": [path_json(e, p, conditions, decoder) for p in e.paths],
     }
+
+
+def decode_deadline(e: Exploration) -> float | None:
+    """When decoding path conditions must stop (`fields.Decoder`'s deadline): the end of the
+    command's `--timeout` (counted from Options.started, else from the exploration's
+    start), None without one. Paths decoded past it say so instead of their fields."""
+    opts = e.options
+    if opts.timeout is None:
+        return None
+    begun = opts.started if opts.started is not None else time.perf_counter() - e.seconds
+    return begun + opts.timeout
 
 
 def budget_json(e: Exploration) -> dict:

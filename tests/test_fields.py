@@ -7,6 +7,8 @@ over `pkt` at offsets worked out by hand, and corpus paths whose meaning the C s
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import z3
 from conftest import require
@@ -152,3 +154,15 @@ def test_corpus_decodes_without_raw_smt(stem):
     e, text = _paths(stem)
     for t in text.values():
         assert "select" not in t and "(_ bv" not in t, t
+
+
+def test_deadline_past_gives_the_budget_text_and_a_later_one_decodes():
+    # a rendering that starts past the command's deadline is not decoded, and says why
+    cond = z3.And(IPV4, be(26, 4) == 0xC0A80115)
+    from analyzer.fields import NOT_DECODED
+
+    assert Decoder(deadline=time.perf_counter() - 1).render(cond) == NOT_DECODED
+    assert "budget" in NOT_DECODED
+    # a deadline not yet reached changes nothing
+    text = Decoder(deadline=time.perf_counter() + 3600).render(cond)
+    assert text == render(cond) and "ipv4.saddr == 192.168.1.21" in text
