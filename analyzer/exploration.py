@@ -151,6 +151,8 @@ class Exploration:
     _conditions: dict = field(default_factory=dict)
     #: report.insn_range's memo over the paths' instruction-count terms (z3 id -> values)
     step_values: dict = field(default_factory=dict)
+    #: fields.decode's memo (path id -> (path, environment, decoded condition))
+    decoded: dict = field(default_factory=dict)
     _environment: tuple | None = None
 
     def cut_by_budget(self, path: Path) -> bool:

@@ -735,8 +735,15 @@ def _be(o: int, n: int) -> z3.BitVecRef:
 
 
 def decode(e, path) -> str:
-    """The condition of `path` (an explore.Path of exploration `e`) in header fields."""
-    return Decoder(e.environment()).render(e.condition(path))
+    """The condition of `path` (an explore.Path of exploration `e`) in header fields, worked
+    out once per path (`rules` names a path's reason from it and prints it; `e.decoded`
+    holds it with the path and environment it was rendered for, and a new one of either
+    renders it again)."""
+    env = e.environment()
+    memo = e.decoded.get(path.id)
+    if memo is None or memo[0] is not path or [a.get_id() for a in memo[1]] != [a.get_id() for a in env]:
+        memo = e.decoded[path.id] = (path, env, Decoder(env).render(e.condition(path)))
+    return memo[2]
 
 
 # --- concrete frames (counterexample packets) ---------------------------------------------------

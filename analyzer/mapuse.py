@@ -29,7 +29,7 @@ import z3
 
 from .exploration import Exploration, Path
 from .state import byte_after, found_after
-from .symbolic import source_of
+from .symbolic import source_of, symbols
 
 #: Per z3 query (ms); a timeout is "not proved".
 PROOF_TIMEOUT_MS = 5000
@@ -57,7 +57,42 @@ class _Prover:
     def __init__(self, e: Exploration):
         self.e = e
         self.env = e.environment()
+        self.expanded: dict = {}  # term id or literal name -> (expanded, the term kept alive)
+        self.names: dict = {}  # symbols' cache over every term read here
         self.outputs = [self._outputs(p) for p in e.paths]
+
+    def expand(self, t: z3.ExprRef) -> z3.ExprRef:
+        """`e.expand(t)`, once per term and without walking the term again (write logs
+        repeat a long key in every byte): its literals' conditions in place of them."""
+        memo = self.expanded.get(t.get_id())
+        if memo is None:
+            literals = [n for n in symbols(t, self.names) if n.startswith("b!")]
+            pairs = [(z3.Bool(n), self.literal(n)) for n in literals]
+            memo = self.expanded[t.get_id()] = (z3.substitute(t, *pairs) if pairs else t, t)
+        return memo[0]
+
+    def literal(self, name: str) -> z3.BoolRef:
+        """The condition over inputs branch literal `name` stands for."""
+        memo = self.expanded.get(name)
+        if memo is None:
+            memo = self.expanded[name] = (self.e.expand(z3.Bool(name)), None)
+        return memo[0]
+
+    def inputs(self, t: z3.ExprRef) -> frozenset[str]:
+        """The names `e.expand(t)` reads, without expanding it."""
+        names = symbols(t, self.names)
+        literals = [n for n in names if n.startswith("b!")]
+        if not literals:
+            return names
+        out = names.difference(literals)
+        for n in literals:
+            out |= symbols(self.literal(n), self.names)
+        return out
+
+    def reads(self, expr: z3.ExprRef, name: str) -> bool:
+        """Whether `expr` (expanded) reads map `name`: its entries' existence or bytes."""
+        names = self.inputs(expr)
+        return f"map.{name}.found" in names or f"map.{name}.val" in names
 
     def run(self) -> dict[str, MapUse]:
         out = {}
@@ -80,7 +115,8 @@ class _Prover:
 
     def _outputs(self, p: Path) -> list[z3.ExprRef]:
         """What a path does to the packet beyond its condition: return value, redirect,
-        packet bytes and bounds (none for a path a time budget cut: it never got to its end)."""
+        packet bytes and bounds (none for a path a time budget cut: it never got to its end),
+        not expanded (`reads` does not need it; `_decisions` expands those it keeps)."""
         if self.e.cut_by_budget(p):
             return []
         out = [p.pkt, p.head, p.end]
@@ -88,7 +124,7 @@ class _Prover:
             out.append(p.retval)
         if p.redirect is not None:
             out += [x for x in p.redirect if isinstance(x, z3.ExprRef)]
-        return [self.e.expand(x) for x in out]
+        return out
 
     def _decisions(self, name: str) -> tuple[list[z3.ExprRef], bool]:
         """Every branch condition and path output that reads map `name`, and whether a
@@ -96,43 +132,44 @@ class _Prover:
         terms, overflow = [], False
         for site in self.e.sites.values():
             if any(s.kind == "map" and s.name == name for s in site.sources):
-                terms += [self.e.expand(c) for c in site.conditions]
+                terms += [self.expand(c) for c in site.conditions]
                 overflow |= site.overflow
         for outs in self.outputs:
-            terms += [t for t in outs if _reads(t, name)]
+            terms += [self.expand(t) for t in outs if self.reads(t, name)]
         return terms, overflow
 
     # --- preserved --------------------------------------------------------------------
 
     def _preserved(self, name: str, terms: list[z3.ExprRef]) -> tuple[bool, str]:
-        """First on skeletons (every part of a term that does not read the map made a free
-        variable: a stronger claim, and a small one), then, where that fails, exactly."""
-        skeleton = _Skeleton(name)
+        """First for any entry (`_Generalised`: one query for all paths whose write logs
+        have the same shape), then on skeletons (every part of a term that does not read
+        the map made a free variable: a stronger claim, and a small one), then, where both
+        fail, exactly. Each stage proves a claim that implies the next one's."""
+        skeleton = _Skeleton(name, self.names)
         shapes = [skeleton(t) for t in terms]
         atoms = skeleton.atoms(shapes)
         if atoms is not None:  # preserved atoms preserve every term built from them
             shapes = atoms
+        after = _After(list(skeleton.decls.values()))
+        general = _Generalised(skeleton, shapes)
         proved: set[tuple[int, ...]] = set()
         for p in self.e.paths:
             writes = dict(p.map_writes).get(name)
             if not writes:
                 continue
-            general = tuple(
-                type(w)(
-                    w.kind,
-                    *[None if t is None else skeleton(self.e.expand(t)) for t in (w.key, w.off)],
-                    tuple(skeleton(self.e.expand(d)) for d in w.data),
-                )
-                for w in writes
-            )
-            ids = tuple(t.get_id() for w in general for t in _terms(w))
-            if ids in proved or _unsat(z3.Or(*[t != _after(t, name, general) for t in shapes])):
+            if general.preserved(tuple(_renamed(w, skeleton, ()) for w in writes), after):
+                continue
+            sketch = tuple(_renamed(w, lambda t: skeleton(self.expand(t)), ()) for w in writes)
+            ids = _ids(sketch)
+            if ids in proved:
+                continue
+            if _unsat(z3.Or(*[t != after(t, sketch) for t in shapes])):
                 proved.add(ids)
                 continue
             rename = _renaming([self.e.condition(p), *self.env] + [t for w in writes for t in _terms(w)])
             cond = z3.substitute(self.e.condition(p), *rename) if rename else self.e.condition(p)
-            writes = tuple(_renamed(w, self.e, rename) for w in writes)
-            changed = z3.Or(*[t != _after(t, name, writes) for t in terms])
+            writes = tuple(_renamed(w, self.expand, rename) for w in writes)
+            changed = z3.Or(*[t != after(t, writes) for t in terms])
             env_w = [z3.substitute(a, *rename) if rename else a for a in self.env]
             if not _unsat(*self.env, *env_w, cond, changed):
                 return False, f"a write on path {p.id} can change a decision that reads it"
@@ -141,11 +178,11 @@ class _Prover:
     # --- fateless ---------------------------------------------------------------------
 
     def _fateless(self, name: str) -> tuple[bool, str]:
-        if any(_reads(t, name) for outs in self.outputs for t in outs):
+        if any(self.reads(t, name) for outs in self.outputs for t in outs):
             return False, "a verdict, redirect or packet byte depends on it"
         for p in self.e.paths:
             for other, writes in p.map_writes:
-                if other != name and any(_reads(self.e.expand(t), name) for w in writes for t in _terms(w)):
+                if other != name and any(self.reads(t, name) for w in writes for t in _terms(w)):
                     return False, f"path {p.id} copies it into map {other}"
         by_verdict: dict[str, list[z3.BoolRef]] = {}
         for p in self.e.paths:
@@ -153,7 +190,7 @@ class _Prover:
         other_state = _other_copy(name)
         for verdict, conds in by_verdict.items():
             union = z3.Or(*conds)
-            if not _reads(union, name):
+            if not self.reads(union, name):
                 continue
             if not _unsat(*self.env, union != other_state(union)):
                 return False, f"whether the program returns {verdict} depends on it"
@@ -181,12 +218,13 @@ def _uninterpreted(expr: z3.ExprRef) -> dict[str, z3.FuncDeclRef]:
     return out
 
 
-def _reads(expr: z3.ExprRef, name: str) -> bool:
-    return any(n in (f"map.{name}.found", f"map.{name}.val") for n in _uninterpreted(expr))
-
-
 def _terms(w) -> list[z3.ExprRef]:
     return [w.key, *([w.off] if w.off is not None else []), *w.data]
+
+
+def _ids(writes) -> tuple:
+    """A write log's identity: its kinds and the z3 ids of its terms."""
+    return tuple((w.kind, *(t.get_id() for t in _terms(w))) for w in writes)
 
 
 def _renaming(exprs: list[z3.ExprRef]) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
@@ -201,9 +239,11 @@ def _renaming(exprs: list[z3.ExprRef]) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
     return list(pairs.values())
 
 
-def _renamed(w, e: Exploration, rename):
+def _renamed(w, expand, rename):
+    """Write `w` with `expand` applied to each of its terms, then `rename`."""
+
     def r(x):
-        x = e.expand(x)
+        x = expand(x)
         return z3.substitute(x, *rename) if rename else x
 
     return type(w)(w.kind, r(w.key), None if w.off is None else r(w.off), tuple(r(d) for d in w.data))
@@ -214,39 +254,35 @@ class _Skeleton:
     variable (the same part, the same variable): proving a claim for all values of the
     variables proves it for the term. Constants stay."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, names: dict | None = None):
         self.names = (f"map.{name}.found", f"map.{name}.val")
         self.memo: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}  # id -> (skeleton, term)
         self.reads: dict[int, tuple[bool, z3.ExprRef]] = {}
+        self.symbols = {} if names is None else names  # symbols' cache (shared with the prover's)
+        self.parts: set[int] = set()  # ids of the variables made (kept alive by `memo`)
+        self.decls: dict[str, z3.FuncDeclRef] = {}  # the map's functions met, by sexpr
 
     def _reads(self, e: z3.ExprRef) -> bool:
-        stack = [e]
-        while stack:
-            x = stack[-1]
-            if x.get_id() in self.reads:
-                stack.pop()
-                continue
-            kids = x.children() if z3.is_app(x) else []
-            missing = [k for k in kids if k.get_id() not in self.reads]
-            if missing:
-                stack.extend(missing)
-                continue
-            own = z3.is_app(x) and x.decl().name() in self.names
-            self.reads[x.get_id()] = (own or any(self.reads[k.get_id()][0] for k in kids), x)
-            stack.pop()
-        return self.reads[e.get_id()][0]
+        memo = self.reads.get(e.get_id())
+        if memo is None:
+            names = symbols(e, self.symbols)
+            memo = self.reads[e.get_id()] = (self.names[0] in names or self.names[1] in names, e)
+        return memo[0]
 
     def __call__(self, e: z3.ExprRef) -> z3.ExprRef:
-        self._reads(e)
+        """The skeleton of `e`, from the top: only parts that read the map are walked into."""
         stack = [e]
         while stack:
             x = stack[-1]
             if x.get_id() in self.memo:
                 stack.pop()
                 continue
-            if not self.reads[x.get_id()][0]:
+            if not self._reads(x):
                 constant = z3.is_bv_value(x) or z3.is_true(x) or z3.is_false(x)
-                self.memo[x.get_id()] = (x if constant else z3.FreshConst(x.sort(), "part"), x)
+                part = x if constant else z3.FreshConst(x.sort(), "part")
+                self.memo[x.get_id()] = (part, x)
+                if not constant:
+                    self.parts.add(part.get_id())
                 stack.pop()
                 continue
             kids = x.children()
@@ -254,6 +290,8 @@ class _Skeleton:
             if missing:
                 stack.extend(missing)
                 continue
+            if x.decl().name() in self.names:
+                self.decls.setdefault(x.decl().sexpr(), x.decl())
             out = x.decl()(*[self.memo[k.get_id()][0] for k in kids]) if kids else x
             self.memo[x.get_id()] = (out, x)
             stack.pop()
@@ -292,21 +330,112 @@ class _Skeleton:
         return list(found.values())
 
 
+class _After:
+    """Terms of map `name` evaluated on its state after a write log instead of before: its
+    functions (`decls`: all those the terms asked about use) replaced by state.found_after /
+    byte_after over z3.Var arguments, built once per write log."""
+
+    def __init__(self, decls: list[z3.FuncDeclRef]):
+        self.decls = decls
+        self.pairs: dict[tuple, tuple[list, tuple]] = {}  # write log ids -> (pairs, the log)
+
+    def __call__(self, expr: z3.ExprRef, writes) -> z3.ExprRef:
+        ids = _ids(writes)
+        if ids not in self.pairs:
+            self.pairs[ids] = (self._pairs(writes), writes)  # the log kept: its ids stay its own
+        pairs = self.pairs[ids][0]
+        return z3.substitute_funs(expr, *pairs) if pairs else expr
+
+    def _pairs(self, writes) -> list[tuple[z3.FuncDeclRef, z3.ExprRef]]:
+        pairs = []
+        for d in self.decls:
+            key = z3.Var(0, d.domain(0))
+            if d.arity() == 1:  # found
+                pairs.append((d, found_after(writes, key, d(key))))
+            else:
+                off = z3.Var(1, d.domain(1))
+                pairs.append((d, byte_after(writes, key, off, d(key, off))))
+        return pairs
+
+
+class _Generalised:
+    """ "Preserved" claimed for every entry at once, a stronger claim than the skeleton's:
+    in each shape, a map read whose key is a skeleton variable reads the entry of a key
+    variable of that shape's own (`mapuse.key.N`, in the order they occur), and a write log's
+    skeleton variables are renamed in the order they occur (`mapuse.w.N`). The original
+    keys and variables are values the claim covers. Write logs that differ only in which
+    entry they update (xdp-filter: the same counter update on each filter entry) then are
+    one query, asked once."""
+
+    def __init__(self, skeleton: _Skeleton, shapes: list[z3.ExprRef]):
+        self.skeleton = skeleton
+        self.shapes = self._general(shapes)  # None: some key reads the map itself
+        self.outcome: dict[tuple, tuple[bool, tuple]] = {}  # renamed log ids -> (proved, log)
+
+    def preserved(self, sketch, after: _After) -> bool:
+        """Whether the write log `sketch` (skeleton terms) provably leaves every shape unchanged."""
+        if self.shapes is None:
+            return False
+        log = self._renamed(sketch)
+        ids = _ids(log)
+        if ids not in self.outcome:
+            self.outcome[ids] = (_unsat(z3.Or(*[s != after(s, log) for s in self.shapes])), log)
+        return self.outcome[ids][0]
+
+    def _general(self, shapes: list[z3.ExprRef]) -> list[z3.ExprRef] | None:
+        out: dict[int, z3.ExprRef] = {}
+        for shape in shapes:
+            keys: dict[int, z3.ExprRef] = {}
+            pairs = []
+            for read in _in_order([shape], lambda x: z3.is_app(x) and x.decl().name() in self.skeleton.names):
+                key = read.arg(0)
+                if self.skeleton._reads(key):
+                    return None
+                if key.get_id() not in self.skeleton.parts:
+                    continue  # a constant key stays: its entry is not any entry
+                if key.get_id() not in keys:
+                    keys[key.get_id()] = z3.Const(f"mapuse.key.{len(keys)}", key.sort())
+                args = [keys[key.get_id()], *(read.arg(i) for i in range(1, read.num_args()))]
+                pairs.append((read, read.decl()(*args)))
+            general = z3.substitute(shape, *pairs) if pairs else shape
+            out.setdefault(general.get_id(), general)
+        return list(out.values())
+
+    def _renamed(self, sketch):
+        parts = _in_order([t for w in sketch for t in _terms(w)], lambda x: x.get_id() in self.skeleton.parts)
+        pairs = [(v, z3.Const(f"mapuse.w.{i}", v.sort())) for i, v in enumerate(parts)]
+        if not pairs:
+            return sketch
+
+        def r(x):
+            return z3.substitute(x, *pairs)
+
+        return tuple(
+            type(w)(w.kind, r(w.key), None if w.off is None else r(w.off), tuple(r(d) for d in w.data)) for w in sketch
+        )
+
+
+def _in_order(exprs: list[z3.ExprRef], wanted) -> list[z3.ExprRef]:
+    """The distinct subterms of `exprs` for which `wanted` holds, in the order a depth-first
+    walk meets them (the same order for terms of the same shape): not below a wanted one."""
+    out: dict[int, z3.ExprRef] = {}
+    seen: set[int] = set()
+    for root in exprs:
+        stack = [root]
+        while stack:
+            x = stack.pop()
+            if x.get_id() in seen:
+                continue
+            seen.add(x.get_id())
+            if wanted(x):
+                out.setdefault(x.get_id(), x)
+            elif z3.is_app(x):
+                stack.extend(reversed(x.children()))
+    return list(out.values())
+
+
 def _map_decls(expr: z3.ExprRef, name: str) -> list[z3.FuncDeclRef]:
     return [d for n, d in _uninterpreted(expr).items() if n in (f"map.{name}.found", f"map.{name}.val")]
-
-
-def _after(expr: z3.ExprRef, name: str, writes) -> z3.ExprRef:
-    """`expr` evaluated on the map's state after `writes` instead of before."""
-    pairs = []
-    for d in _map_decls(expr, name):
-        key = z3.Var(0, d.domain(0))
-        if d.arity() == 1:  # found
-            pairs.append((d, found_after(writes, key, d(key))))
-        else:
-            off = z3.Var(1, d.domain(1))
-            pairs.append((d, byte_after(writes, key, off, d(key, off))))
-    return z3.substitute_funs(expr, *pairs) if pairs else expr
 
 
 def _other_copy(name: str):

@@ -41,7 +41,7 @@ from pathlib import Path as FsPath
 from analyzer import kernel
 from analyzer.classify import classes
 from analyzer.explore import Exploration, ExplorationError, Options, explore
-from analyzer.fields import Decoder
+from analyzer.fields import decode
 from analyzer.helpers import helper, helper_name
 from lifter.errors import LiftError
 from lifter.insn import Call, LoadImm64, MapRef
@@ -257,8 +257,7 @@ def check_exploration(
     fates = account(e, rs, maps)
     found = examples(rs, fates)
     report.frames += [found[f.path].frame for f in fates if f.path in found]
-    decoder = Decoder(e.environment())
-    fields = {p.id: "" if e.cut_by_budget(p) else decoder.render(e.condition(p)) for p in e.paths}
+    fields = {p.id: "" if e.cut_by_budget(p) else decode(e, p) for p in e.paths}
     counts = summary(fates)
     report.programs.append(
         {

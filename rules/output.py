@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from analyzer.classify import classes
 from analyzer.exploration import Exploration
-from analyzer.fields import Decoder
+from analyzer.fields import decode
 
 from .counterexample import examples
 from .final import source_lines
@@ -168,11 +168,10 @@ def tc_script(e: Exploration, rs: RuleSet, dev: str, skip: str, explain: bool = 
     for a in rs.assumptions:
         out.append(f"# ASSUMED: {ASSUMPTIONS[a]} (--assume {a})")
     out.append(f"# packets up to {e.options.max_len} bytes (--max-len)")
-    decoder = Decoder(e.environment())
     for f in doc["fates"]:
         path = e.paths[f["path"]]  # a path a time budget cut: its detail says where (no `when`)
         software = not f["offloaded"] and f["code"] != "pass-to-host" and not e.cut_by_budget(path)
-        line = fate_line(f, decoder.render(e.condition(path)) if software else "")
+        line = fate_line(f, decode(e, path) if software else "")
         if line:
             out += [line] + example_lines(f)
     # a comment is one line whatever its text holds (a decoded condition, a file name):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analyzer.fields import Decoder
+from analyzer.fields import FIXED_NOTE, Decoder, decode
 from analyzer.symbolic import source_of, symbols
 
 
@@ -167,9 +167,9 @@ def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] =
             "decides on a long computation of its inputs (a hash or checksum, kept as any value): "
             "flower cannot match on it",
         )
-    decoder = Decoder(e.environment())
-    decoder.render(cond)
-    if decoder.fixed_used and "no-ip-options" not in assumed:
+    # the decoded condition (which `rules` prints too) ends with FIXED_NOTE exactly when it
+    # named fixed-offset reads as L4 fields
+    if decode(e, path).endswith(FIXED_NOTE) and "no-ip-options" not in assumed:
         return Reason(
             "atypical-packets",
             "IP options: the program reads L4 fields at fixed offsets, flower "
