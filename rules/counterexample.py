@@ -116,6 +116,8 @@ class _Asker:
         self.frames: dict[tuple[int, ...], tuple[tuple, z3.ModelRef | None]] = {}
         #: path -> the constraints its `differs` frame was found under (the block's problem)
         self.bad: dict[int, list[z3.BoolRef]] = {}
+        #: id of a model held in `frames` -> its frame's bytes (read once: ~60 array reads)
+        self.read: dict[int, bytes] = {}
 
     def shortest(self, *constraints) -> z3.ModelRef | None:
         """_shortest, once per set of constraints (z3 terms are hash-consed: equal terms,
@@ -129,7 +131,13 @@ class _Asker:
         """Whether a plain frame (typical, of no atypical class: analyzer.fields.Frame) that
         satisfies assumption `a` still shows the problem of path `pid`'s `differs` frame."""
         model = self.shortest(*self.bad[pid], self.holds[a], self.typical)
-        return model is not None and not frame(_bytes(model)).classes
+        return model is not None and not frame(self.bytes(model)).classes
+
+    def bytes(self, model: z3.ModelRef) -> bytes:
+        """The frame of a model `shortest` returned, read once."""
+        if id(model) not in self.read:
+            self.read[id(model)] = _bytes(model)
+        return self.read[id(model)]
 
 
 #: The assumption that rules out each class of atypical frames (analyzer.fields.Frame).
@@ -167,11 +175,11 @@ def _example(rs, ask: _Asker, p, code: str) -> Example | None:
             other = _taken(s, model)
             verdict = s.e.paths[other].verdict if other is not None else None
             ask.bad[p.id] = bad
-            return Example(p.id, "differs", _bytes(model), other, verdict)
+            return Example(p.id, "differs", ask.bytes(model), other, verdict)
     model = ask.shortest(*s.env, s.conds[p.id])
     if model is None:
         return None
-    return Example(p.id, "witness", _bytes(model), p.id, p.verdict)
+    return Example(p.id, "witness", ask.bytes(model), p.id, p.verdict)
 
 
 def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:
