@@ -109,7 +109,6 @@ class _Asker:
     paths all have the block `protocol all`), and get the same frame."""
 
     def __init__(self, rs):
-        self.typical = rs.synth.typical
         self.free = [a for a in ASSUMPTIONS if a not in DEFAULT_ASSUMPTIONS and a not in rs.assumptions]
         self.holds = {a: z3.And(assumption_constraints([a])) for a in self.free}
         #: query (its terms' ids) -> (its terms, kept alive so no id is reused; the answer)
@@ -126,12 +125,6 @@ class _Asker:
         if key not in self.frames:
             self.frames[key] = (constraints, _shortest(*constraints))
         return self.frames[key][1]
-
-    def plain(self, pid: int, a: str) -> bool:
-        """Whether a plain frame (typical, of no atypical class: analyzer.fields.Frame) that
-        satisfies assumption `a` still shows the problem of path `pid`'s `differs` frame."""
-        model = self.shortest(*self.bad[pid], self.holds[a], self.typical)
-        return model is not None and not frame(self.bytes(model)).classes
 
     def bytes(self, model: z3.ModelRef) -> bytes:
         """The frame of a model `shortest` returned, read once."""
@@ -185,11 +178,7 @@ def _example(rs, ask: _Asker, p, code: str) -> Example | None:
 def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:
     """Suggest the assumption ruling out a `differs` frame's class for a path left to
     software for atypical packets or flower's view, when the path's own filter (its block,
-    with the pass shields synthesis adds) proves under that assumption. The re-proof (a
-    synthesis under the assumption, the costliest question here) is not asked where a plain
-    frame satisfying the assumption shows the same problem (ask.plain): there the frame's
-    class is incidental (a map-decided drop whose frame happens to be a fragment) and the
-    assumption takes nothing away that flower could not see."""
+    with the pass shields synthesis adds) proves under that assumption."""
     codes = {f.path: f.reason.code for f in fates if f.reason is not None}
     again: dict[str, Synthesizer] = {}
     for pid, ex in out.items():
@@ -199,7 +188,7 @@ def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:
             continue
         for c in frame(ex.frame).classes:
             a = RULES_OUT.get(c)
-            if a not in ask.free or ask.plain(pid, a):
+            if a not in ask.free:
                 continue
             if a not in again:
                 again[a] = rs.synth.with_assumption(a)
