@@ -113,8 +113,6 @@ class _Asker:
         self.holds = {a: z3.And(assumption_constraints([a])) for a in self.free}
         #: query (its terms' ids) -> (its terms, kept alive so no id is reused; the answer)
         self.frames: dict[tuple[int, ...], tuple[tuple, z3.ModelRef | None]] = {}
-        #: path -> the constraints its `differs` frame was found under (the block's problem)
-        self.bad: dict[int, list[z3.BoolRef]] = {}
         #: id of a model held in `frames` -> its frame's bytes (read once: ~60 array reads)
         self.read: dict[int, bytes] = {}
 
@@ -167,7 +165,6 @@ def _example(rs, ask: _Asker, p, code: str) -> Example | None:
         if model is not None:
             other = _taken(s, model)
             verdict = s.e.paths[other].verdict if other is not None else None
-            ask.bad[p.id] = bad
             return Example(p.id, "differs", ask.bytes(model), other, verdict)
     model = ask.shortest(*s.env, s.conds[p.id])
     if model is None:
