@@ -88,18 +88,47 @@ def examples(rs, fates) -> dict[int, Example]:
     if rs.examples is not None:
         return rs.examples
     s = rs.synth
+    ask = _Asker(rs)
     out: dict[int, Example] = {}
     wanted = [f for f in fates if not f.offloaded and f.reason.code != "pass-to-host"]
     wanted = [f for f in wanted if not s.e.cut_by_budget(s.e.paths[f.path])]  # where cut says it
     for f in wanted[:MAX_EXAMPLES]:
         if s.out_of_time() is not None:  # examples illustrate; the time budget comes first
             break
-        ex = _example(rs, s.e.paths[f.path], f.reason.code)
+        ex = _example(rs, ask, s.e.paths[f.path], f.reason.code)
         if ex is not None:
             out[f.path] = ex
-    _suggest(rs, out, fates)
+    _suggest(rs, ask, out, fates)
     rs.examples = out
     return out
+
+
+class _Asker:
+    """The z3 questions of one program's examples and suggestions, each asked once: paths
+    whose blocks and outcomes are the same ask the same question (xdp-filter's map-decided
+    paths all have the block `protocol all`), and get the same frame."""
+
+    def __init__(self, rs):
+        self.free = [a for a in ASSUMPTIONS if a not in DEFAULT_ASSUMPTIONS and a not in rs.assumptions]
+        self.holds = {a: z3.And(assumption_constraints([a])) for a in self.free}
+        #: query (its terms' ids) -> (its terms, kept alive so no id is reused; the answer)
+        self.frames: dict[tuple[int, ...], tuple[tuple, z3.ModelRef | None]] = {}
+        #: id of a model held in `frames` -> its frame's bytes (read once: ~60 array reads)
+        self.read: dict[int, bytes] = {}
+
+    def shortest(self, *constraints) -> z3.ModelRef | None:
+        """_shortest, once per set of constraints (z3 terms are hash-consed: equal terms,
+        equal ids)."""
+        key = tuple(sorted(c.get_id() for c in constraints))
+        if key not in self.frames:
+            self.frames[key] = (constraints, _shortest(*constraints))
+        return self.frames[key][1]
+
+    def bytes(self, model: z3.ModelRef) -> bytes:
+        """The frame of a model `shortest` returned, read once."""
+        if id(model) not in self.read:
+            self.read[id(model)] = _bytes(model)
+        return self.read[id(model)]
 
 
 #: The assumption that rules out each class of atypical frames (analyzer.fields.Frame).
@@ -115,7 +144,7 @@ def _blocks(rs, p):
     yield s.block_for(p)
 
 
-def _example(rs, p, code: str) -> Example | None:
+def _example(rs, ask: _Asker, p, code: str) -> Example | None:
     """The path's `differs` frame, else a `witness`. Where a suggestion may follow (reason
     atypical-packets or not-expressible), frames an assumption not yet made rules out are
     looked for first, one assumption at a time: which frame z3 returns otherwise depends on
@@ -127,28 +156,26 @@ def _example(rs, p, code: str) -> Example | None:
         order.reverse()
         order[0] = z3.Not(s.typical)
     if code in ("atypical-packets", "not-expressible"):
-        free = [a for a in ASSUMPTIONS if a not in DEFAULT_ASSUMPTIONS and a not in rs.assumptions]
-        order = [z3.Not(z3.And(assumption_constraints([a]))) for a in free] + order
+        order = [z3.Not(ask.holds[a]) for a in ask.free] + order
     for block in _blocks(rs, p) if isinstance(outcome, Outcome) else ():
         if block is None:
             continue
         bad = [*s.env, *_region(s, block), z3.Not(s.good(outcome))]
-        model = next((m for c in order if (m := _shortest(*bad, c)) is not None), None)
+        model = next((m for c in order if (m := ask.shortest(*bad, c)) is not None), None)
         if model is not None:
             other = _taken(s, model)
             verdict = s.e.paths[other].verdict if other is not None else None
-            return Example(p.id, "differs", _bytes(model), other, verdict)
-    model = _shortest(*s.env, s.conds[p.id])
+            return Example(p.id, "differs", ask.bytes(model), other, verdict)
+    model = ask.shortest(*s.env, s.conds[p.id])
     if model is None:
         return None
-    return Example(p.id, "witness", _bytes(model), p.id, p.verdict)
+    return Example(p.id, "witness", ask.bytes(model), p.id, p.verdict)
 
 
-def _suggest(rs, out: dict[int, Example], fates) -> None:
+def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:
     """Suggest the assumption ruling out a `differs` frame's class for a path left to
     software for atypical packets or flower's view, when the path's own filter (its block,
     with the pass shields synthesis adds) proves under that assumption."""
-    free = [a for a in ASSUMPTIONS if a not in DEFAULT_ASSUMPTIONS and a not in rs.assumptions]
     codes = {f.path: f.reason.code for f in fates if f.reason is not None}
     again: dict[str, Synthesizer] = {}
     for pid, ex in out.items():
@@ -158,7 +185,7 @@ def _suggest(rs, out: dict[int, Example], fates) -> None:
             continue
         for c in frame(ex.frame).classes:
             a = RULES_OUT.get(c)
-            if a not in free:
+            if a not in ask.free:
                 continue
             if a not in again:
                 again[a] = rs.synth.with_assumption(a)
