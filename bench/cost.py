@@ -20,6 +20,15 @@ filled at run time. Measured savings are compared with what `xdp2tc cost` estima
     .venv/bin/python bench/cost.py [--repeat 100000] [--rounds 5] [--filter SUBSTRING]
                                    [--profile P] [--hold-back 0.3] [--no-tailcalls]
                                    [--json bench/results/cost-<date>.json] [--speed RUNS]
+                                   [--from bench/results/cost-<date>.json]
+
+`--from FILE` reads the per-path timings a previous run saved (its `paths`; the JSON keeps
+every round's reading) and computes the summaries and the held-back refits again without
+timing anything: the fit can be iterated offline on one set of measurements. The
+repeatability check (`summary.repeatability`) splits each path's rounds into the even
+and the odd ones: two measurements of the same path made alternately under the same load.
+How often one is within tolerance of the other is the ceiling any model can reach when
+judged against one such measurement.
 
 Part 3 (`--speed RUNS`, alone): CPU time of `xdp2tc cost` against `xdp2tc analyze` on the
 xdp-filter objects (corpus/external), alternating, medians.
@@ -78,11 +87,10 @@ def held_back(rows: list[dict], profile, fraction: float) -> dict:
     judged with the test run's fixed overhead in the measured time (`gross`, as the kernel
     reports it) and without it (`net`: predicted and measured both minus overhead_ns), on
     all held-back paths and on those of LONG instructions or more."""
+    profile = fit.micro_profile(profile)  # no instruction price that saw the held-back paths
     keep = [r for r in rows if "measured_ns" in r]
-    cut = int(fraction * 1000)
-    back = lambda r: zlib.crc32(fit.group_of(r["object"]).encode()) % 1000 < cut  # noqa: E731
-    train_rows = [r for r in keep if not back(r)]
-    test_rows = [r for r in keep if back(r)]
+    train_rows = [r for r in keep if not _held_back(r, fraction)]
+    test_rows = [r for r in keep if _held_back(r, fraction)]
     out = {"fraction": fraction, "train_paths": len(train_rows), "held_back_paths": len(test_rows), "models": {}}
     variants = {"micro_prices": None}
     for chain in (False, True):
@@ -119,6 +127,50 @@ def held_back(rows: list[dict], profile, fraction: float) -> dict:
             }
         out["models"][name] = res
     return out
+
+
+def halves(r: dict) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """A timed row's two half measurements (even rounds, odd rounds): (gross, net) each,
+    the net one less the overhead timed in the same rounds; None with fewer than 4 rounds."""
+    runs, base = r.get("runs") or [], r.get("overhead_runs") or []
+    if len(runs) < 4:
+        return None
+    out = []
+    for part in (slice(0, None, 2), slice(1, None, 2)):
+        gross = statistics.median(runs[part])
+        over = statistics.median(base[part]) if len(base) == len(runs) else r["overhead_ns"]
+        out.append((gross, gross - over))
+    return out[0], out[1]
+
+
+def repeatability(rows: list[dict], fraction: float) -> dict:
+    """The noise ceiling: how often the odd rounds' measurement of a path is within
+    tolerance of its even rounds' (the same criteria as the model: gross ±BAND, net ±BAND
+    or ±ABS_NS, ±2 ABS_NS), over all timed paths and over the held-back ones."""
+    out = {}
+    for label, subset in (("all", rows), ("held_back", [r for r in rows if _held_back(r, fraction)])):
+        pairs = [h for r in subset if (h := halves(r)) is not None]
+        if not pairs:
+            out[label] = {"paths": 0}
+            continue
+        n = len(pairs)
+
+        def close(a: float, b: float, abs_ns: float) -> bool:
+            return abs(b - a) <= max(fit.BAND * a, abs_ns)
+
+        out[label] = {
+            "paths": n,
+            "gross_within_20pct": round(sum(close(a[0], b[0], 0.0) for a, b in pairs) / n, 4),
+            "net_within_20pct_or_1ns": round(sum(close(a[1], b[1], fit.ABS_NS) for a, b in pairs) / n, 4),
+            "net_within_20pct_or_2ns": round(sum(close(a[1], b[1], 2 * fit.ABS_NS) for a, b in pairs) / n, 4),
+            "median_abs_net_difference_ns": round(statistics.median(abs(b[1] - a[1]) for a, b in pairs), 3),
+        }
+    return out
+
+
+def _held_back(r: dict, fraction: float) -> bool:
+    """Is the row's source program among the held-back share (a stable hash of its name)?"""
+    return zlib.crc32(fit.group_of(r["object"]).encode()) % 1000 < int(fraction * 1000)
 
 
 def misses_priced_as_hits(rows: list[dict], profile) -> dict:
@@ -376,6 +428,25 @@ def speed(objects: list[Path], runs: int) -> dict:
 # --------------------------------------------------------------------------- main
 
 
+def measure(profile, args) -> list[dict]:
+    """Part 1's timings: a row per path of every built corpus object (pathtiming.py)."""
+    objects = [p for p in sorted(corpus.built_objects()) if not args.filter or args.filter in str(p)]
+    rows = []
+    for i, path in enumerate(objects, 1):
+        try:
+            got = bench_object(path, profile, args.repeat, args.rounds)
+        except Exception as exc:  # noqa: BLE001 - reported per object
+            got = [{"object": os.path.relpath(path, ROOT), "failure": f"{type(exc).__name__}: {exc}"}]
+        rows += got
+        done = [r for r in got if "measured_ns" in r]
+        print(
+            f"[{i}/{len(objects)}] {os.path.relpath(path, ROOT)}: {len(done)} paths timed", file=sys.stderr, flush=True
+        )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"paths": rows}))  # kept should the summaries fail
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=100_000)
@@ -393,6 +464,13 @@ def main() -> int:
         metavar="RUNS",
         help="only time `cost` against `analyze` on the xdp-filter objects (corpus/external), RUNS times each",
     )
+    ap.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        metavar="FILE",
+        help="recompute the summaries and refits from the per-path timings a previous run saved (no timing)",
+    )
     args = ap.parse_args()
     if args.speed:
         objs = [p for p in corpus.external_objects() if p.name.startswith("xdpfilt_")]
@@ -402,26 +480,17 @@ def main() -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
         return 0
-    try:
-        kernel.check_kernel()
-    except kernel.KernelUnavailable as err:
-        print(f"bench/cost.py: {err}", file=sys.stderr)
-        return 2
     profile = load_profile(args.profile)
-    objects = [p for p in sorted(corpus.built_objects()) if not args.filter or args.filter in str(p)]
-    rows = []
-    for i, path in enumerate(objects, 1):
+    if args.source:
+        rows = json.loads(args.source.read_text())["paths"]
+        rows = [r for r in rows if not args.filter or args.filter in r["object"]]
+    else:
         try:
-            got = bench_object(path, profile, args.repeat, args.rounds)
-        except Exception as exc:  # noqa: BLE001 - reported per object
-            got = [{"object": os.path.relpath(path, ROOT), "failure": f"{type(exc).__name__}: {exc}"}]
-        rows += got
-        done = [r for r in got if "measured_ns" in r]
-        print(
-            f"[{i}/{len(objects)}] {os.path.relpath(path, ROOT)}: {len(done)} paths timed", file=sys.stderr, flush=True
-        )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"paths": rows}))  # kept should the summaries fail
+            kernel.check_kernel()
+        except kernel.KernelUnavailable as err:
+            print(f"bench/cost.py: {err}", file=sys.stderr)
+            return 2
+        rows = measure(profile, args)
     timed_rows = [r for r in rows if "measured_ns" in r]
     for r in timed_rows:
         r["net_error"] = (
@@ -477,7 +546,8 @@ def main() -> int:
         print(f"  held back, {name}: " + "; ".join(cells))
     worst = sorted(timed_rows, key=lambda r: -abs(r["error"]))[:20]
     result = {"summary": summary, "worst": worst, "paths": rows}
-    if not args.no_tailcalls and not args.filter:
+    summary["repeatability"] = repeatability(timed_rows, args.hold_back)
+    if not args.no_tailcalls and not args.filter and not args.source:
         result["tail_calls"] = tail_calls(profile, args.repeat, args.rounds)
     print(json.dumps(summary, indent=2))
     for r in worst[:10]:

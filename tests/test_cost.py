@@ -716,6 +716,17 @@ def test_fit_profile_recovers_prices_and_reports_its_error():
     )
 
 
+def test_micro_profile_undoes_the_fit():
+    """The held-back check starts from the micro prices a fit kept, not the fitted ones."""
+    prof = made_profile()
+    fitted = fit.fit_profile(prof, _synthetic_rows({"alu": 0.02, "jump": 0.11}, 6.0, prof.overhead_ns, 80, 1))
+    assert fitted.insn["alu"] != prof.insn["alu"]
+    back = fit.micro_profile(fitted)
+    assert back.insn["alu"] == prof.insn["alu"] and back.insn["jump"] == prof.insn["jump"]
+    assert back.path_ns == 0.0 and not back.fit and fit.CHAIN not in back.insn
+    assert fit.micro_profile(prof) is prof
+
+
 def test_fit_needs_enough_paths():
     prof = made_profile()
     with pytest.raises(ValueError, match="too few"):

@@ -230,6 +230,19 @@ def gross_errors(predicted: list[float], data: list[Sample], profile: Profile) -
     return [(p + profile.overhead_ns - s.measured_ns) / s.measured_ns for p, s in zip(predicted, data)]
 
 
+def micro_profile(profile: Profile) -> Profile:
+    """`profile` as calibration measured it before the fit: its micro-benchmark instruction
+    prices back (the fit keeps them in `fit.micro_insn`), no chain price, no per-path term.
+    A profile that was not fitted is returned as it is. What bench/cost.py's held-back
+    check starts from, so no price in it has seen the held-back paths."""
+    if not profile.fit:
+        return profile
+    insn = {c: p for c, p in profile.insn.items() if c != CHAIN}
+    insn |= {c: p for c, p in profile.fit.get("micro_insn", {}).items() if p is not None}
+    notes = [n for n in profile.notes if "fitted on real paths" not in n]
+    return dataclasses.replace(profile, insn=insn, path_ns=0.0, fit={}, notes=notes)
+
+
 def fit_profile(profile: Profile, rows: list[dict], k: int = 5, weight: str = WEIGHT) -> Profile:
     """`profile` with its instruction prices, the chain's price and `path_ns` fitted on the
     timed `rows` (pathtiming rows priced with this profile), and `fit` describing the fit."""
