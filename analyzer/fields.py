@@ -734,15 +734,26 @@ def _be(o: int, n: int) -> z3.BitVecRef:
     return z3.Concat(*[_byte(o + i) for i in range(n)]) if n > 1 else _byte(o)
 
 
+def decode_deadline(e) -> float | None:
+    """When decoding path conditions must stop (`fields.Decoder`'s deadline): the end of the
+    command's `--timeout` (counted from Options.started, else from the exploration's
+    start), None without one. Paths decoded past it say so instead of their fields."""
+    opts = e.options
+    if opts.timeout is None:
+        return None
+    begun = opts.started if opts.started is not None else time.perf_counter() - e.seconds
+    return begun + opts.timeout
+
+
 def decode(e, path) -> str:
     """The condition of `path` (an explore.Path of exploration `e`) in header fields, worked
     out once per path (`rules` names a path's reason from it and prints it; `e.decoded`
     holds it with the path and environment it was rendered for, and a new one of either
-    renders it again)."""
+    renders it again). Past the command's time budget (`decode_deadline`) it is NOT_DECODED."""
     env = e.environment()
     memo = e.decoded.get(path.id)
     if memo is None or memo[0] is not path or [a.get_id() for a in memo[1]] != [a.get_id() for a in env]:
-        memo = e.decoded[path.id] = (path, env, Decoder(env).render(e.condition(path)))
+        memo = e.decoded[path.id] = (path, env, Decoder(env, decode_deadline(e)).render(e.condition(path)))
     return memo[2]
 
 

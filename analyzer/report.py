@@ -32,14 +32,13 @@ schema version, new fields may be added):
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import z3
 
 from .classify import CLASSES, BranchClass, classes, classify_sites, map_classes
 from .exploration import UNKNOWN, Exploration, Path
-from .fields import Decoder
+from .fields import Decoder, decode_deadline
 from .mapuse import MapUse, map_uses
 from .symbolic import const_value
 
@@ -149,17 +148,6 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
         "branches": [_branch_json(b) for b in branches],
         "paths": [path_json(e, p, conditions, decoder) for p in e.paths],
     }
-
-
-def decode_deadline(e: Exploration) -> float | None:
-    """When decoding path conditions must stop (`fields.Decoder`'s deadline): the end of the
-    command's `--timeout` (counted from Options.started, else from the exploration's
-    start), None without one. Paths decoded past it say so instead of their fields."""
-    opts = e.options
-    if opts.timeout is None:
-        return None
-    begun = opts.started if opts.started is not None else time.perf_counter() - e.seconds
-    return begun + opts.timeout
 
 
 def budget_json(e: Exploration) -> dict:
