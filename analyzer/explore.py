@@ -8,6 +8,8 @@ How paths are kept in check:
 
 * infeasible branches are pruned: each branch condition gets a literal defined once in one
   incremental solver, and a path is the list of literals it took (`check(assumptions)`);
+  a state keeps the model of its last check (`Witness`), so the direction that model
+  takes needs no solver call;
 * states are processed in reverse post-order, and two states that reach the same place
   with identical contents are merged exactly (path conditions or-ed, instruction counts
   kept as an if-then-else), so N independent or-ed tests give N+1 states, not 2^N;
@@ -73,7 +75,7 @@ from .exploration import (
     Path,
 )
 from .semantics import alu, compare
-from .state import Effect, Frame, MapAccess, MapWrite, PtrByte, State, byte_after, found_after
+from .state import Effect, Frame, MapAccess, MapWrite, PtrByte, State, Witness, byte_after, found_after
 from .symbolic import (
     PACKET,
     PACKET_FRAGS,
@@ -161,6 +163,7 @@ class Explorer:
         self.fresh = Fresh()
         self.solver = z3.Solver()
         self.definitions: list[tuple[z3.BoolRef, z3.BoolRef]] = []
+        self._defined: dict[str, z3.BoolRef] = {}  # literal name -> its condition
         self.sites: dict[tuple[str, int], BranchSite] = {}
         self.paths: list[Path] = []
         self.maps = {m.name: m for m in obj.maps}
@@ -403,6 +406,7 @@ class Explorer:
         lit = self.fresh.literal()
         self.solver.add(lit == cond)
         self.definitions.append((lit, cond))
+        self._defined[lit.decl().name()] = cond
         self._literal_sources[lit.decl().name()] = self.sources(cond)
         return lit
 
@@ -430,6 +434,38 @@ class Explorer:
                 raise OutOfTime(why)
             raise ExplorationError(f"z3 gave up on a path condition: {self.solver.reason_unknown()}")
         return result == z3.sat
+
+    def _decide(self, s: State, lit: z3.BoolRef) -> dict[bool, Witness | None]:
+        """The feasible directions of branch literal `lit` on `s`, each with a model of the
+        path that takes it: the direction `s`'s witness satisfies needs no solver call, the
+        other one a check (whose model the state taking it keeps)."""
+        known = self._value_under(s.witness, lit)
+        out: dict[bool, Witness | None] = {}
+        for d, c in ((True, lit), (False, z3.Not(lit))):
+            if d == known:
+                out[d] = s.witness
+            elif self.feasible(s, c):
+                out[d] = Witness(self.solver.model(), self.fresh.count)
+        return out
+
+    def _value_under(self, w: Witness | None, expr: z3.BoolRef) -> bool | None:
+        """`expr`'s value in `w`'s model extended by the literals defined since it was found
+        (None: no witness, or not decided)."""
+        if w is None:
+            return None
+        pairs = []
+        for name in symbols(expr, self._sym_cache):
+            if name.startswith("b!") and int(name[2:]) > w.known:
+                if name not in w.values:
+                    try:
+                        w.values[name] = self._value_under(w, self._defined[name])
+                    except RecursionError:  # a long chain of merges: ask the solver
+                        w.values[name] = None
+                if w.values[name] is None:
+                    return None
+                pairs.append((z3.Bool(name), z3.BoolVal(w.values[name])))
+        value = w.model.eval(z3.substitute(expr, *pairs) if pairs else expr, model_completion=True)
+        return True if z3.is_true(value) else False if z3.is_false(value) else None
 
     # --- instructions ---------------------------------------------------------------
 
@@ -717,7 +753,11 @@ class Explorer:
             return out
         if kind == RegionKind.MAP_VALUE:
             self.read_maps.add(ptr.region.name)
-            return [self.map_byte(s, ptr.region.name, ptr.region.key, z3.Extract(31, 0, at + i)) for i in range(size)]
+            base = at.as_long() if z3.is_bv_value(at) else None
+            offs = [
+                bv(base + i, 32) if base is not None else z3.simplify(z3.Extract(31, 0, at + i)) for i in range(size)
+            ]
+            return [self.map_byte(s, ptr.region.name, ptr.region.key, o) for o in offs]
         s.note(f"read from {kind} memory at {s.func.section}:{pc} is not modelled")
         return None
 
@@ -846,16 +886,19 @@ class Explorer:
         site.visits += 1
         srcs = self.sources(cond)
         site.all_sources |= srcs
+        witnesses: dict[bool, Witness | None] = {}
         if z3.is_true(cond) or z3.is_false(cond):
             directions = [z3.is_true(cond)]
         else:
             lit = self._define(cond)
-            directions = [d for d, c in ((True, lit), (False, z3.Not(lit))) if self.feasible(s, c)]
+            witnesses = self._decide(s, lit)
+            directions = list(witnesses)
             if not directions:  # the path itself is infeasible (cannot happen after pruning)
                 raise ExplorationError(f"infeasible state at {self.where(s, pc)}")
         if len(directions) == 1:
             site.one_way.add(directions[0])
             s.sites = s.sites | {(s.func.section, pc)}
+            s.witness = witnesses.get(directions[0], s.witness)
             return [(directions[0], s)]
         site.both += 1
         site.sources |= srcs
@@ -867,6 +910,7 @@ class Explorer:
         for d in directions:
             t = s.fork()
             t.path = t.path + ((lit if d else z3.Not(lit)),)
+            t.witness = witnesses[d]
             t.sites = t.sites | {(s.func.section, pc)}
             out.append((d, t))
         return out

@@ -82,25 +82,82 @@ class MapWrite:
         )
 
 
+def _same(a: z3.ExprRef, b: z3.ExprRef) -> bool | None:
+    """Whether two terms are equal when that is plain without the solver (the same term, or
+    two different constants), else None."""
+    if a.get_id() == b.get_id():
+        return True
+    if z3.is_bv_value(a) and z3.is_bv_value(b):
+        return a.as_long() == b.as_long()
+    return None
+
+
 def found_after(writes: tuple[MapWrite, ...], key: z3.BitVecRef, found: z3.BoolRef) -> z3.BoolRef:
     """Whether entry `key` exists after `writes`, given it did (`found`) before them."""
     for w in writes:
         if w.kind in ("put", "delete"):
-            found = z3.If(key == w.key, z3.BoolVal(w.kind == "put"), found)
+            same = _same(key, w.key)
+            if same is None:
+                found = z3.If(key == w.key, z3.BoolVal(w.kind == "put"), found)
+            elif same:
+                found = z3.BoolVal(w.kind == "put")
     return found
 
 
 def byte_after(writes: tuple[MapWrite, ...], key: z3.BitVecRef, off: z3.BitVecRef, value: z3.BitVecRef) -> z3.BitVecRef:
-    """Byte `off` (BV32) of entry `key` after `writes`, given it was `value` before them."""
-    for w in writes:
+    """Byte `off` (BV32) of entry `key` after `writes`, given it was `value` before them.
+    Writes whose key and offset plainly match or miss (the same term, different
+    constants) are resolved here without building a term: from the newest write back, the
+    first that plainly matches gives the byte; the others are if-then-else layers."""
+    layers = []  # (condition or None for a sure match, byte), newest first
+    constant_off = off.as_long() if z3.is_bv_value(off) else None
+    for w in reversed(writes):
+        same_key = _same(key, w.key)
+        if same_key is False:
+            continue
         if w.kind == "put":
-            chosen = w.data[-1]
-            for i in range(len(w.data) - 2, -1, -1):
-                chosen = z3.If(off == i, w.data[i], chosen)
-            value = z3.If(key == w.key, chosen, value)
+            if constant_off is not None:
+                chosen = w.data[constant_off] if constant_off < len(w.data) - 1 else w.data[-1]
+            else:
+                chosen = w.data[-1]
+                for i in range(len(w.data) - 2, -1, -1):
+                    chosen = z3.If(off == i, w.data[i], chosen)
+            layers.append((None if same_key else key == w.key, chosen))
         elif w.kind == "byte":
-            value = z3.If(z3.And(key == w.key, off == w.off), w.data[0], value)
+            same_off = _same(off, w.off)
+            if same_off is False:
+                continue
+            if same_key and same_off:
+                cond = None
+            elif same_key:
+                cond = off == w.off
+            elif same_off:
+                cond = key == w.key
+            else:
+                cond = z3.And(key == w.key, off == w.off)
+            layers.append((cond, w.data[0]))
+        else:
+            continue
+        if layers[-1][0] is None:
+            value = layers.pop()[1]
+            break
+    for cond, byte in reversed(layers):
+        value = z3.If(cond, byte, value)
     return value
+
+
+@dataclass(eq=False)
+class Witness:
+    """A z3 model of a state's path condition, found by the exploring solver's last check
+    on it (shared by the state's forks): a branch whose condition the model decides needs
+    no solver call for that direction. `known` is the fresh-symbol count when it was found
+    (every literal numbered up to it was defined then, so the model satisfies its
+    definition); `values` memoises the literals defined since, each evaluated through its
+    definition (which keeps the extended model a model of every assertion)."""
+
+    model: z3.ModelRef
+    known: int
+    values: dict[str, bool | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,6 +219,7 @@ class State:
     dead: bool = False  # merged into another state
     merge_key: tuple | None = None
     spent: float = 0.0  # seconds spent on this state and the states it was forked from
+    witness: Witness | None = None  # a model of `path` (None: none known)
 
     @property
     def func(self) -> Function:
@@ -194,6 +252,7 @@ class State:
             self.writes,
             self.sites,
             spent=self.spent,
+            witness=self.witness,
         )
         return s
 
