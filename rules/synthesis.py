@@ -502,19 +502,13 @@ class Synthesizer:
         model = s.model() if s.check() == z3.sat else None
         for name in names:
             term = keys[name]
-            every = _every_value(s, model, term) if model is not None else False
-            if every is None:  # a constant in this model (ports of a packet without them): another
-                s.push()
-                s.add(term != model.eval(term, model_completion=True))
-                every = s.check() == z3.sat and bool(_every_value(s, s.model(), term))
-                s.pop()
-            if every:
+            values = _key_values(s, model, term, MAX_VALUES + 1)
+            if values is None:
                 # what enumerating would conclude, in one small query instead of 65 checks
                 # and a prefix/fixed-bit search: the key does not matter, or is left free
                 if 1 << FLOWER_KEYS[name].width > MAX_VALUES + 1 and FLOWER_KEYS[name].mask != "none":
                     free.append(name)
                 continue
-            values = _values(s, term, MAX_VALUES + 1)
             if len(values) == 1 << FLOWER_KEYS[name].width:
                 continue  # every value (vlan_prio, ip_flags): the key does not matter
             if len(values) <= MAX_VALUES:
@@ -853,15 +847,45 @@ def _decides_beyond_chain(b: Block) -> bool:
     return bool(b.masked) or any(name not in CHAIN_KEYS for name in b.sets)
 
 
-def _every_value(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> bool | None:
-    """Whether `term` takes every value of its width in the models of `s`, proved around one
-    of them (`model`): the model's packet, with the bits that make up the term's value
-    replaced by any value x, still satisfies every assertion of `s`, and the term then
-    equals x. All other variables (map contents, helper results too) keep their model
-    values, so the query is small. False when it cannot be shown that way (changing those
-    bits changes the path, e.g. a map lookup keyed by them, or the term is not those bits):
-    then enumerate. None when the term's value in this model is made of fewer bits than its
-    width (no packet bytes: a constant)."""
+def _key_values(s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, limit: int) -> list[int] | None:
+    """Up to `limit` values `term` takes in the models of `s`, or None when it takes every
+    value of its width. Both are worked out around `model` first (`_around`: only the bits
+    that make up the term's value change, every other variable - map contents and helper
+    results too - keeps its model value), in small queries over one variable:
+    - every value: the formula holds for every x (one query instead of 65 checks);
+    - else its solutions are values the term takes, and the models of `s` give the rest, if
+      any (one check when there are none).
+    The same set as `_values`; where the term is not made of packet bits that can change
+    alone (a map lookup keyed by them, a value computed from them), `_values` it is."""
+    if model is None:
+        return _values(s, term, limit)
+    claim = _around(s, model, term)
+    if claim is None:  # a constant in this model (ports of a packet without them): another
+        s.push()
+        s.add(term != model.eval(term, model_completion=True))
+        other = s.model() if s.check() == z3.sat else None
+        s.pop()  # the claim is about s itself: the value excluded here is one of them
+        claim = _around(s, other, term) if other is not None else False
+    if claim is None or claim is False:
+        return _values(s, term, limit)
+    if solver(z3.Not(claim)).check() == z3.unsat:
+        return None
+    return _values(s, term, limit, _values(solver(claim), _every_x(term.size()), limit))
+
+
+def _every_x(width: int) -> z3.BitVecRef:
+    """The variable of `_around`'s formula."""
+    return z3.BitVec("every!value", width)
+
+
+def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef | bool | None:
+    """A formula over x (`_every_x`, the term's width) that holds iff `model`'s packet, with
+    the bits that make up the term's value replaced by x, still satisfies every assertion of
+    `s` and the term then equals x. All other variables (map contents, helper results too)
+    keep their model values, so the formula is small and each x satisfying it is a value of
+    the term in a model of `s`. False when the term's value is not such bits (changing them
+    changes how it is computed); None when it is made of fewer bits than its width in this
+    model (no packet bytes: a constant)."""
     at = _value_bytes(term, model)
     width = term.size()
     if len(at) * 8 < width:
@@ -881,17 +905,27 @@ def _every_value(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> bool |
 
     value = pinned(term)
     # where the term's bits sit in b (a sub-byte key: vlan_prio, vlan_id): its lowest bit;
-    # the other bits of those bytes keep the model's values (a TCP header's data offset)
-    low = next((i for i in range(b.size()) if _at(value, fresh, 1 << i) == 1 and _at(value, fresh, 0) == 0), None)
-    if low is None or low + width > b.size():
+    # the other bits of those bytes keep the model's values (a TCP header's data offset,
+    # which decides whether flower reads the flags at all)
+    model_bytes = sum(
+        model.eval(PACKET[o], model_completion=True).as_long() << (8 * i) for i, o in enumerate(reversed(at))
+    )
+    ones = (1 << width) - 1
+    low = next(
+        (
+            i
+            for i in range(b.size() - width + 1)
+            if all(_at(value, fresh, model_bytes & ~(ones << i) | v << i) == v for v in (0, 1, ones))
+        ),
+        None,
+    )
+    if low is None:
         return False
-    x = z3.BitVec("every!value", width)
-    keep = sum(model.eval(PACKET[o], model_completion=True).as_long() << (8 * i) for i, o in enumerate(reversed(at)))
-    keep &= ~(((1 << width) - 1) << low)
+    x = _every_x(width)
+    keep = model_bytes & ~(ones << low)
     bits = z3.BitVecVal(keep, b.size()) | z3.ZeroExt(b.size() - width, x) << low if b.size() > width else x
     placed = [(byte, z3.Extract(b.size() - 1 - 8 * i, b.size() - 8 - 8 * i, bits)) for i, byte in enumerate(fresh)]
-    claim = z3.substitute(z3.And(*[pinned(a) for a in s.assertions()], value == x), *placed)
-    return solver(z3.Not(claim)).check() == z3.unsat
+    return z3.substitute(z3.And(*[pinned(a) for a in s.assertions()], value == x), *placed)
 
 
 def _at(term: z3.ExprRef, fresh: list[z3.BitVecRef], v: int) -> int | None:
@@ -938,11 +972,14 @@ def _value_bytes(term: z3.ExprRef, model: z3.ModelRef) -> list[int]:
     return sorted(out)
 
 
-def _values(s: z3.Solver, term: z3.BitVecRef, limit: int) -> list[int]:
-    """Up to `limit` values `term` takes in models of `s` (s is restored)."""
-    out: list[int] = []
+def _values(s: z3.Solver, term: z3.BitVecRef, limit: int, known: list[int] = ()) -> list[int]:
+    """Up to `limit` values `term` takes in models of `s` (s is restored): `known` ones
+    (values it is known to take) and more."""
+    out: list[int] = list(known)
     s.push()
     try:
+        if 0 < len(out) < limit:
+            s.add(z3.And([term != v for v in out]))
         while len(out) < limit and s.check() == z3.sat:
             v = s.model().eval(term, model_completion=True).as_long()
             out.append(v)

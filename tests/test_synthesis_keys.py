@@ -1,7 +1,9 @@
-"""Key extraction's shortcut (rules/synthesis.py `_every_value`) against plain enumeration.
+"""Key extraction's shortcuts (rules/synthesis.py `_key_values`) against plain enumeration.
 
 A key proved to take every value of its width on a path is left out of the block without
-enumerating it. If that proof over-claimed, a constrained key would be dropped and its
+enumerating it, and the values a key takes around one model (`_around`) come from a small
+query before the path's own solver is asked for the rest. If either over-claimed, a
+constrained key would be dropped or get a wrong value set and its
 filter lost (or widened into one the proof then refuses): on corpus programs that have
 filters on MACs, TTL/TOS, TCP flags, ports, addresses and VLAN tags, every target path's
 extracted blocks must equal those of the enumeration alone (as a set: the masked values of
@@ -11,6 +13,7 @@ a flag key come in the order of z3's models, which depends on the queries before
 from __future__ import annotations
 
 import pytest
+import z3
 
 import corpus
 from analyzer.explore import explore
@@ -42,17 +45,33 @@ def test_every_value_agrees_with_enumeration(stem, monkeypatch):
     path = need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o")
     proved = _blocks(path)
     assert any(proved.values()), "the program has target paths with blocks"
-    monkeypatch.setattr(synthesis, "_every_value", lambda s, model, term: False)
+    monkeypatch.setattr(synthesis, "_around", lambda s, model, term: False)  # both shortcuts off
     assert proved == _blocks(path)
 
 
-def test_every_value_is_used():
-    """The shortcut does find keys that matter nothing (else the test above shows nothing)."""
-    path = need_object(corpus.BUILD_DIR / "clang" / "ttl_tos.o")
-    e = explore(*_program(path))
+def _first_target(stem):
+    e = explore(*_program(need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o")))
     s = Synthesizer(e, ("no-ip-options",), {})
     p = next(p for p in e.paths if isinstance(s.outcomes[p.id], Outcome) and not s.outcomes[p.id].is_pass)
     solver, _ = s._typical_solver(p)
     assert solver.check().r == 1
+    return s, solver
+
+
+def test_every_value_is_used():
+    """The shortcuts do fire (else the test above shows nothing): a MAC the program never
+    reads takes every value, and so do the TCP flags of a program that reads none (in the
+    first model the TCP header may be too short for flower to read them: another model is
+    taken); a port compared with K constants takes those K values around one model."""
+    s, solver = _first_target("ttl_tos")
+    assert synthesis._key_values(solver, solver.model(), s.d.keys["src_mac"], 65) is None
+    s, solver = _first_target("or_stress_k2")
+    solver.add(s.d.skb_protocol == 0x0800)
+    assert solver.check().r == 1
     model = solver.model()
-    assert synthesis._every_value(solver, model, s.d.keys["src_mac"])
+    assert synthesis._key_values(solver, model, s.d.keys["tcp_flags"], 65) is None
+    claim = synthesis._around(solver, model, s.d.keys["dst_port"])
+    assert isinstance(claim, z3.BoolRef)
+    around = synthesis._values(synthesis.solver(claim), synthesis._every_x(16), 65)
+    assert sorted(around) == sorted(synthesis._values(solver, s.d.keys["dst_port"], 65))
+    assert len(around) == 2
