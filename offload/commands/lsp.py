@@ -14,10 +14,11 @@ import os
 import sys
 
 from lifter.errors import LiftError
+from offload.commands import command_help
 
 
 def add_parser(sub) -> None:
-    sub.add_parser("lsp", help="the language server for editors (stdio; offload/lsp.py)")
+    sub.add_parser("lsp", help=command_help("lsp"))
 
 
 def run(args: argparse.Namespace) -> int:
