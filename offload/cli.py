@@ -65,7 +65,7 @@ def chosen(argv: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        args = parser(chosen(argv)).parse_args(argv)
+        args = parser(chosen(argv) or "").parse_args(argv)  # no command (--help, --version): none set up
     except SystemExit as done:  # usage errors (one line, 2), --help and --version (0)
         return done.code if isinstance(done.code, int) else 0
     try:
