@@ -29,9 +29,9 @@ from offload.options import OneLineParser
 
 
 def parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser, or with `only` a parser whose other commands have their name and
-    help but no options (what parsing a command line of `only` needs: argparse reads the
-    options of the chosen command alone)."""
+    """The whole parser, or with `only` (a command's name, or "" for none) a parser whose
+    other commands have their name and help but no options: what parsing a command line of
+    `only` needs, since argparse reads the options of the chosen command alone."""
     top = OneLineParser(prog="xdp2tc", description=__doc__.split("\n")[0])
     top.add_argument("--version", action="version", version=f"xdp2tc {metadata.version('xdp2tc')}")
     sub = top.add_subparsers(dest="command", required=True)
