@@ -55,7 +55,8 @@ from rules.reasons import REASONS, Reason, account, summary, summary_lines
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
 from . import flowercheck, flowervm, traffic
-from .options import exploration_options
+from .commands import command_help
+from .options import exploration_flags, exploration_options
 from .programs import device_programs
 from .targets import DEFAULT_TARGETS, TARGETS, Target
 
@@ -672,10 +673,8 @@ def run(args) -> int:
     return EXIT_FOUND if failed else EXIT_OK
 
 
-def add_parser(sub, exploration_flags) -> None:
-    p = sub.add_parser(
-        "check", help="CI gate: every path offloaded, passed or explained; per target; text, JSON or SARIF"
-    )
+def add_parser(sub) -> None:
+    p = sub.add_parser("check", help=command_help("check"))
     p.add_argument("files", nargs="+", metavar="FILE.o")
     exploration_flags(p)
     p.add_argument(
@@ -750,6 +749,3 @@ def write_pcap(path: str, frames: list[bytes]) -> None:
         FsPath(path).write_bytes(pcap(frames))
     except OSError as err:
         raise LiftError(f"--pcap-out: cannot write: {err.strerror}", file=path) from None
-
-
-COMMANDS = {"check": run}

@@ -1,9 +1,11 @@
 """The `xdp2tc` command: one subcommand per pipeline view.
 
 Each subcommand is a module of offload/commands/ (`add_parser(sub)`, `run(args)`), except
-`check`, the CI gate, whose options and runner are in offload/check.py with the gate itself.
-Options several commands share are in offload/options.py, program selection in
-offload/programs.py, progress and graphviz output in offload/console.py.
+`check`, the CI gate, whose options and runner are in offload/check.py with the gate itself;
+offload/commands/__init__.py lists them. Only the module of the command being run is
+imported (each pulls in its part of the pipeline: z3, the analysis, the rules); `--help`
+and `--version` import none. Options several commands share are in offload/options.py,
+program selection in offload/programs.py, progress and graphviz output in offload/console.py.
 
 Exit codes (documented in the README):
   0  success
@@ -15,49 +17,59 @@ Errors are one line on stderr, `xdp2tc: <file>: <section>: ...: <what>`; never a
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
 from importlib import metadata
+from types import ModuleType
 
 from lifter.errors import EXIT_BAD_INPUT, LiftError
-from offload import check, flowercheck
-from offload.commands import analyze, calibrate, cfg, cost, disasm, info, lsp, rules, sync, verify
-from offload.options import OneLineParser, exploration_flags
+from offload.commands import COMMANDS
+from offload.options import OneLineParser
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with `only` (a command's name, or "" for none) a parser whose
+    other commands have their name and help but no options: what parsing a command line of
+    `only` needs, since argparse reads the options of the chosen command alone."""
     top = OneLineParser(prog="xdp2tc", description=__doc__.split("\n")[0])
     top.add_argument("--version", action="version", version=f"xdp2tc {metadata.version('xdp2tc')}")
     sub = top.add_subparsers(dest="command", required=True)
-    for command in (info, disasm, cfg, analyze, verify, rules, sync, cost, calibrate):
-        command.add_parser(sub)
-    check.add_parser(sub, exploration_flags)
-    lsp.add_parser(sub)
+    for name, (_, help_text) in COMMANDS.items():
+        if only is None or name == only:
+            command_module(name).add_parser(sub)
+        else:
+            sub.add_parser(name, help=help_text)
     return top
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "info": info.run,
-    "disasm": disasm.run,
-    "cfg": cfg.run,
-    "analyze": analyze.run,
-    "verify": verify.run,
-    "rules": flowercheck.with_check(rules.run),
-    "sync": sync.run,
-    "cost": cost.run,
-    "calibrate": calibrate.run,
-    "lsp": lsp.run,
-}
-COMMANDS.update(check.COMMANDS)
+def command_module(name: str) -> ModuleType:
+    return importlib.import_module(COMMANDS[name][0])
+
+
+def runner(name: str) -> Callable[[argparse.Namespace], int]:
+    run = command_module(name).run
+    if name == "rules":
+        from offload import flowercheck  # --check-flower: check the printed script
+
+        return flowercheck.with_check(run)
+    return run
+
+
+def chosen(argv: list[str]) -> str | None:
+    """The command of a command line: its first word that is not an option (the top-level
+    options, --help and --version, take no value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        args = parser().parse_args(argv)
+        args = parser(chosen(argv) or "").parse_args(argv)  # no command (--help, --version): none set up
     except SystemExit as done:  # usage errors (one line, 2), --help and --version (0)
         return done.code if isinstance(done.code, int) else 0
     try:
-        return COMMANDS[args.command](args)
+        return runner(args.command)(args)
     except LiftError as err:
         print(f"xdp2tc: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT

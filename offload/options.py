@@ -10,11 +10,12 @@ import argparse
 import sys
 import time
 import unicodedata
+from typing import TYPE_CHECKING
 
-from analyzer.exploration import Options
 from lifter.errors import EXIT_BAD_INPUT, LiftError
-from offload.mapsource import parse_spec
-from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
+
+if TYPE_CHECKING:
+    from analyzer.exploration import Options
 
 #: The smallest `--max-len`: an Ethernet header (every program reads one; `rules` assumes
 #: frames of at least 60 bytes and refuses a smaller bound).
@@ -88,6 +89,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 def maps_from(text: str):
     """`rules --maps-from pinned:DIR|prog:ID|json:...` (offload/mapsource.py parses it)."""
+    from offload.mapsource import parse_spec
+
     try:
         return parse_spec(text)
     except ValueError as err:
@@ -96,6 +99,8 @@ def maps_from(text: str):
 
 def live_maps_from(text: str):
     """`sync --maps-from pinned:DIR|prog:ID`: live maps only (offload/mapsource.py says why)."""
+    from offload.mapsource import parse_spec
+
     try:
         return parse_spec(text, live=True)
     except ValueError as err:
@@ -128,6 +133,8 @@ def exploration_flags(
 ) -> None:
     """`--program` and the exploration bounds (analyzer.exploration.Options), as every
     command that explores takes them."""
+    from analyzer.exploration import Options  # z3 and the lifter: only for a command that explores
+
     d = Options()
     p.add_argument("--program", "-p", help=program_help)
     p.add_argument(
@@ -171,6 +178,8 @@ def exploration_flags(
 def exploration_options(args: argparse.Namespace) -> Options:
     """The Options the `exploration_flags` of a parsed command line ask for. `--timeout`
     counts from the first call for `args`: every program a command explores shares it."""
+    from analyzer.exploration import Options
+
     started = vars(args).setdefault("budget_started", time.perf_counter())
     return Options(
         max_len=args.max_len,
@@ -185,6 +194,8 @@ def exploration_options(args: argparse.Namespace) -> Options:
 
 def assume_flag(p: argparse.ArgumentParser) -> None:
     """--assume, as `rules` and `sync` take it (the proofs' assumptions beyond the default)."""
+    from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
+
     p.add_argument(
         "--assume",
         action="append",

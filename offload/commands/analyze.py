@@ -13,13 +13,14 @@ from analyzer.report import SCHEMA, analysis_json, analysis_text
 from lifter.errors import LiftError
 from lifter.program import load_object
 from offload import angrcmd
+from offload.commands import command_help
 from offload.console import clear_progress, progress_printer
 from offload.options import exploration_flags, exploration_options
 from offload.programs import xdp_programs
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("analyze", help="explore every path: verdicts, effects, decision classes")
+    p = sub.add_parser("analyze", help=command_help("analyze"))
     p.add_argument("file")
     exploration_flags(p)
     p.add_argument("--json", action="store_true", help=f"machine-readable output (schema {SCHEMA})")

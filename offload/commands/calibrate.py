@@ -11,11 +11,12 @@ import corpus
 from analyzer import kernel
 from analyzer.cost.calibrate import CalibrationError, Settings, calibrate
 from lifter.errors import LiftError
+from offload.commands import command_help
 from offload.options import at_least
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("calibrate", help="measure the cost model's prices on this kernel")
+    p = sub.add_parser("calibrate", help=command_help("calibrate"))
     p.add_argument("--out", "-o", metavar="PROFILE.json", help="write the profile here (default: stdout)")
     d = Settings()
     p.add_argument("--repeat", type=at_least(1), default=d.repeat, help=f"runs per timing (default {d.repeat})")

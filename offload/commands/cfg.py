@@ -7,12 +7,13 @@ import json
 import sys
 
 from lifter.program import load_object
+from offload.commands import command_help
 from offload.console import svg
 from offload.render import cfg_dot, cfg_json
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("cfg", help="control-flow graph of a program")
+    p = sub.add_parser("cfg", help=command_help("cfg"))
     p.add_argument("file")
     p.add_argument("--program", "-p")
     p.add_argument("--format", choices=("dot", "json", "svg"), default="dot")

@@ -20,6 +20,7 @@ from analyzer.cost.tailgraph import Mapping, Node, ProgramCost, TailGraph, parse
 from analyzer.exploration import ExplorationError, Options
 from lifter.errors import LiftError
 from lifter.program import BpfObject, Program, load_object
+from offload.commands import command_help
 from offload.console import clear_progress, progress_printer, svg
 from offload.options import exploration_flags, exploration_options
 from offload.programs import device_programs, entry_programs
@@ -29,7 +30,7 @@ EXIT_GRAPH = 1
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("cost", help="per-path cost in ns, tail-call share and savings, tail-call graph")
+    p = sub.add_parser("cost", help=command_help("cost"))
     p.add_argument("files", nargs="+", metavar="FILE.o")
     exploration_flags(p)
     p.add_argument("--profile", help="calibration profile from `xdp2tc calibrate` (default: the shipped one)")

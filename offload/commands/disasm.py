@@ -7,10 +7,11 @@ import sys
 
 from lifter.printer import objdump_text
 from lifter.program import load_object
+from offload.commands import command_help
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("disasm", help="disassembly in llvm-objdump -dr layout")
+    p = sub.add_parser("disasm", help=command_help("disasm"))
     p.add_argument("file")
     p.add_argument("--program", "-p", help="only this program and its subprograms")
     p.add_argument("--lines", "-l", action="store_true", help="interleave source file:line:col")

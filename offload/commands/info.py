@@ -7,11 +7,12 @@ import json
 import sys
 
 from lifter.program import load_object
+from offload.commands import command_help
 from offload.render import info_json, info_text
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("info", help="programs, maps, globals and source files of an object")
+    p = sub.add_parser("info", help=command_help("info"))
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 

@@ -1,9 +1,8 @@
 """`xdp2tc lsp`: the language server for editors (offload/lsp.py; pygls is imported only there).
 
-The CLI's parser imports every command (z3, the whole analysis); the server needs none of it
-(its analysis runs in the processes offload/editor.py forks), so `run` replaces this process
-by a fresh interpreter running offload/lsp.py: same pid, same stdin/stdout, a third of the
-memory.
+The server needs none of the analysis in its own process (the analysis runs in the
+processes offload/editor.py forks), so `run` replaces this process by a fresh interpreter
+running offload/lsp.py: same pid, same stdin/stdout, nothing the CLI imported.
 """
 
 from __future__ import annotations
@@ -14,10 +13,11 @@ import os
 import sys
 
 from lifter.errors import LiftError
+from offload.commands import command_help
 
 
 def add_parser(sub) -> None:
-    sub.add_parser("lsp", help="the language server for editors (stdio; offload/lsp.py)")
+    sub.add_parser("lsp", help=command_help("lsp"))
 
 
 def run(args: argparse.Namespace) -> int:

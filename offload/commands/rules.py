@@ -12,6 +12,7 @@ from analyzer.explore import explore
 from lifter.errors import LiftError
 from lifter.program import load_object
 from offload import check, flowercheck, mapfill
+from offload.commands import command_help
 from offload.console import progress_printer
 from offload.options import (
     assume_flag,
@@ -31,7 +32,7 @@ from rules.synthesis import MIN_FRAME
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("rules", help="tc flower rules for the paths hardware can take, each proven")
+    p = sub.add_parser("rules", help=command_help("rules"))
     p.add_argument("file")
     p.add_argument(
         "--dev",

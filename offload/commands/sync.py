@@ -11,6 +11,7 @@ from analyzer import kernel
 from lifter.errors import LiftError
 from lifter.program import load_object
 from offload import flowervm
+from offload.commands import command_help
 from offload.mapsource import open_maps
 from offload.options import assume_flag, interface_name, live_maps_from, netns_name, refuse_duplicates, seconds
 from offload.programs import device_programs
@@ -19,7 +20,7 @@ from offload.tcsync import TcError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("sync", help="keep tc filters in step with a running program's maps (a daemon)")
+    p = sub.add_parser("sync", help=command_help("sync"))
     p.add_argument("file")
     p.add_argument("--dev", required=True, type=interface_name, help="the device the filters go on")
     p.add_argument(

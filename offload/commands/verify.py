@@ -11,13 +11,14 @@ from analyzer.report import counted
 from analyzer.verify import verify
 from lifter.errors import EXIT_BAD_INPUT, LiftError
 from lifter.program import load_object
+from offload.commands import command_help
 from offload.console import progress_printer
 from offload.options import at_least, exploration_flags, exploration_options
 from offload.programs import EGRESS_SECTIONS, xdp_programs
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("verify", help="check every path's prediction against the running kernel")
+    p = sub.add_parser("verify", help=command_help("verify"))
     p.add_argument("file")
     exploration_flags(p)
     p.add_argument("--random", type=at_least(0), default=1000, help="random packets after the witnesses (default 1000)")
