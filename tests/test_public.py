@@ -336,7 +336,9 @@ def test_rules_on_cut_paths_say_where_and_nothing_more(objects, capsys):
     assert all(f["counterexample"] is None and "tailcall_stages.c:" in f["detail"] for f in cut)
     code, out, _ = run_cli(capsys, "rules", "--dev", "eth0", "--timeout", "1", path)
     lines = [line for line in out.splitlines() if "time budget of 1 s ran out at" in line]
-    assert len(lines) == len(cut) and not [line for line in lines if " when " in line]
+    # a second run with its own 1 s budget cuts its own number of paths (wall-clock): only
+    # what each cut line says is compared, not how many there are
+    assert lines and not [line for line in lines if " when " in line]
 
 
 def test_partial_explorations_cover_every_input(objects):
