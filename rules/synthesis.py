@@ -833,10 +833,10 @@ def typical_packet(fragments: bool = False) -> z3.BoolRef:
 # --- small helpers ---------------------------------------------------------------------------
 
 
-def solver(*constraints) -> z3.Solver:
+def solver(*constraints, timeout_ms: int = QUERY_TIMEOUT_MS) -> z3.Solver:
     """A z3 solver with the per-query timeout."""
     s = z3.Solver()
-    s.set("timeout", QUERY_TIMEOUT_MS)
+    s.set("timeout", timeout_ms)
     s.add(*constraints)
     return s
 
@@ -872,18 +872,12 @@ def _key_values(s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, lim
         claim = _around(s, other, term) if other is not None else False
     if claim is None or claim is False:
         return _values(s, term, limit)
-    if _shortcut(z3.Not(claim)).check() == z3.unsat:
+    # the shortcut's own timeout: an unknown answer proves nothing and finds no value, and
+    # `_values` on the path does the rest
+    if solver(z3.Not(claim), timeout_ms=SHORTCUT_TIMEOUT_MS).check() == z3.unsat:
         return None
-    return _values(s, term, limit, _values(_shortcut(claim), _every_x(term.size()), limit))
-
-
-def _shortcut(claim: z3.BoolRef) -> z3.Solver:
-    """A solver for `_around`'s small formula, with the shortcut's own timeout (an unknown
-    answer proves nothing and finds no value: `_values` on the path does the rest)."""
-    s = z3.Solver()
-    s.set("timeout", SHORTCUT_TIMEOUT_MS)
-    s.add(claim)
-    return s
+    known = _values(solver(claim, timeout_ms=SHORTCUT_TIMEOUT_MS), _every_x(term.size()), limit)
+    return _values(s, term, limit, known)
 
 
 def _every_x(width: int) -> z3.BitVecRef:

@@ -15,7 +15,7 @@ from conftest import require
 
 import corpus
 from analyzer.explore import explore
-from analyzer.fields import Decoder, decode
+from analyzer.fields import NOT_DECODED, Decoder, decode
 from analyzer.symbolic import PACKET, PACKET_LEN
 from lifter.program import load_object
 
@@ -159,8 +159,6 @@ def test_corpus_decodes_without_raw_smt(stem):
 def test_deadline_past_gives_the_budget_text_and_a_later_one_decodes():
     # a rendering that starts past the command's deadline is not decoded, and says why
     cond = z3.And(IPV4, be(26, 4) == 0xC0A80115)
-    from analyzer.fields import NOT_DECODED
-
     assert Decoder(deadline=time.perf_counter() - 1).render(cond) == NOT_DECODED
     assert "budget" in NOT_DECODED
     # a deadline not yet reached changes nothing
