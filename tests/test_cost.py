@@ -21,7 +21,7 @@ from oracles import interp
 
 import corpus
 from analyzer import kernel
-from analyzer.cost import calibrate, fit
+from analyzer.cost import calibrate, fit, pathtiming
 from analyzer.cost.count import INSN_CLASSES, Site, count
 from analyzer.cost.price import path_costs, price, taken_tail_calls
 from analyzer.cost.profile import DEFAULT_PROFILE, Profile, ProfileError, cpu_model, load_profile
@@ -738,3 +738,22 @@ def test_calibrate_bad_options(capsys):
     assert code == 2 and "at least 1" in err
     code, _, err = run_cli(capsys, "calibrate", "--no-fit", "--fit", "x.o")
     assert code == 2 and "contradict" in err
+
+
+def test_path_time_estimators_by_hand():
+    """A path's rounds and the empty program's beside them made one time, each estimator
+    worked out by hand: the mean of the fastest half of each (the default), the fastest
+    round, the medians, the median of the per-round differences; without rounds of the
+    empty program, the profile's overhead."""
+    runs, base = [30, 28, 35, 29], [21, 22, 21, 25]
+    assert pathtiming.ESTIMATOR == "fastest_half"
+    # fastest halves: 28, 29 -> 28.5; 21, 21 -> 21
+    assert pathtiming.estimate(runs, base, 99.0) == (28.5, 21.0, 7.5)
+    assert pathtiming.estimate(runs, base, 99.0, "minimum") == (28, 21, 7)
+    assert pathtiming.estimate(runs, base, 99.0, "median") == (29.5, 21.5, 8.0)
+    # differences 9, 6, 14, 4: median 7.5 beside the path's median 29.5
+    assert pathtiming.estimate(runs, base, 99.0, "paired_median") == (29.5, 22.0, 7.5)
+    assert pathtiming.estimate(runs, [], 20.0) == (28.5, 20.0, 8.5)
+    assert pathtiming.gross_time([27, 26, 40]) == 26  # one round of three is the fastest half
+    with pytest.raises(ValueError):
+        pathtiming.estimate([], [], 20.0)

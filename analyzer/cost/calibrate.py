@@ -26,8 +26,9 @@ term are fitted by non-negative least squares, judged by grouped cross-validatio
 updates, tail calls and calls keep their micro-program prices.
 
 The fixed cost of a test run (the kernel's loop around the program and the program's
-entry and exit) is the median time of the empty program `r0 = XDP_PASS; exit`, and is not
-part of any path's price (`overhead_ns`).
+entry and exit) is the time of the empty program `r0 = XDP_PASS; exit`, made of its rounds
+as a path's time is (pathtiming.ESTIMATOR: the mean of the fastest half of the rounds), and
+is not part of any path's price (`overhead_ns`).
 
 Choices that shape the numbers (also in the profile's `notes`):
 
@@ -49,10 +50,17 @@ Choices that shape the numbers (also in the profile's `notes`):
   constant indices), so a profile is for chains of a few calls, as XDP programs use.
 * `update.<map type>` overwrites an existing entry (BPF_ANY) of a map of that type;
   `insert.<map type>` inserts a key never used before (a counter): hash and LPM maps are
-  emptied before each timing, LRU maps are kept full so every insert evicts (LRU updates
-  always take a fresh node, prealloc_lru_pop). `lookup_miss.<map type>` looks up a key the
-  map does not hold. `helper.map_update_elem` (the hash map's overwrite) prices updates of
-  other types. `map_delete_elem` is timed as update+delete pairs minus the update.
+  emptied before each timing, LRU maps are kept full so every insert evicts. Each map type
+  has its own price because the kernel's update paths differ (Linux kernel/bpf/hashtab.c,
+  lpm_trie.c): an LRU hash update always takes a fresh node (htab_lru_map_update_elem:
+  prealloc_lru_pop before the bucket lock, the old node back with htab_lru_push_free), so
+  its overwrite costs an allocation like an insert; a per-CPU hash overwrites in place
+  (__htab_percpu_map_update_elem: pcpu_copy_value), an LRU per-CPU hash pops a node first
+  and pushes it back when the key exists (__htab_lru_percpu_map_update_elem); an LPM trie
+  allocates a node for every update and frees the one it replaces (trie_update_elem).
+  `lookup_miss.<map type>` looks up a key the map does not hold. `helper.map_update_elem`
+  (the hash map's overwrite) prices updates of other types. `map_delete_elem` is timed as
+  update+delete pairs minus the update.
 * Not calibrated (reported as `uncalibrated` when a path uses them): helpers that need
   outside state (fib_lookup, perf/ring buffer output, trace_printk, spin locks,
   probe_read_kernel), kfuncs, and lookups in map types not listed in LOOKUP_MAPS.
@@ -79,7 +87,7 @@ from .. import kernel
 from ..exploration import ExplorationError
 from ..helpers import HELPER_BY_NAME
 from .fit import fit_profile
-from .pathtiming import time_object
+from .pathtiming import ESTIMATOR, gross_time, time_object
 from .profile import Profile, cpu_model
 
 #: The packet every micro-benchmark runs on: Ethernet + IPv4 + TCP, zero padded.
@@ -119,8 +127,8 @@ class Settings:
     repeat: int = 100_000
     rounds: int = 7
     scale: float = 1.0
-    fit_repeat: int = 20_000  # per path timing of the fit's programs
-    fit_rounds: int = 3
+    fit_repeat: int = 100_000  # per path timing of the fit's programs (as bench/cost.py)
+    fit_rounds: int = 12  # the fastest half is kept (pathtiming.ESTIMATOR): it needs rounds
 
 
 def helper_call(name: str) -> Call:
@@ -838,7 +846,7 @@ def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[
         cpu=cpu_model(),
         machine=platform.machine(),
         created=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        overhead_ns=float(statistics.median(empty)),
+        overhead_ns=float(gross_time(empty)),
         insn=section("insn"),
         helper=section("helper"),
         lookup=section("lookup"),
@@ -869,7 +877,7 @@ def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[
             "helper.map_update_elem overwrites an existing hash entry; map_delete_elem from update+delete pairs",
             "lookup_miss: a key the map does not hold; insert: a key never used before (hash, LPM: a map with "
             "room; LRU: a full map, every insert evicts), timed with repeat/" + str(INSERT_REPEAT_SHARE) + " runs",
-            "overhead_ns: the empty program `r0 = XDP_PASS; exit`, median over rounds "
-            "(BPF_PROG_TEST_RUN reports whole ns)",
+            f"overhead_ns: the empty program `r0 = XDP_PASS; exit`, {ESTIMATOR} over rounds as paths are timed "
+            "(pathtiming.estimate; BPF_PROG_TEST_RUN reports whole ns)",
         ],
     )
