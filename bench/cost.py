@@ -21,6 +21,7 @@ filled at run time. Measured savings are compared with what `xdp2tc cost` estima
                                    [--profile P] [--hold-back 0.3] [--no-tailcalls]
                                    [--json bench/results/cost-<date>.json] [--speed RUNS]
                                    [--from bench/results/cost-<date>.json]
+                                   [--estimator fastest_half] [--fit-profile OUT.json]
 
 `--from FILE` reads the per-path timings a previous run saved (its `paths`; the JSON keeps
 every round's reading) and computes the summaries and the held-back refits again without
@@ -28,7 +29,14 @@ timing anything: the fit can be iterated offline on one set of measurements. The
 repeatability check (`summary.repeatability`) splits each path's rounds into the even
 and the odd ones: two measurements of the same path made alternately under the same load.
 How often one is within tolerance of the other is the ceiling any model can reach when
-judged against one such measurement.
+judged against one such measurement; it is given for every estimator of a path's time
+(pathtiming.ESTIMATORS), and `--estimator` judges the models against another one than
+pathtiming.ESTIMATOR (the rows keep every round). The held-back models also list, per
+program, the path furthest from its measurement (`worst_by_program`). `--fit-profile OUT`
+writes the `--profile`'s micro prices fitted on every timed path of the run: with a
+profile from `xdp2tc calibrate --no-fit` on the same kernel, that is the profile
+`calibrate` would make, fitted on the whole corpus (how analyzer/profiles/default.json
+is made). The run's wall time and load are in `summary.timing`.
 
 Part 3 (`--speed RUNS`, alone): CPU time of `xdp2tc cost` against `xdp2tc analyze` on the
 xdp-filter objects (corpus/external), alternating, medians.
@@ -125,47 +133,95 @@ def held_back(rows: list[dict], profile, fraction: float) -> dict:
                 ),
                 "net": fit.net_summary(pred, subset),
             }
+        res["worst_by_program"] = worst_by_program([fit.predict_net(s, prices, profile) for s in test], test)
         out["models"][name] = res
     return out
 
 
-def halves(r: dict) -> tuple[tuple[float, float], tuple[float, float]] | None:
-    """A timed row's two half measurements (even rounds, odd rounds): (gross, net) each,
-    the net one less the overhead timed in the same rounds; None with fewer than 4 rounds."""
+def worst_by_program(pred: list[float], data: list) -> dict:
+    """Per program (object and entry program), its path whose net prediction is furthest
+    from the net measurement (ns), and how many of its paths are within ±BAND or ±ABS_NS."""
+    out: dict = {}
+    for p, s in zip(pred, data):
+        prog, path = s.name.rsplit(" #", 1)
+        cur = out.setdefault(prog, {"paths": 0, "within_20pct_or_1ns": 0, "worst": None})
+        cur["paths"] += 1
+        cur["within_20pct_or_1ns"] += fit.within(p, s)
+        err = p - s.net_ns
+        if cur["worst"] is None or abs(err) > abs(cur["worst"]["error_ns"]):
+            cur["worst"] = {
+                "path": path,
+                "insns": sum(n for c, n in s.insns.items() if c != fit.CHAIN),
+                "net_ns": round(s.net_ns, 2),
+                "predicted_net_ns": round(p, 2),
+                "error_ns": round(err, 2),
+                "error": round(err / s.net_ns, 3) if s.net_ns > 0 else None,
+            }
+    return dict(sorted(out.items(), key=lambda kv: -abs(kv[1]["worst"]["error_ns"])))
+
+
+def halves(r: dict, how: str) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """A timed row's two half measurements (even rounds, odd rounds): (gross, net) each by
+    the estimator `how` (pathtiming.estimate), the net one against the overhead timed in
+    the same rounds; None with fewer than 4 rounds."""
     runs, base = r.get("runs") or [], r.get("overhead_runs") or []
     if len(runs) < 4:
         return None
     out = []
     for part in (slice(0, None, 2), slice(1, None, 2)):
-        gross = statistics.median(runs[part])
-        over = statistics.median(base[part]) if len(base) == len(runs) else r["overhead_ns"]
-        out.append((gross, gross - over))
+        sub_base = base[part] if len(base) == len(runs) else []
+        gross, _, net = pathtiming.estimate(runs[part], sub_base, r["overhead_ns"], how)
+        out.append((gross, net))
     return out[0], out[1]
 
 
 def repeatability(rows: list[dict], fraction: float) -> dict:
-    """The noise ceiling: how often the odd rounds' measurement of a path is within
-    tolerance of its even rounds' (the same criteria as the model: gross ±BAND, net ±BAND
-    or ±ABS_NS, ±2 ABS_NS), over all timed paths and over the held-back ones."""
-    out = {}
-    for label, subset in (("all", rows), ("held_back", [r for r in rows if _held_back(r, fraction)])):
-        pairs = [h for r in subset if (h := halves(r)) is not None]
-        if not pairs:
-            out[label] = {"paths": 0}
-            continue
-        n = len(pairs)
+    """The noise ceiling, per estimator of a path's time (pathtiming.ESTIMATORS): how
+    often the odd rounds' measurement of a path is within tolerance of its even rounds'
+    (the same criteria as the model: gross ±BAND, net ±BAND or ±ABS_NS, ±2 ABS_NS), over
+    all timed paths and over the held-back ones. Each half has half the rounds, so this
+    is the ceiling of a measurement of rounds/2 rounds (a full one repeats at least as
+    well)."""
+    out: dict = {}
+    for how in pathtiming.ESTIMATORS:
+        out[how] = {}
+        for label, subset in (("all", rows), ("held_back", [r for r in rows if _held_back(r, fraction)])):
+            pairs = [h for r in subset if (h := halves(r, how)) is not None]
+            if not pairs:
+                out[how][label] = {"paths": 0}
+                continue
+            n = len(pairs)
 
-        def close(a: float, b: float, abs_ns: float) -> bool:
-            return abs(b - a) <= max(fit.BAND * a, abs_ns)
+            def close(a: float, b: float, abs_ns: float) -> bool:
+                return abs(b - a) <= max(fit.BAND * a, abs_ns)
 
-        out[label] = {
-            "paths": n,
-            "gross_within_20pct": round(sum(close(a[0], b[0], 0.0) for a, b in pairs) / n, 4),
-            "net_within_20pct_or_1ns": round(sum(close(a[1], b[1], fit.ABS_NS) for a, b in pairs) / n, 4),
-            "net_within_20pct_or_2ns": round(sum(close(a[1], b[1], 2 * fit.ABS_NS) for a, b in pairs) / n, 4),
-            "median_abs_net_difference_ns": round(statistics.median(abs(b[1] - a[1]) for a, b in pairs), 3),
-        }
+            out[how][label] = {
+                "paths": n,
+                "gross_within_20pct": round(sum(close(a[0], b[0], 0.0) for a, b in pairs) / n, 4),
+                "net_within_20pct_or_1ns": round(sum(close(a[1], b[1], fit.ABS_NS) for a, b in pairs) / n, 4),
+                "net_within_20pct_or_2ns": round(sum(close(a[1], b[1], 2 * fit.ABS_NS) for a, b in pairs) / n, 4),
+                "median_abs_net_difference_ns": round(statistics.median(abs(b[1] - a[1]) for a, b in pairs), 3),
+            }
     return out
+
+
+def reestimate(rows: list[dict], how: str) -> None:
+    """Every timed row's gross, overhead and net time again from its rounds, by the
+    estimator `how` (rows saved by any version that kept `runs` and `overhead_runs`)."""
+    for r in rows:
+        if "measured_ns" not in r or not r.get("runs"):
+            continue
+        base = r.get("overhead_runs") or []
+        over = r["overhead_ns"] if len(base) != len(r["runs"]) else 0.0
+        gross, over, net = pathtiming.estimate(r["runs"], base, over, how)
+        r.update(
+            measured_ns=gross,
+            overhead_ns=over,
+            net_measured_ns=round(net, 3),
+            estimator=how,
+            error=round((r["predicted_ns"] - gross) / gross, 4),
+            error_resolution=pathtiming.resolution_error(r["predicted_ns"], gross),
+        )
 
 
 def _held_back(r: dict, fraction: float) -> bool:
@@ -432,6 +488,8 @@ def measure(profile, args) -> list[dict]:
     """Part 1's timings: a row per path of every built corpus object (pathtiming.py)."""
     objects = [p for p in sorted(corpus.built_objects()) if not args.filter or args.filter in str(p)]
     rows = []
+    loads = [os.getloadavg()[0]]
+    started = time.time()
     for i, path in enumerate(objects, 1):
         try:
             got = bench_object(path, profile, args.repeat, args.rounds)
@@ -439,12 +497,22 @@ def measure(profile, args) -> list[dict]:
             got = [{"object": os.path.relpath(path, ROOT), "failure": f"{type(exc).__name__}: {exc}"}]
         rows += got
         done = [r for r in got if "measured_ns" in r]
+        loads.append(os.getloadavg()[0])
         print(
-            f"[{i}/{len(objects)}] {os.path.relpath(path, ROOT)}: {len(done)} paths timed", file=sys.stderr, flush=True
+            f"[{i}/{len(objects)}] {os.path.relpath(path, ROOT)}: {len(done)} paths timed (load {loads[-1]:.1f})",
+            file=sys.stderr,
+            flush=True,
         )
+    timing = {
+        "wall_s": round(time.time() - started, 1),
+        "load_1min": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)},
+        "cpus": os.cpu_count(),
+        "repeat": args.repeat,
+        "rounds": args.rounds,
+    }
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"paths": rows}))  # kept should the summaries fail
-    return rows
+    args.json.write_text(json.dumps({"timing": timing, "paths": rows}))  # kept should the summaries fail
+    return timing, rows
 
 
 def main() -> int:
@@ -465,6 +533,19 @@ def main() -> int:
         help="only time `cost` against `analyze` on the xdp-filter objects (corpus/external), RUNS times each",
     )
     ap.add_argument(
+        "--estimator",
+        choices=sorted(pathtiming.ESTIMATORS),
+        default=pathtiming.ESTIMATOR,
+        help=f"how a path's time is made from its rounds (default {pathtiming.ESTIMATOR}; pathtiming.py)",
+    )
+    ap.add_argument(
+        "--fit-profile",
+        type=Path,
+        metavar="OUT",
+        help="write the --profile's micro prices fitted on every timed path of this run (what `calibrate` "
+        "fits, on the whole corpus): how the shipped profile is made from `calibrate --no-fit` and a bench run",
+    )
+    ap.add_argument(
         "--from",
         dest="source",
         type=Path,
@@ -482,15 +563,19 @@ def main() -> int:
         return 0
     profile = load_profile(args.profile)
     if args.source:
-        rows = json.loads(args.source.read_text())["paths"]
+        saved = json.loads(args.source.read_text())
+        rows = saved["paths"]
         rows = [r for r in rows if not args.filter or args.filter in r["object"]]
+        timing = saved.get("timing") or saved.get("summary", {}).get("timing") or {}
+        args.repeat, args.rounds = timing.get("repeat", args.repeat), timing.get("rounds", args.rounds)
     else:
         try:
             kernel.check_kernel()
         except kernel.KernelUnavailable as err:
             print(f"bench/cost.py: {err}", file=sys.stderr)
             return 2
-        rows = measure(profile, args)
+        timing, rows = measure(profile, args)
+    reestimate(rows, args.estimator)
     timed_rows = [r for r in rows if "measured_ns" in r]
     for r in timed_rows:
         r["net_error"] = (
@@ -515,6 +600,8 @@ def main() -> int:
         },
         "repeat": args.repeat,
         "rounds": args.rounds,
+        "estimator": args.estimator,
+        "timing": timing,
         "paths": len([r for r in rows if "path" in r]),
         "timed": len(timed_rows),
         "total": distribution(timed_rows),
@@ -534,6 +621,12 @@ def main() -> int:
     summary["lookup_misses"] = misses_priced_as_hits(rows, profile)
     if args.hold_back > 0:
         summary["refit"] = held_back(rows, profile, args.hold_back)
+    if args.fit_profile:
+        fitted = fit.fit_profile(fit.micro_profile(profile), rows)
+        fitted.method["fit_repeat"], fitted.method["fit_rounds"] = args.repeat, args.rounds
+        fitted.notes.append(f"fitted by bench/cost.py --fit-profile on {summary['timed']} corpus paths")
+        fitted.save(args.fit_profile)
+        print(f"written {args.fit_profile}", file=sys.stderr)
     for name, m in summary.get("refit", {}).get("models", {}).items():
         cells = [
             f"{sub} gross {m[sub]['gross'].get('within_20pct', 0):.1%}"
@@ -541,7 +634,7 @@ def main() -> int:
             f" net(20% or 1 ns) {m[sub]['net'].get('within_20pct_or_1ns', 0):.1%}"
             f" (20% or 2 ns) {m[sub]['net'].get('within_20pct_or_2ns', 0):.1%} ({m[sub]['gross']['paths']})"
             for sub in m
-            if sub != "prices"
+            if sub not in ("prices", "worst_by_program")
         ]
         print(f"  held back, {name}: " + "; ".join(cells))
     worst = sorted(timed_rows, key=lambda r: -abs(r["error"]))[:20]

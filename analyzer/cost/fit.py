@@ -98,6 +98,7 @@ class Sample:
     fixed_ns: float
     net_ns: float
     measured_ns: float
+    name: str = ""  # object, program and path id, for reports
 
 
 def samples(rows: list[dict], profile: Profile, with_chain: bool = True) -> list[Sample]:
@@ -118,6 +119,7 @@ def samples(rows: list[dict], profile: Profile, with_chain: bool = True) -> list
                 r["fixed_ns"],
                 r["measured_ns"] - r.get("overhead_ns", profile.overhead_ns),
                 r["measured_ns"],
+                f"{r['object']} {r.get('program', '')} #{r.get('path', '')}",
             )
         )
     return out
