@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import z3
 
-from analyzer.fields import HEADERS, L4, VLAN_TPIDS, Decoder
+from analyzer.fields import HEADERS, L4, VLAN_TPIDS, Decoder, decode
 from analyzer.symbolic import PACKET, source_of, symbols
 
 
@@ -169,6 +169,9 @@ def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] =
             "decides on a long computation of its inputs (a hash or checksum, kept as any value): "
             "flower cannot match on it",
         )
+    # the decoded condition (`rules` prints it) is worked out here as it always was: the
+    # counterexample frames z3 finds later depend on the solver's history
+    decode(e, path)
     if "no-ip-options" not in assumed and fixed_l4_reads(e, path):
         return Reason(
             "atypical-packets",
