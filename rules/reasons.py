@@ -205,11 +205,21 @@ def fixed_l4_reads(e, path) -> bool:
     cond = e.condition(path)
     if not _l4_starts(_constant_reads(cond)):  # a superset of the simplified reads: no z3
         return False
-    cond = z3.simplify(cond)
+    # asked in a context of its own: the program's context keeps its history (the
+    # counterexample frames z3 finds later depend on it)
+    ctx = z3.Context()
+    cond = z3.simplify(cond.translate(ctx))
+    pkt = PACKET.translate(ctx)
     reads = _constant_reads(cond)
-    base = z3.Solver()
+    base = z3.Solver(ctx=ctx)
     base.set("rlimit", FACT_RLIMIT)
-    base.add(*e.environment(), cond)
+    base.add(*[a.translate(ctx) for a in e.environment()], cond)
+
+    def byte(o: int) -> z3.BitVecRef:
+        return pkt[z3.BitVecVal(o, 64, ctx)]
+
+    def be16(o: int) -> z3.BitVecRef:
+        return z3.Concat(byte(o), byte(o + 1))
 
     def implied(claim) -> bool:
         base.push()
@@ -219,10 +229,10 @@ def fixed_l4_reads(e, path) -> bool:
         return r == z3.unsat
 
     for l3 in _l4_starts(reads):
-        tags = [z3.Or([_be16(at) == t for t in VLAN_TPIDS]) for at in range(12, l3 - 2, 4)]
-        if not implied(z3.And(*tags, _be16(l3 - 2) == 0x0800)):
+        tags = [z3.Or([be16(at) == t for t in VLAN_TPIDS]) for at in range(12, l3 - 2, 4)]
+        if not implied(z3.And(*tags, be16(l3 - 2) == 0x0800)):
             continue
-        proto = _byte(l3 + 9)
+        proto = byte(l3 + 9)
         header = next((L4[v] for v in (6, 17, 1, 58) if implied(proto == v)), None)
         if header is None and implied(z3.Or(proto == 6, proto == 17)):
             header = L4["ports"]
@@ -232,7 +242,7 @@ def fixed_l4_reads(e, path) -> bool:
         if not any(o <= r - start < o + n for r in reads for o, n in HEADERS[header].values()):
             return False
         base.push()
-        base.add(_byte(l3) & 0x0F != 5)
+        base.add(byte(l3) & 0x0F != 5)
         options = base.check() == z3.sat
         base.pop()
         return options
@@ -254,19 +264,11 @@ def _constant_reads(t: z3.ExprRef) -> set[int]:
         if x.get_id() in seen:
             continue
         seen.add(x.get_id())
-        if z3.is_select(x) and x.arg(0).eq(PACKET) and z3.is_bv_value(x.arg(1)):
+        if z3.is_select(x) and x.arg(0).decl().name() == PACKET.decl().name() and z3.is_bv_value(x.arg(1)):
             out.add(x.arg(1).as_long())
         if z3.is_app(x):
             todo.extend(x.children())
     return out
-
-
-def _byte(o: int) -> z3.BitVecRef:
-    return PACKET[z3.BitVecVal(o, 64)]
-
-
-def _be16(o: int) -> z3.BitVecRef:
-    return z3.Concat(_byte(o), _byte(o + 1))
 
 
 @dataclass
