@@ -37,7 +37,15 @@ from analyzer.fields import frame
 from analyzer.symbolic import PACKET, PACKET_LEN
 
 from .dissector import match_formula
-from .synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, Outcome, Synthesizer, assumption_constraints
+from .synthesis import (
+    ASSUMPTIONS,
+    DEFAULT_ASSUMPTIONS,
+    Block,
+    Outcome,
+    Synthesizer,
+    assumption_constraints,
+    maybe_sat,
+)
 
 #: Frame lengths tried, shortest first (None: up to --max-len).
 LENGTHS = (64, 128, None)
@@ -175,32 +183,82 @@ def _example(rs, ask: _Asker, p, code: str) -> Example | None:
 def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:
     """Suggest the assumption ruling out a `differs` frame's class for a path left to
     software for atypical packets or flower's view, when the path's own filter (its block,
-    with the pass shields synthesis adds) proves under that assumption."""
+    with the pass shields synthesis adds) proves under that assumption.
+
+    A path tries its frame's classes in order and takes the first assumption that proves.
+    This is done in rounds (every path's first untried assumption, then the next for those
+    not yet suggested): the paths of a round whose blocks are the same under the same
+    assumption are proved together (`_proves`), their blocks' shield loop once."""
     codes = {f.path: f.reason.code for f in fates if f.reason is not None}
     again: dict[str, Synthesizer] = {}
+    todo: dict[int, list[str]] = {}
     for pid, ex in out.items():
-        if rs.synth.out_of_time() is not None:  # a suggestion re-proves: the budget comes first
-            break
         if ex.kind != "differs" or codes.get(pid) not in ("atypical-packets", "not-expressible"):
             continue
-        for c in frame(ex.frame).classes:
-            a = RULES_OUT.get(c)
-            if a not in ask.free:
-                continue
+        tried = [RULES_OUT.get(c) for c in frame(ex.frame).classes]
+        tried = list(dict.fromkeys(a for a in tried if a in ask.free))
+        if tried:
+            todo[pid] = tried
+    while todo:
+        groups: dict[tuple, list[tuple[int, Block]]] = {}
+        for pid, tried in todo.items():
+            a = tried.pop(0)
             if a not in again:
                 again[a] = rs.synth.with_assumption(a)
-            if _proves(again[a], pid):
-                ex.suggestion = a
-                break
+            s = again[a]
+            if rs.synth.out_of_time() is not None:  # a suggestion re-proves: the budget comes first
+                return
+            p, outcome = s.e.paths[pid], s.outcomes[pid]
+            block = s.extract(p, outcome, quiet=True) if isinstance(outcome, Outcome) else None
+            if block is not None:
+                groups.setdefault((a, _shape(block)), []).append((pid, block))
+        for (a, _), members in groups.items():
+            if rs.synth.out_of_time() is not None:
+                return
+            for pid in _proves(again[a], members):
+                out[pid].suggestion = a
+                todo[pid] = []
+        todo = {pid: tried for pid, tried in todo.items() if tried}
 
 
-def _proves(s: Synthesizer, pid: int) -> bool:
-    p, outcome = s.e.paths[pid], s.outcomes[pid]
-    block = s.extract(p, outcome, quiet=True) if isinstance(outcome, Outcome) else None
-    if block is None:
-        return False
-    s.prove(block, [])
-    return block.proved
+def _shape(b: Block) -> tuple:
+    """All of a fresh block that `Synthesizer.prove` reads but its paths: its keys, their
+    values and masks, and its outcome (the block's formula is made of them)."""
+    return (
+        b.protocol,
+        tuple(sorted(b.sets.items())),
+        tuple(sorted((n, (x.value, x.mask)) for n, x in b.masked.items())),
+        tuple(sorted(b.set_masks.items())),
+        b.outcome,
+    )
+
+
+def _proves(s: Synthesizer, members: list[tuple[int, Block]]) -> list[int]:
+    """The paths among `members` (path, its block; the blocks of one `_shape`) whose own
+    filter proves under `s`: for each, what `s.prove(block, [])` would conclude, with the
+    shield loop run once. That loop reads the block's keys and outcome, never its paths
+    (they matter only in prove's last check: some packet of the block's own paths is left
+    past the shields), so it runs the same for every member: it is run on one block standing
+    for all the members' paths. Not proved, no member proves (its shields took every
+    packet of all of them, or no shields were found); proved, the loop ended where it does
+    for each member, and each gets prove's last check on its own path."""
+    first = members[0][1]
+    rep = Block(
+        first.protocol,
+        dict(first.sets),
+        first.outcome,
+        [pid for pid, _ in members],
+        masked=dict(first.masked),
+        set_masks=dict(first.set_masks),
+    )
+    s.prove(rep, [])
+    if not rep.proved:
+        return []
+    if len(members) == 1:
+        return [members[0][0]]
+    past = [z3.Not(match_formula(m, s.d)) for m in rep.shields]
+    region = rep.formula(s.d)
+    return [pid for pid, _ in members if maybe_sat(*s.env, s.reach([]), region, *past, s.conds[pid])]
 
 
 def _region(s, block) -> list[z3.BoolRef]:

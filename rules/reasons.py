@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analyzer.fields import FIXED_NOTE, Decoder, decode
-from analyzer.symbolic import source_of, symbols
+import z3
+
+from analyzer.fields import HEADERS, L4, VLAN_TPIDS, Decoder, decode
+from analyzer.symbolic import PACKET, source_of, symbols
 
 
 @dataclass(frozen=True)
@@ -136,9 +138,9 @@ def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] =
     """The reason a path stays in software when nothing more specific is known, from the
     inputs its condition depends on: an unknown input or a cut path first, then helpers,
     state the program writes, ctx fields, maps (with the header fields of their key), and
-    packet bytes alone: IP options when the program reads L4 fields at fixed offsets (fields.py
-    names them so) and no-ip-options is not `assumed` already, else flower cannot express
-    the decision."""
+    packet bytes alone: IP options when the program reads L4 fields at fixed offsets
+    (`fixed_l4_reads`) and no-ip-options is not `assumed` already, else flower cannot
+    express the decision."""
     if path.truncated or path.notes:
         return Reason("unknown", path.truncated or path.notes[0])
     cond = e.condition(path)
@@ -167,9 +169,10 @@ def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] =
             "decides on a long computation of its inputs (a hash or checksum, kept as any value): "
             "flower cannot match on it",
         )
-    # the decoded condition (which `rules` prints too) ends with FIXED_NOTE exactly when it
-    # named fixed-offset reads as L4 fields
-    if decode(e, path).endswith(FIXED_NOTE) and "no-ip-options" not in assumed:
+    # the decoded condition (`rules` prints it) is worked out here as it always was: the
+    # counterexample frames z3 finds later depend on the solver's history
+    decode(e, path)
+    if "no-ip-options" not in assumed and fixed_l4_reads(e, path):
         return Reason(
             "atypical-packets",
             "IP options: the program reads L4 fields at fixed offsets, flower "
@@ -180,6 +183,92 @@ def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] =
         "no proven filter takes this path: flower cannot separate its packets "
         "from packets the program treats otherwise",
     )
+
+
+#: z3's deterministic resource limit per query of `fixed_l4_reads` (not a time: the same path
+#: always gets the same reason). Far above what the corpus needs; past it the answer is no
+#: (the reason then claims less: not-expressible).
+FACT_RLIMIT = 50_000_000
+#: Where an IPv4 header starts: untagged, after one and after two VLAN tags, with the
+#: ethertypes before it (VLAN TPIDs, then IPv4).
+IPV4_STARTS = (14, 18, 22)
+
+
+def fixed_l4_reads(e, path) -> bool:
+    """Whether z3 proves that the path reads L4 fields at fixed offsets where IPv4 options
+    move them: every packet of the path is IPv4 at one place (after 0, 1 or 2 VLAN tags:
+    IPV4_STARTS) with one L4 protocol (TCP, UDP, ICMP, ICMPv6, or TCP-or-UDP: their ports),
+    the path's condition reads a byte at a constant offset that lies in a field of that L4
+    header when the IPv4 header has no options, and some packet of the path has an IHL
+    other than 5 (a model shows it). The facts `analyzer.fields` names such reads by
+    (`FIXED_NOTE`), asked in full here: the decoded text stops at its query budget."""
+    cond = e.condition(path)
+    if not _l4_starts(_constant_reads(cond)):  # a superset of the simplified reads: no z3
+        return False
+    # asked in a context of its own: the program's context keeps its history (the
+    # counterexample frames z3 finds later depend on it)
+    ctx = z3.Context()
+    cond = z3.simplify(cond.translate(ctx))
+    pkt = PACKET.translate(ctx)
+    reads = _constant_reads(cond)
+    base = z3.Solver(ctx=ctx)
+    base.set("rlimit", FACT_RLIMIT)
+    base.add(*[a.translate(ctx) for a in e.environment()], cond)
+
+    def byte(o: int) -> z3.BitVecRef:
+        return pkt[z3.BitVecVal(o, 64, ctx)]
+
+    def be16(o: int) -> z3.BitVecRef:
+        return z3.Concat(byte(o), byte(o + 1))
+
+    def implied(claim) -> bool:
+        base.push()
+        base.add(z3.Not(claim))
+        r = base.check()
+        base.pop()
+        return r == z3.unsat
+
+    for l3 in _l4_starts(reads):
+        tags = [z3.Or([be16(at) == t for t in VLAN_TPIDS]) for at in range(12, l3 - 2, 4)]
+        if not implied(z3.And(*tags, be16(l3 - 2) == 0x0800)):
+            continue
+        proto = byte(l3 + 9)
+        header = next((L4[v] for v in (6, 17, 1, 58) if implied(proto == v)), None)
+        if header is None and implied(z3.Or(proto == 6, proto == 17)):
+            header = L4["ports"]
+        if header is None:
+            return False
+        start = l3 + 20
+        if not any(o <= r - start < o + n for r in reads for o, n in HEADERS[header].values()):
+            return False
+        base.push()
+        base.add(byte(l3) & 0x0F != 5)
+        options = base.check() == z3.sat
+        base.pop()
+        return options
+    return False
+
+
+def _l4_starts(reads: set[int]) -> list[int]:
+    """The IPv4 starts (IPV4_STARTS) after whose option-less header some of `reads` lie."""
+    return [l3 for l3 in IPV4_STARTS if any(o >= l3 + 20 for o in reads)]
+
+
+def _constant_reads(t: z3.ExprRef) -> set[int]:
+    """The packet offsets `t` reads at a constant index."""
+    out: set[int] = set()
+    seen: set[int] = set()
+    todo = [t]
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_select(x) and x.arg(0).decl().name() == PACKET.decl().name() and z3.is_bv_value(x.arg(1)):
+            out.add(x.arg(1).as_long())
+        if z3.is_app(x):
+            todo.extend(x.children())
+    return out
 
 
 @dataclass

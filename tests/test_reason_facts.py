@@ -1,0 +1,53 @@
+"""Why a path stays in software, decided on z3 facts (rules/reasons.py `path_reason`): the
+IP-options reason comes from `fixed_l4_reads` (IPv4 at a fixed place, an L4 protocol, a read
+at a fixed L4 offset, a packet of the path with an IHL other than 5), not from whether the
+decoded condition got as far as naming the read (the decoder stops at its query budget).
+
+Oracles: the corpus programs' own headers (corpus/*.c, "What:"): or_direct_udp reads the
+UDP ports "after a 20-byte header" with no IHL check; ipv4_options finds the UDP header at
+ihl*4.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import corpus_object
+
+import analyzer.fields as fields
+from analyzer.classify import classes
+from analyzer.explore import explore
+from analyzer.fields import FIXED_NOTE, Decoder
+from lifter.program import load_object
+from rules.reasons import fixed_l4_reads, path_reason
+
+
+def _explored(stem: str):
+    obj = load_object(corpus_object(stem))
+    return explore(obj, obj.programs[0])
+
+
+def test_fixed_port_reads_are_ip_options_whatever_the_decoder_budget(monkeypatch):
+    """or_direct_udp_k16's DROP paths read the UDP ports at fixed offsets: each is told
+    IP options, and still is when the decoder may ask z3 nothing (its text then names no
+    L4 field: the old choice, made on the text, would have said not-expressible)."""
+    e = _explored("or_direct_udp_k16")
+    maps = classes(e)[1]
+    drops = [p for p in e.paths if p.verdict == "DROP"]
+    assert drops
+    for p in drops:
+        assert fixed_l4_reads(e, p)
+        assert path_reason(e, p, maps).code == "atypical-packets"
+    monkeypatch.setattr(fields, "MAX_QUERIES", 0)
+    for p in drops:
+        assert not Decoder(e.environment()).render(e.condition(p)).endswith(FIXED_NOTE)
+        reason = path_reason(e, p, maps)
+        assert reason.code == "atypical-packets" and reason.detail.startswith("IP options")
+        assert path_reason(e, p, maps, ("no-ip-options",)).code == "not-expressible"
+
+
+@pytest.mark.parametrize("stem", ["ipv4_options", "ipv6_filter"])
+def test_programs_that_honour_ihl_or_are_not_ipv4_are_not_ip_options(stem):
+    """ipv4_options reads UDP at ihl*4 (no fixed L4 offset); ipv6_filter's L4 reads are
+    after an IPv6 header: no path is told IP options."""
+    e = _explored(stem)
+    assert not any(fixed_l4_reads(e, p) for p in e.paths)
