@@ -91,8 +91,10 @@ from .symbolic import (
     bv,
     const_value,
     ctx_field,
+    input_reads,
     map_found,
     map_val,
+    nonlinear_terms,
     scalar,
     source_of,
     symbols,
@@ -148,6 +150,55 @@ class OutOfTime(Exception):
         self.why = why
 
 
+class Nonlinear:
+    """Products, quotients and remainders of two variables, kept out of the exploring
+    solver: z3 bit-blasts each into a 64-bit multiplier or divider circuit, and every later
+    check of that incremental solver carries it (eUPF's rate limiter: 30-100 ms a check).
+
+    Once the program has computed one (`seen`), each branch condition reaches the solver
+    with such terms replaced by symbols `nonlinear!<n>` (`abstract`), which the solver may
+    set to anything: an unsatisfiable check is unsatisfiable with the real terms too, and a
+    model is taken only after it is shown to be one of the real terms: the symbols already
+    equal their terms' values in it (`consistent`), or a check with every input the terms
+    read fixed to the model's values and the symbols to the resulting values (`pinned`)
+    finds one; otherwise an exact solver decides. So the directions found are exactly those
+    of the real terms, and the witnesses kept are models of them."""
+
+    def __init__(self):
+        self.seen = False
+        self.terms: dict[int, tuple[z3.ExprRef, z3.BitVecRef]] = {}  # term id -> (term, symbol)
+        self._memo: dict = {}
+        self._reads: dict[int, list[z3.ExprRef]] = {}
+        self.exact_checks = 0
+
+    def abstract(self, cond: z3.BoolRef) -> z3.BoolRef:
+        found = nonlinear_terms(cond, self._memo)
+        if not found:
+            return cond
+        pairs = []
+        for t in found:
+            entry = self.terms.get(t.get_id())
+            if entry is None:
+                symbol = z3.BitVec(f"nonlinear!{len(self.terms) + 1}", t.size())
+                entry = self.terms[t.get_id()] = (t, symbol)
+                self._reads[t.get_id()] = input_reads(t, {})
+            pairs.append((t, entry[1]))
+        return z3.substitute(cond, *pairs)
+
+    def consistent(self, model: z3.ModelRef) -> bool:
+        for term, symbol in self.terms.values():
+            if not z3.eq(model.eval(symbol, model_completion=True), model.eval(term, model_completion=True)):
+                return False
+        return True
+
+    def pinned(self, model: z3.ModelRef) -> list[z3.BoolRef]:
+        out = []
+        for tid, (term, symbol) in self.terms.items():
+            out.append(symbol == model.eval(term, model_completion=True))
+            out += [r == model.eval(r, model_completion=True) for r in self._reads[tid]]
+        return out
+
+
 class Explorer:
     """One exploration; `calls.py` adds the helper and call semantics (it sees this class only
     through its `Engine` interface)."""
@@ -186,14 +237,14 @@ class Explorer:
         self._functions_run: set[tuple[str, int]] = set()
         self._block_start = 0.0
         self._ran_out = False
+        self._exact: z3.Solver | None = None  # see _exact_solver
         #: summary symbol name -> (the value it stands for, where it was made)
         self.summaries: dict[str, tuple[z3.BitVecRef, str]] = {}
         frags = program.attach == "xdp.frags"
-        self.solver.add(z3.UGE(PACKET_LEN, options.min_len), z3.ULE(PACKET_LEN, options.max_len))
-        if frags:
-            self.solver.add(z3.ULE(PACKET_FRAGS, MAX_FRAGS_BYTES))
-        else:
-            self.solver.add(PACKET_FRAGS == 0)
+        self._environment = [z3.UGE(PACKET_LEN, options.min_len), z3.ULE(PACKET_LEN, options.max_len)]
+        self._environment.append(z3.ULE(PACKET_FRAGS, MAX_FRAGS_BYTES) if frags else PACKET_FRAGS == 0)
+        self.solver.add(*self._environment)
+        self.nonlinear = Nonlinear()
 
     # --- driver ---------------------------------------------------------------------
 
@@ -240,14 +291,15 @@ class Explorer:
         budget = None
         if opts.timeout is not None or opts.path_timeout is not None:
             budget = self._budget(self._ran_out)
-            self.solver.set("timeout", NO_SOLVER_TIMEOUT)  # the solver goes on to the proofs
+        solver = self._exact_solver() if self.nonlinear.terms else self.solver
+        solver.set("timeout", NO_SOLVER_TIMEOUT)  # the solver goes on to the proofs
         return Exploration(
             self.obj,
             self.program,
             self.options,
             self.paths,
             self.sites,
-            self.solver,
+            solver,
             self.definitions,
             self.written_maps,
             self.read_maps,
@@ -404,7 +456,9 @@ class Explorer:
 
     def _define(self, cond: z3.BoolRef) -> z3.BoolRef:
         lit = self.fresh.literal()
-        self.solver.add(lit == cond)
+        self.solver.add(lit == (self.nonlinear.abstract(cond) if self.nonlinear.seen else cond))
+        if self._exact is not None:
+            self._exact.add(lit == cond)
         self.definitions.append((lit, cond))
         self._defined[lit.decl().name()] = cond
         self._literal_sources[lit.decl().name()] = self.sources(cond)
@@ -423,17 +477,43 @@ class Explorer:
                     out.add(src)
         return out
 
-    def feasible(self, state: State, *extra: z3.BoolRef) -> bool:
+    def feasible(self, state: State, *extra: z3.BoolRef) -> z3.ModelRef | None:
+        """A model of `state`'s path and `extra` (a model of every definition: the
+        literals' and the nonlinear terms'), None when there is none."""
+        model = self._check(self.solver, state, extra)
+        if model is None or not self.nonlinear.terms:
+            return model
+        # The solver saw products and quotients as free symbols: a model that gives them
+        # their values is a model; else one with their operands fixed to the model's values
+        # (a cheap check); else the exact solver decides (slow: it bit-blasts them).
+        if self.nonlinear.consistent(model):
+            return model
+        pinned = self._check(self.solver, state, (*extra, *self.nonlinear.pinned(model)))
+        if pinned is not None:
+            return pinned
+        self.nonlinear.exact_checks += 1
+        return self._check(self._exact_solver(), state, extra)
+
+    def _check(self, solver: z3.Solver, state: State, extra) -> z3.ModelRef | None:
         left = self._time_left(state)
         if left is not None:  # one check must not outlast the budget (z3 counts milliseconds)
-            self.solver.set("timeout", max(1, int(left * 1000) + 1))
-        result = self.solver.check(*state.path, *extra)
+            solver.set("timeout", max(1, int(left * 1000) + 1))
+        result = solver.check(*state.path, *extra)
         if result == z3.unknown:
             why = None if left is None else self._over_budget(state)
             if why is not None:
                 raise OutOfTime(why)
-            raise ExplorationError(f"z3 gave up on a path condition: {self.solver.reason_unknown()}")
-        return result == z3.sat
+            raise ExplorationError(f"z3 gave up on a path condition: {solver.reason_unknown()}")
+        return solver.model() if result == z3.sat else None
+
+    def _exact_solver(self) -> z3.Solver:
+        """A solver with the literals' definitions as they are (products and quotients
+        included), made when first needed."""
+        if self._exact is None:
+            self._exact = z3.Solver()
+            self._exact.add(*self._environment)
+            self._exact.add(*[lit == cond for lit, cond in self.definitions])
+        return self._exact
 
     def _decide(self, s: State, lit: z3.BoolRef) -> dict[bool, Witness | None]:
         """The feasible directions of branch literal `lit` on `s`, each with a model of the
@@ -444,8 +524,10 @@ class Explorer:
         for d, c in ((True, lit), (False, z3.Not(lit))):
             if d == known:
                 out[d] = s.witness
-            elif self.feasible(s, c):
-                out[d] = Witness(self.solver.model(), self.fresh.count)
+            else:
+                model = self.feasible(s, c)
+                if model is not None:
+                    out[d] = Witness(model, self.fresh.count)
         return out
 
     def _value_under(self, w: Witness | None, expr: z3.BoolRef) -> bool | None:
@@ -601,6 +683,7 @@ class Explorer:
             # multiplier, hopeless over a long computation (a hash modulo a count read from
             # a map), so such operands are summarised already past MAX_NONLINEAR_DEPTH.
             a, b = (self.bounded(s, v, insn.pc, MAX_NONLINEAR_DEPTH) for v in (a, b))
+            self.nonlinear.seen = True
         s.regs[insn.dst] = scalar(self.bounded(s, alu(insn.op, insn.wide, a, b), insn.pc))
 
     def bounded(self, s: State, expr: z3.BitVecRef, pc: int, depth: int | None = None) -> z3.BitVecRef:

@@ -273,3 +273,87 @@ def symbols(expr: z3.ExprRef, cache: dict | None = None) -> frozenset[str]:
     result = frozenset(out)
     cache[eid] = (result, expr)  # keep expr alive: z3 reuses ids of freed terms
     return result
+
+
+# --- nonlinear terms --------------------------------------------------------------------
+
+#: Operations z3 decides by bit-blasting a multiplier or a divider circuit (64 bits: thousands
+#: of clauses that every later check carries) when the operands vary.
+_MUL_OPS = frozenset({z3.Z3_OP_BMUL})
+_DIV_OPS = frozenset(
+    {
+        z3.Z3_OP_BUDIV,
+        z3.Z3_OP_BUDIV0,
+        z3.Z3_OP_BUDIV_I,
+        z3.Z3_OP_BSDIV,
+        z3.Z3_OP_BSDIV0,
+        z3.Z3_OP_BSDIV_I,
+        z3.Z3_OP_BUREM,
+        z3.Z3_OP_BUREM0,
+        z3.Z3_OP_BUREM_I,
+        z3.Z3_OP_BSREM,
+        z3.Z3_OP_BSREM0,
+        z3.Z3_OP_BSREM_I,
+        z3.Z3_OP_BSMOD,
+        z3.Z3_OP_BSMOD0,
+        z3.Z3_OP_BSMOD_I,
+    }
+)
+#: Reads of an input: a constant, an uninterpreted function's value, an array element.
+_READ_OPS = frozenset({z3.Z3_OP_UNINTERPRETED, z3.Z3_OP_SELECT})
+
+
+def _is_nonlinear(e: z3.ExprRef) -> bool:
+    kind = e.decl().kind()
+    if kind in _MUL_OPS:
+        return sum(not z3.is_bv_value(a) for a in e.children()) >= 2
+    if kind in _DIV_OPS:
+        return not z3.is_bv_value(e.arg(1))
+    return False
+
+
+def _is_read(e: z3.ExprRef) -> bool:
+    return e.decl().kind() in _READ_OPS
+
+
+def _outermost(expr: z3.ExprRef, wanted, memo: dict) -> list[z3.ExprRef]:
+    """The outermost subterms of `expr` for which `wanted` holds (each once, in the order
+    met). `memo` maps a term id to (whether such a subterm is under it, the term): a term
+    known to have none is not walked again (holding the term keeps z3 from reusing its id)."""
+    found: dict[int, z3.ExprRef] = {}
+    stack, seen = [expr], set()
+    visited = []
+    while stack:
+        e = stack.pop()
+        eid = e.get_id()
+        if eid in seen:
+            continue
+        seen.add(eid)
+        known = memo.get(eid)
+        if known is not None and not known[0]:
+            continue
+        if not z3.is_app(e):
+            continue
+        if wanted(e):
+            found[eid] = e
+            continue
+        visited.append(e)
+        stack.extend(e.children())
+    # a walked term has a wanted subterm exactly when one of its walked descendants was
+    # found; record "none" only for terms whose whole walk found nothing
+    if not found:
+        for e in visited:
+            memo[e.get_id()] = (False, e)
+    return list(found.values())
+
+
+def nonlinear_terms(expr: z3.ExprRef, memo: dict) -> list[z3.ExprRef]:
+    """The outermost products, quotients and remainders of two non-constant operands in
+    `expr` (`memo`: see `_outermost`; one memo per kind of walk)."""
+    return _outermost(expr, _is_nonlinear, memo)
+
+
+def input_reads(expr: z3.ExprRef, memo: dict) -> list[z3.ExprRef]:
+    """The outermost reads of inputs in `expr` (constants, uninterpreted function values,
+    array elements): fixing their values fixes the value of `expr`."""
+    return _outermost(expr, _is_read, memo)
