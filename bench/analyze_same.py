@@ -87,7 +87,9 @@ def compare(args) -> int:
             continue
         x, y = a[rel], b[rel]
         if x["exit"] != y["exit"] or x["stderr"] != y["stderr"]:
-            differ.append(f"{rel}: exit {x['exit']} vs {y['exit']}, stderr {x['stderr'][-200:]!r} vs {y['stderr'][-200:]!r}")
+            differ.append(
+                f"{rel}: exit {x['exit']} vs {y['exit']}, stderr {x['stderr'][-200:]!r} vs {y['stderr'][-200:]!r}"
+            )
             continue
         dx, fx = masked(x["doc"])
         dy, fy = masked(y["doc"])
