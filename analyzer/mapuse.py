@@ -19,20 +19,29 @@ state after the write (state.found_after / byte_after with z3.Var arguments) for
 uninterpreted functions. Anything the explorer cut (truncated paths, sites with more
 conditions than it kept) or a solver timeout leaves the map data-plane: unknown is not a
 proof.
+
+The proofs keep the command's time budget (`--timeout`: fields.decode_deadline, the same end
+the decoding keeps): each query is stopped at it, and a map whose proofs it interrupted, or
+that it left unstarted, is neither preserved nor fateless, its `why` saying so (`BUDGET_WHY`,
+`MapUse.cut`).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import z3
 
 from .exploration import Exploration, Path
+from .fields import decode_deadline
 from .state import byte_after, found_after
 from .symbolic import source_of, symbols
 
 #: Per z3 query (ms); a timeout is "not proved".
 PROOF_TIMEOUT_MS = 5000
+#: `MapUse.why` of a map whose proofs the command's time budget cut (not proved: data-plane).
+BUDGET_WHY = "not proved: the time budget ran out"
 
 
 @dataclass(frozen=True)
@@ -44,18 +53,27 @@ class MapUse:
     preserved: bool
     fateless: bool
     why: str = ""
+    #: the time budget stopped its proofs: neither preserved nor fateless is claimed, and
+    #: `decided` is True (not known not to be read)
+    cut: bool = False
+
+
+class _OutOfTime(Exception):
+    """The time budget ran out in the middle of a map's proofs."""
 
 
 def map_uses(e: Exploration) -> dict[str, MapUse]:
-    """MapUse of every map the program writes (memoised on the exploration)."""
+    """MapUse of every map the program writes (memoised on the exploration), proved within the
+    command's time budget (`decode_deadline`)."""
     if e.map_use is None:
-        e.map_use = _Prover(e).run() if e.written_maps else {}
+        e.map_use = _Prover(e, decode_deadline(e)).run() if e.written_maps else {}
     return e.map_use
 
 
 class _Prover:
-    def __init__(self, e: Exploration):
+    def __init__(self, e: Exploration, deadline: float | None = None):
         self.e = e
+        self.deadline = deadline  # time.perf_counter() value; None: no budget
         self.env = e.environment()
         self.expanded: dict = {}  # term id or literal name -> (expanded, the term kept alive)
         self.names: dict = {}  # symbols' cache over every term read here
@@ -94,22 +112,48 @@ class _Prover:
         names = self.inputs(expr)
         return f"map.{name}.found" in names or f"map.{name}.val" in names
 
+    def left(self) -> float | None:
+        """Seconds left of the time budget (None: no budget); raises _OutOfTime past it."""
+        if self.deadline is None:
+            return None
+        left = self.deadline - time.perf_counter()
+        if left <= 0:
+            raise _OutOfTime
+        return left
+
+    def unsat(self, *constraints: z3.BoolRef) -> bool:
+        """Whether z3 proves `constraints` unsatisfiable within PROOF_TIMEOUT_MS and the time
+        budget (raises _OutOfTime when the budget stopped it or was spent before)."""
+        left = self.left()
+        timeout = PROOF_TIMEOUT_MS if left is None else max(1, min(PROOF_TIMEOUT_MS, int(left * 1000)))
+        proved = _unsat(*constraints, timeout_ms=timeout)
+        if not proved:
+            self.left()  # an unknown answer at the budget's end is the budget's, not a refutation
+        return proved
+
     def run(self) -> dict[str, MapUse]:
         out = {}
-        truncated = next((p.truncated for p in self.e.paths if p.truncated), None)
         for name in sorted(self.e.written_maps):
-            terms, overflow = self._decisions(name)
-            if not terms and not overflow:
-                out[name] = MapUse(name, False, False, True)
-            elif truncated:
-                out[name] = MapUse(name, True, False, False, f"exploration cut: {truncated}")
-            elif overflow:
-                out[name] = MapUse(name, True, False, False, "a decision site was visited too often to prove")
-            else:
-                preserved, why = self._preserved(name, terms)
-                fateless, why2 = (False, "") if preserved else self._fateless(name)
-                out[name] = MapUse(name, True, preserved, fateless, "" if preserved or fateless else f"{why}; {why2}")
+            try:
+                out[name] = self._use(name)
+            except _OutOfTime:
+                out[name] = MapUse(name, True, False, False, BUDGET_WHY, cut=True)
         return out
+
+    def _use(self, name: str) -> MapUse:
+        """The proofs for map `name` (raises _OutOfTime when the budget runs out)."""
+        self.left()
+        truncated = next((p.truncated for p in self.e.paths if p.truncated), None)
+        terms, overflow = self._decisions(name)
+        if not terms and not overflow:
+            return MapUse(name, False, False, True)
+        if truncated:
+            return MapUse(name, True, False, False, f"exploration cut: {truncated}")
+        if overflow:
+            return MapUse(name, True, False, False, "a decision site was visited too often to prove")
+        preserved, why = self._preserved(name, terms)
+        fateless, why2 = (False, "") if preserved else self._fateless(name)
+        return MapUse(name, True, preserved, fateless, "" if preserved or fateless else f"{why}; {why2}")
 
     # --- what reads the map ---------------------------------------------------------
 
@@ -131,6 +175,7 @@ class _Prover:
         site reading it kept fewer conditions than it saw."""
         terms, overflow = [], False
         for site in self.e.sites.values():
+            self.left()
             if any(s.kind == "map" and s.name == name for s in site.sources):
                 terms += [self.expand(c) for c in site.conditions]
                 overflow |= site.overflow
@@ -157,13 +202,14 @@ class _Prover:
             writes = dict(p.map_writes).get(name)
             if not writes:
                 continue
-            if general.preserved(tuple(_renamed(w, skeleton, ()) for w in writes), after):
+            self.left()
+            if general.preserved(tuple(_renamed(w, skeleton, ()) for w in writes), after, self.unsat):
                 continue
             sketch = tuple(_renamed(w, lambda t: skeleton(self.expand(t)), ()) for w in writes)
             ids = _ids(sketch)
             if ids in proved:
                 continue
-            if _unsat(z3.Or(*[t != after(t, sketch) for t in shapes])):
+            if self.unsat(z3.Or(*[t != after(t, sketch) for t in shapes])):
                 proved.add(ids)
                 continue
             rename = _renaming([self.e.condition(p), *self.env] + [t for w in writes for t in _terms(w)])
@@ -171,7 +217,7 @@ class _Prover:
             writes = tuple(_renamed(w, self.expand, rename) for w in writes)
             changed = z3.Or(*[t != after(t, writes) for t in terms])
             env_w = [z3.substitute(a, *rename) if rename else a for a in self.env]
-            if not _unsat(*self.env, *env_w, cond, changed):
+            if not self.unsat(*self.env, *env_w, cond, changed):
                 return False, f"a write on path {p.id} can change a decision that reads it"
         return True, ""
 
@@ -192,7 +238,7 @@ class _Prover:
             union = z3.Or(*conds)
             if not self.reads(union, name):
                 continue
-            if not _unsat(*self.env, union != other_state(union)):
+            if not self.unsat(*self.env, union != other_state(union)):
                 return False, f"whether the program returns {verdict} depends on it"
         return True, ""
 
@@ -372,14 +418,15 @@ class _Generalised:
         self.shapes = self._general(shapes)  # None: some key reads the map itself
         self.outcome: dict[tuple, tuple[bool, tuple]] = {}  # renamed log ids -> (proved, log)
 
-    def preserved(self, sketch, after: _After) -> bool:
-        """Whether the write log `sketch` (skeleton terms) provably leaves every shape unchanged."""
+    def preserved(self, sketch, after: _After, unsat) -> bool:
+        """Whether the write log `sketch` (skeleton terms) provably leaves every shape unchanged
+        (`unsat`: the prover's query, which keeps the time budget)."""
         if self.shapes is None:
             return False
         log = self._renamed(sketch)
         ids = _ids(log)
         if ids not in self.outcome:
-            self.outcome[ids] = (_unsat(z3.Or(*[s != after(s, log) for s in self.shapes])), log)
+            self.outcome[ids] = (unsat(z3.Or(*[s != after(s, log) for s in self.shapes])), log)
         return self.outcome[ids][0]
 
     def _general(self, shapes: list[z3.ExprRef]) -> list[z3.ExprRef] | None:
@@ -452,8 +499,8 @@ def _other_copy(name: str):
     return copy
 
 
-def _unsat(*constraints: z3.BoolRef) -> bool:
+def _unsat(*constraints: z3.BoolRef, timeout_ms: int = PROOF_TIMEOUT_MS) -> bool:
     s = z3.Solver()
-    s.set("timeout", PROOF_TIMEOUT_MS)
+    s.set("timeout", timeout_ms)
     s.add(*constraints)
     return s.check() == z3.unsat

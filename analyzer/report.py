@@ -8,7 +8,14 @@ schema version, new fields may be added):
     budget       null, or with --timeout/--path-timeout {timeout, path_timeout, ran_out,
                   functions_explored, functions_not_reached ["program:function"],
                   cut [{path, where}], limit (what ran out when not the time: the angr
-                  engine's state/memory budgets, else null)}: a partial report when ran_out
+                  engine's state/memory budgets, else null),
+                  report_cut (what the report left out because the budget ran out after the
+                  exploration, null when nothing: {maps_not_proved [names]: their map-use
+                  proofs were stopped, so they are neither preserved nor fateless (their
+                  `why` says so); paths_not_decoded [ids]: `fields` is fields.NOT_DECODED;
+                  conditions_not_printed [ids]: `condition` is null})}: a partial report
+                  when ran_out or report_cut (exit code 0 all the same: a partial report is
+                  a report)
     summary      {paths, verdicts: {VERDICT: n}, truncated, unsupported, branches,
                   classes: {CLASS: n}, insns_executed, seconds, programs: [entry, tail-called...],
                   engine: "angr" (only with --engine angr; see angr_analysis_json)}
@@ -25,20 +32,22 @@ schema version, new fields may be added):
                    lines ["file:line" of branches decided on the path],
                    summarised [{name, made_at}: long computations (hashes, checksums) kept
                    as any value, which the path's decisions read],
-                   condition (SMT-LIB 2 over the inputs of analyzer/symbolic.py),
+                   condition (SMT-LIB 2 over the inputs of analyzer/symbolic.py; null when
+                   the time budget ran out before it was printed),
                    fields (the condition in header fields, fields.py: `ipv4.saddr == 10.0.0.1
                    ∧ tcp.dport != 22`; for people, not for parsing)}]
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import z3
 
 from .classify import CLASSES, BranchClass, classes, classify_sites, map_classes
 from .exploration import UNKNOWN, Exploration, Path
-from .fields import Decoder, decode_deadline
+from .fields import NOT_DECODED, Decoder, decode_deadline
 from .mapuse import MapUse, map_uses
 from .symbolic import const_value
 
@@ -93,7 +102,12 @@ def _redirect(path: Path):
     return {"map": path.redirect[1], "key": const_value(path.redirect[2])}
 
 
-def path_json(e: Exploration, path: Path, condition: bool = True, decoder: Decoder | None = None) -> dict:
+def path_json(
+    e: Exploration, path: Path, condition: bool = True, decoder: Decoder | None = None, deadline: float | None = None
+) -> dict:
+    """One path's document. Past `deadline` (a time.perf_counter() value: the command's time
+    budget) its condition is neither printed (`condition` null) nor decoded (NOT_DECODED)."""
+    late = deadline is not None and time.perf_counter() >= deadline
     lo, hi = insn_range(path.steps, e.step_values)
     doc = {
         "id": path.id,
@@ -117,17 +131,26 @@ def path_json(e: Exploration, path: Path, condition: bool = True, decoder: Decod
         "summarised": [{"name": n, "made_at": e.summaries[n][1]} for n in e.summarised(path)],
     }
     if condition:
-        doc["condition"] = e.condition(path).sexpr()
+        doc["condition"] = None if late else e.condition(path).sexpr()
     # a path a time budget cut has no decoded fields: its `truncated` says where it stopped
-    cut = e.cut_by_budget(path)
-    doc["fields"] = None if cut else (decoder or Decoder(e.environment())).render(e.condition(path))
+    if e.cut_by_budget(path):
+        doc["fields"] = None
+    elif late or (deadline is not None and time.perf_counter() >= deadline):
+        doc["fields"] = NOT_DECODED
+    else:
+        doc["fields"] = (decoder or Decoder(e.environment(), deadline)).render(e.condition(path))
     return doc
 
 
 def analysis_json(e: Exploration, conditions: bool = True) -> dict:
+    """The `analyze --json` document of exploration `e` (schema above). Its every phase keeps
+    the command's time budget (fields.decode_deadline): map-use proofs (mapuse.py), decoding,
+    printing conditions; what the budget left out is listed in `budget.report_cut`."""
     branches, maps = classes(e)
     uses = map_uses(e)
-    decoder = Decoder(e.environment(), decode_deadline(e))
+    deadline = decode_deadline(e)
+    decoder = Decoder(e.environment(), deadline)
+    paths = [path_json(e, p, conditions, decoder, deadline) for p in e.paths]
     return {
         "schema": SCHEMA,
         "file": e.obj.path,
@@ -143,16 +166,28 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
             "path_timeout": e.options.path_timeout,
         },
         "summary": _summary(e, branches),
-        "budget": None if e.budget is None else budget_json(e),
+        "budget": None if e.budget is None else budget_json(e, report_cut(uses, paths)),
         "maps": [_map_json(e, m, maps[m.name], uses.get(m.name)) for m in e.obj.maps],
         "branches": [_branch_json(b) for b in branches],
-        "paths": [path_json(e, p, conditions, decoder) for p in e.paths],
+        "paths": paths,
     }
 
 
-def budget_json(e: Exploration) -> dict:
+def report_cut(uses: dict[str, MapUse], paths: list[dict]) -> dict | None:
+    """What the report left out because the time budget ran out (None: nothing): maps whose
+    proofs it stopped, paths not decoded, conditions not printed (see the schema)."""
+    cut = {
+        "maps_not_proved": sorted(n for n, u in uses.items() if u.cut),
+        "paths_not_decoded": [p["id"] for p in paths if p["fields"] == NOT_DECODED],
+        "conditions_not_printed": [p["id"] for p in paths if "condition" in p and p["condition"] is None],
+    }
+    return cut if any(cut.values()) else None
+
+
+def budget_json(e: Exploration, cut: dict | None = None) -> dict:
     """What the time budget left out: a partial report when `ran_out` (the cut paths are
-    UNKNOWN, each with the instruction and source line it was cut at)."""
+    UNKNOWN, each with the instruction and source line it was cut at) or when the report
+    itself was cut (`cut`: report_cut's)."""
     b = e.budget
     return {
         "timeout": b.timeout,
@@ -162,6 +197,7 @@ def budget_json(e: Exploration) -> dict:
         "functions_not_reached": b.functions_not_reached,
         "cut": [{"path": i, "where": e.paths[i].truncated} for i in b.cut],
         "limit": b.limit,
+        "report_cut": cut,
     }
 
 
@@ -316,6 +352,15 @@ def render_text(doc: dict) -> str:
         out.append(f"    functions explored: {', '.join(b['functions_explored']) or 'none'}")
         if b["functions_not_reached"]:
             out.append(f"    functions not reached: {', '.join(b['functions_not_reached'])}")
+    if b and b.get("report_cut"):
+        r, left = b["report_cut"], []
+        if r["maps_not_proved"]:
+            left.append(f"map proofs of {', '.join(r['maps_not_proved'])} (not proved: not control-plane)")
+        if r["paths_not_decoded"]:
+            left.append(f"fields of {counted(len(r['paths_not_decoded']), 'path')}")
+        if r["conditions_not_printed"]:
+            left.append(f"conditions of {counted(len(r['conditions_not_printed']), 'path')}")
+        out.append(f"  PARTIAL: the time budget ran out in the report; not done: {'; '.join(left)}")
     if doc["maps"]:
         out.append("\nmaps:")
         for m in doc["maps"]:

@@ -9,7 +9,8 @@ times, the wall time of load + explore of all its XDP programs together (`explor
 of load + explore + report (`median_s`, the figure the targets apply to) is taken and the
 medians kept (no untimed warm-up: the first run pays z3's start-up).  Each repetition
 loads and explores afresh, so the report never sees another run's caches.  Also recorded: paths,
-branch sites and instructions executed, summed over the object's programs.  Programs in
+branch sites and instructions executed, summed over the object's programs, and the CPU time
+(`cpu_s`, process time) split by phase (`phases_cpu_s`, see PHASES).  Programs in
 sections of other attach types (fentry/, kprobe/, ...) are skipped; `unknown` (legacy
 names such as `prog`) are analysed.  An exception, a crash or a timeout is reported for
 its object and counted, and the bench goes on (a timed-out object's RSS is what it had
@@ -39,6 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import corpus  # noqa: E402
+from analyzer import fields  # noqa: E402
+from analyzer.classify import classes  # noqa: E402
 from analyzer.exploration import UNKNOWN  # noqa: E402
 from analyzer.explore import Options, explore  # noqa: E402
 from analyzer.report import analysis_json  # noqa: E402
@@ -50,6 +53,28 @@ TARGETS = {"median_s": 0.3, "max_s": 5.0, "rss_mib": 1024.0}
 #: How a path cut because a value grew too large says so (the issue's "values too large to
 #: track exactly"); the target is none.
 TERM_SIZE = "too large"
+#: The phases of the whole analysis whose CPU time is split (`phases_cpu_s`): load + explore,
+#: the decision classes (map-use proofs of mapuse.py and classify.py: `classes`, which the report
+#: reads memoised), decoding path conditions (fields.Decoder.render, inside the report) and the
+#: rest of the report (analysis_json's own work: instruction ranges, lines, conditions printed).
+PHASES = ("explore", "classify", "decode", "report")
+
+
+class _DecodeClock:
+    """CPU seconds spent in fields.Decoder.render (wrapped for the bench's process only)."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        render = fields.Decoder.render
+
+        def timed(decoder, *args, **kwargs):
+            t = time.process_time()
+            try:
+                return render(decoder, *args, **kwargs)
+            finally:
+                self.seconds += time.process_time() - t
+
+        fields.Decoder.render = timed
 
 
 def run_one(path: Path, repeat: int) -> dict:
@@ -57,15 +82,24 @@ def run_one(path: Path, repeat: int) -> dict:
     row = {"object": os.path.relpath(path, ROOT), "rss_base_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
     try:
         row["bytes"] = path.stat().st_size
-        times, explore_times = [], []
+        times, explore_times, cpu = [], [], {k: [] for k in ("total", *PHASES)}
+        clock = _DecodeClock()
         for _ in range(repeat):
-            start = time.perf_counter()
+            start, cpu0 = time.perf_counter(), time.process_time()
             obj = load_object(path)
             progs = [(p, explore(obj, p, Options())) for p in obj.programs if p.is_xdp]
             explore_times.append(time.perf_counter() - start)
+            cpu1 = time.process_time()
+            for _, e in progs:
+                classes(e)
+            cpu2, decoded = time.process_time(), clock.seconds
             for _, e in progs:
                 analysis_json(e)
             times.append(time.perf_counter() - start)
+            cpu3 = time.process_time()
+            decode = clock.seconds - decoded
+            for k, v in zip(("total", *PHASES), (cpu3 - cpu0, cpu1 - cpu0, cpu2 - cpu1, decode, cpu3 - cpu2 - decode)):
+                cpu[k].append(v)
         row["programs"] = [
             {
                 "name": p.name,
@@ -86,6 +120,8 @@ def run_one(path: Path, repeat: int) -> dict:
             median_s=statistics.median(times),
             min_s=min(times),
             explore_s=statistics.median(explore_times),
+            cpu_s=statistics.median(cpu["total"]),
+            phases_cpu_s={k: statistics.median(cpu[k]) for k in PHASES},
         )
     except Exception as exc:  # noqa: BLE001 - reported per object
         row["error"] = f"{type(exc).__name__}: {exc}"
@@ -142,6 +178,16 @@ def summarize(rows: list[dict], repeat: int) -> dict:
         "term_size_unknown_paths": sum(r["term_size_unknown"] for r in ok),
         "max_paths": top_paths and top_paths["paths"],
         "max_paths_object": top_paths and top_paths["object"],
+        "cpu_median_s": statistics.median(r["cpu_s"] for r in ok) if ok else None,
+        "cpu_max_s": max((r["cpu_s"] for r in ok), default=None),
+        "phases_cpu_s": {
+            k: {
+                "sum": sum(r["phases_cpu_s"][k] for r in ok),
+                "median": statistics.median(r["phases_cpu_s"][k] for r in ok) if ok else None,
+                "max": max((r["phases_cpu_s"][k] for r in ok), default=None),
+            }
+            for k in PHASES
+        },
         "max_rss_mib": top_rss and top_rss["rss_kib"] / 1024,
         "max_rss_object": top_rss and top_rss["object"],
         "python": sys.version.split()[0],
@@ -159,11 +205,13 @@ def summarize(rows: list[dict], repeat: int) -> dict:
 
 def report(rows: list[dict], summary: dict) -> None:
     ok = sorted((r for r in rows if "error" not in r), key=lambda r: -r["median_s"])
-    print(f"{'total s':>8} {'explore':>8} {'paths':>6} {'unkn':>5} {'sites':>5} {'insns':>9} {'RSS MiB':>7}  object")
+    cpu = " ".join(f"{k[:8]:>8}" for k in PHASES)
+    print(f"{'total s':>8} {'explore':>8} {'paths':>6} {'unkn':>5} {'sites':>5} {'RSS MiB':>7} | CPU s {cpu}  object")
     for r in ok[:15]:
+        split = " ".join(f"{r['phases_cpu_s'][k]:8.3f}" for k in PHASES)
         print(
             f"{r['median_s']:8.3f} {r['explore_s']:8.3f} {r['paths']:6d} {r['unknown']:5d} {r['sites']:5d} "
-            f"{r['insns_executed']:9d} {r['rss_kib'] / 1024:7.1f}  {r['object']}"
+            f"{r['rss_kib'] / 1024:7.1f} |       {split}  {r['object']}"
         )
     for r in rows:
         if r.get("skipped"):

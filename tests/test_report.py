@@ -204,3 +204,67 @@ def test_blacklist_counterexample_is_map_dependent(capsys):
     ex = f["counterexample"]
     assert f["code"] == "map-dependent" and ex["kind"] == "differs" and ex["verdict"] == "PASS"
     assert "eth.proto=ipv4" in ex["fields"] and f["suggestion"] is None
+
+
+# --- the report keeps the time budget (--timeout) ---------------------------------------------
+
+
+@pytest.mark.parametrize("stem", ["flag_counter", "hash_counter"])
+def test_report_past_the_budget_claims_no_map_proof_and_says_what_it_left_out(stem):
+    """With the budget spent when the report starts, the map-use proofs are not made: a written
+    map the decisions read is neither control-plane nor stats-only by proof (the source's
+    `expect-map`, the hand-derived oracle, says what the proofs give without a budget: the test
+    fails if the unbudgeted report does not reach them), its `why` says the budget stopped
+    them, no path is decoded or printed, and `budget.report_cut` lists all of it."""
+    import time
+
+    import corpus
+    from analyzer.explore import Options, explore
+    from analyzer.fields import NOT_DECODED
+    from analyzer.mapuse import BUDGET_WHY
+    from analyzer.report import analysis_json, render_text
+    from lifter.program import load_object
+
+    obj = load_object(corpus_object(stem))
+    (prog,) = [p for p in obj.programs if p.is_xdp]
+    expected = corpus.map_expectations(stem)
+    proved = [n for n, c in expected.items() if c != "data-plane"]
+    assert proved  # each object has a written map whose class only a proof gives
+    full = analysis_json(explore(obj, prog, Options()))
+    assert {m["name"]: m["class"] for m in full["maps"]} == expected
+
+    e = explore(obj, prog, Options(timeout=3600.0))
+    assert e.budget is not None and not e.budget.ran_out
+    e.options.started = time.perf_counter() - 3600.0  # the whole budget is spent: the report starts late
+    doc = analysis_json(e)
+    written = sorted(m["name"] for m in doc["maps"] if m["written"])
+    assert doc["budget"]["report_cut"] == {
+        "maps_not_proved": written,
+        "paths_not_decoded": [p["id"] for p in doc["paths"]],
+        "conditions_not_printed": [p["id"] for p in doc["paths"]],
+    }
+    for m in doc["maps"]:
+        if m["written"]:
+            assert m["class"] == "data-plane" and m["why"] == BUDGET_WHY, m
+    for b in doc["branches"]:
+        if set(b["detail"]) & set(proved):
+            assert b["class"] == "data-plane-state", b
+    assert all(p["fields"] == NOT_DECODED and p["condition"] is None for p in doc["paths"])
+    # what was explored is whole: the same paths and verdicts as without a budget
+    assert [(p["id"], p["verdict"]) for p in doc["paths"]] == [(p["id"], p["verdict"]) for p in full["paths"]]
+    text = render_text(doc)
+    assert "PARTIAL: the time budget ran out in the report; not done: map proofs of " + ", ".join(written) in text
+
+
+def test_analyze_with_a_tiny_budget_exits_0_with_a_partial_report(capsys):
+    """`analyze --timeout 0.001` (JSON and text): the budget runs out in the exploration, the
+    report still comes out with exit code 0 (the documented code of a partial report), every
+    path cut (UNKNOWN, no fields), nothing proved about a map."""
+    code, out, err = run_cli(capsys, "analyze", corpus_object("flag_counter"), "--json", "--timeout", "0.001")
+    assert code == 0 and err == "", err
+    doc = json.loads(out)
+    assert doc["budget"]["ran_out"] and doc["budget"]["cut"]
+    assert all(p["verdict"] == "UNKNOWN" and p["fields"] is None for p in doc["paths"])
+    assert all(m["why"] is None and m["class"] != "stats-only" for m in doc["maps"])
+    code, out, err = run_cli(capsys, "analyze", corpus_object("flag_counter"), "--timeout", "0.001")
+    assert code == 0 and "PARTIAL: the time budget (0.001 s) ran out" in out

@@ -1,5 +1,11 @@
 """`xdp2tc analyze`: every path of each XDP program, its verdict, effects and decision classes
-(`--engine angr` and `--cross-check` in offload/angrcmd.py)."""
+(`--engine angr` and `--cross-check` in offload/angrcmd.py).
+
+With `--timeout`, every phase keeps the budget: the exploration (80 % of it), then the map-use
+proofs, the decoding and the printing of path conditions (analyzer/report.py): what it cut is
+listed (`PARTIAL:` lines; JSON `budget.cut` and `budget.report_cut`) and a map whose proofs
+it stopped is not claimed control-plane or stats-only. A partial report exits 0 like a whole
+one; exit 2 is bad input or usage (README, Exit codes)."""
 
 from __future__ import annotations
 
