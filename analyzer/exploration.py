@@ -189,7 +189,7 @@ class Exploration:
         return self._substitute_literals(expr)
 
     def _substitute_literals(self, expr: z3.ExprRef) -> z3.ExprRef:
-        pairs = [(z3.Bool(n), self._expanded[n]) for n in symbols(expr) if n.startswith("b!")]
+        pairs = [(z3.Bool(n), self._expanded[n]) for n in sorted(symbols(expr)) if n.startswith("b!")]
         return z3.substitute(expr, *pairs) if pairs else expr
 
     def base_constraints(self) -> list[z3.BoolRef]:

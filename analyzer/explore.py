@@ -536,7 +536,7 @@ class Explorer:
         if w is None:
             return None
         pairs = []
-        for name in symbols(expr, self._sym_cache):
+        for name in sorted(symbols(expr, self._sym_cache)):
             if name.startswith("b!") and int(name[2:]) > w.known:
                 if name not in w.values:
                     try:

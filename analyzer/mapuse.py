@@ -84,7 +84,7 @@ class _Prover:
         repeat a long key in every byte): its literals' conditions in place of them."""
         memo = self.expanded.get(t.get_id())
         if memo is None:
-            literals = [n for n in symbols(t, self.names) if n.startswith("b!")]
+            literals = [n for n in sorted(symbols(t, self.names)) if n.startswith("b!")]
             pairs = [(z3.Bool(n), self.literal(n)) for n in literals]
             memo = self.expanded[t.get_id()] = (z3.substitute(t, *pairs) if pairs else t, t)
         return memo[0]
@@ -99,7 +99,7 @@ class _Prover:
     def inputs(self, t: z3.ExprRef) -> frozenset[str]:
         """The names `e.expand(t)` reads, without expanding it."""
         names = symbols(t, self.names)
-        literals = [n for n in names if n.startswith("b!")]
+        literals = [n for n in sorted(names) if n.startswith("b!")]
         if not literals:
             return names
         out = names.difference(literals)
