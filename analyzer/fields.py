@@ -90,9 +90,10 @@ L4 = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmp6", "ports": "l4"}
 MAX_TEXT = 1200
 #: Layouts (header positions, a few z3 queries each) worked out per rendered condition.
 MAX_LAYOUTS = 40
-#: z3 queries per rendered condition, and z3's deterministic resource limit per query (not
-#: a time: the same condition always renders the same, so fingerprints built from it are
-#: stable). Past them nothing more is "implied": fewer names, never wrong ones.
+#: z3 queries per rendered condition (questions a kept model answers are free; answers from
+#: the memo `_ANSWERS` count), and z3's deterministic resource limit per query (not a time).
+#: Past them nothing more is "implied": fewer names, never wrong ones. Note: z3's answer near
+#: the limit can depend on what the process asked before (AST ids), not only on the query.
 MAX_QUERIES = 24
 QUERY_RLIMIT = 20_000
 #: Packet bytes `layout` decides on: ethertypes (untagged, one and two VLAN tags), and per
@@ -121,6 +122,25 @@ class Layout:
         return None
 
 
+@dataclass
+class Known:
+    """What a Decoder knows of one condition `cond`: `premise`, formulas `cond` implies that
+    z3 decides fast (`_fixed_part`; for a branch, what its parent's layout proved and the
+    branch's own fixed part), z3's answer on them and its model, and a model of `cond`
+    itself when one is known. `whole`: the premise is `cond` (it reads no packet byte at a
+    computed offset); `branch`: a branch of an Or, never asked whole (see `_branch`)."""
+
+    cond: z3.BoolRef  # kept alive: the Decoder's memo is keyed by its AST id
+    premise: list[z3.BoolRef]
+    whole: bool = False
+    branch: bool = False
+    answer: z3.CheckSatResult | None = None
+    premise_model: z3.ModelRef | None = None
+    model: z3.ModelRef | None = None
+    #: claims proven of `cond` (and of the conditions it is a branch of)
+    facts: list[z3.BoolRef] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Read:
     """A packet read: bytes `offs` (most significant first; each (header, offset) or
@@ -142,37 +162,123 @@ class Decoder:
     def __init__(self, env: list[z3.BoolRef] | None = None, deadline: float | None = None):
         self.env = env or []
         self.deadline = deadline
-        self.queries = 0  # z3 queries made for the condition being rendered
+        self.queries = 0  # questions asked for the condition being rendered (MAX_QUERIES)
         self.layouts = 0  # layouts computed (each a few z3 queries), at most MAX_LAYOUTS
         self.emitted = 0  # characters rendered so far: past MAX_TEXT the rest is "…"
         self.last = Layout()
         self.fixed_used = False  # a fixed-offset L4 read was named (see Layout.fixed_l4)
+        #: condition AST id -> what is known of it (`Known`)
+        self.known: dict[int, Known] = {}
+        #: z3 checks made (`_check`): for bench/fields.py
+        self.checks = 0
 
     # --- which headers the path has ----------------------------------------------------
+    #
+    # Each question (is `cond` satisfiable, does it imply `claim`) counts against MAX_QUERIES
+    # however it is answered, so the budget ends at the same question whatever answers it.
+    # Answers come, cheapest first, from: a model of `cond` kept from an earlier question (a
+    # claim it falsifies is not implied: exact, no solver call); z3 on `cond`'s fixed part
+    # (`Known.fixed`: its conjuncts that read the packet at constant offsets only, weaker than
+    # `cond`, so what it implies `cond` implies, and it has no unsatisfiable branch `cond`
+    # has); z3 on `cond` itself, whose reads at computed offsets (an IPv6 extension-header
+    # walk) often take it past the resource limit. Only unsat answers make a claim, so the
+    # decoding states what z3 proved and nothing else.
 
-    def _solver(self) -> z3.Solver | None:
-        """A solver with the per-query resource limit (None: this rendering's queries are spent)."""
+    def _spent(self) -> bool:
+        """Whether this rendering's z3 queries or the time budget are spent."""
         if self.queries >= MAX_QUERIES:
-            return None
-        left = None if self.deadline is None else self.deadline - time.perf_counter()
-        if left is not None and left <= 0:
-            return None
+            return True
+        return self.deadline is not None and self.deadline - time.perf_counter() <= 0
+
+    def _check(self, formulas: list[z3.BoolRef]) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
+        """z3 on the environment and `formulas` under the per-query resource limit (and the
+        deadline): the answer and, when sat, a model; unknown without asking when the queries
+        or the time budget are spent. An answer asked before (`_ANSWERS`, any Decoder)
+        counts as a query too, so a rendering never depends on what was decoded before it."""
+        if self._spent():
+            return z3.unknown, None
         self.queries += 1
+        asked = [*self.env, *formulas]
+        key = frozenset(f.get_id() for f in asked)
+        memo = _ANSWERS.get(key)
+        if memo is not None:
+            return memo[1], memo[2]
         s = z3.Solver()
         s.set("rlimit", QUERY_RLIMIT)
-        if left is not None:
-            s.set("timeout", max(1, int(left * 1000)))
-        s.add(*self.env)
-        return s
+        if self.deadline is not None:
+            s.set("timeout", max(1, int((self.deadline - time.perf_counter()) * 1000)))
+        s.add(*asked)
+        self.checks += 1
+        answer = s.check()
+        model = s.model() if answer == z3.sat else None
+        if answer != z3.unknown or "resource" in s.reason_unknown():  # not the deadline's timeout
+            if len(_ANSWERS) > 20_000:
+                _ANSWERS.clear()
+            _ANSWERS[key] = (asked, answer, model)
+        return answer, model
+
+    def _known(self, cond: z3.BoolRef) -> Known:
+        known = self.known.get(cond.get_id())
+        if known is None:
+            known = Known(cond, _fixed_part(cond), whole=_offsets(cond) is not None)
+            self.known[cond.get_id()] = known
+        return known
+
+    def _premise_model(self, known: Known) -> z3.ModelRef | None:
+        """A model of `known`'s premise (z3's, asked once), None when z3 finds none."""
+        if known.answer is None:
+            known.answer, known.premise_model = self._check(known.premise)
+            m = known.premise_model
+            if m is not None and known.model is None and z3.is_true(m.eval(known.cond, model_completion=True)):
+                known.model = m  # a model of `cond` too (exact: evaluated)
+        return known.premise_model
+
+    def _satisfiable(self, cond: z3.BoolRef) -> z3.ModelRef | None:
+        """A model that gives candidate values for what `cond` implies (of `cond`, or of its
+        premise), None when z3 finds none: `cond` is unsatisfiable or past the resource
+        limit."""
+        known = self._known(cond)
+        return known.model or self._premise_model(known)
+
+    def _branch(self, cond: z3.BoolRef, c: z3.BoolRef, sub: z3.BoolRef) -> None:
+        """What is known of `sub` (`cond` ∧ `c`, a branch of an Or in `cond`): what `cond` was
+        proven to imply holds of it, and its premise is that and `c`'s fixed part (both
+        implied by `sub`); `cond`'s model when that satisfies `c`; unsatisfiable when
+        `cond`'s premise is. A branch is not asked whole: `cond` is the path's condition, and
+        with its reads at computed offsets each question about it may cost 10-100 ms in z3."""
+        if sub.get_id() in self.known:
+            return
+        parent = self._known(cond)
+        mine = _fixed_part(c)
+        reads = frozenset().union(*(_offsets(f) for f in mine))
+        near = [f for f in parent.premise if _offsets(f) & reads]  # what may bear on the branch
+        known = Known(sub, _unique([*parent.facts, *near, *mine]), branch=True, facts=list(parent.facts))
+        self.known[sub.get_id()] = known
+        if parent.model is not None and z3.is_true(parent.model.eval(c, model_completion=True)):
+            known.model = parent.model
+        if parent.answer == z3.unsat:
+            known.answer = z3.unsat
 
     def _implied(self, cond: z3.BoolRef, claim: z3.BoolRef) -> bool:
         if not self._may_constrain(cond, claim):
             return False
-        s = self._solver()
-        if s is None:
-            return False
-        s.add(cond, z3.Not(claim))
-        return s.check() == z3.unsat
+        known = self._known(cond)
+        if known.model is not None and z3.is_false(known.model.eval(claim, model_completion=True)):
+            return False  # a packet of `cond` where the claim is false
+        model = self._premise_model(known)
+        if known.answer == z3.unsat:
+            return self._proven(known, claim)  # `cond` is unsatisfiable: it implies anything
+        if model is None or not z3.is_false(model.eval(claim, model_completion=True)):
+            if self._check([*known.premise, z3.Not(claim)])[0] == z3.unsat:
+                return self._proven(known, claim)
+        if known.whole or (known.branch and _offsets(claim) is not None):
+            return False  # the premise is `cond`; a branch's layout claims come from its premise
+        return self._check([cond, z3.Not(claim)])[0] == z3.unsat and self._proven(known, claim)
+
+    @staticmethod
+    def _proven(known: Known, claim: z3.BoolRef) -> bool:
+        known.facts.append(claim)
+        return True
 
     def _may_constrain(self, cond: z3.BoolRef, claim: z3.BoolRef) -> bool:
         """False when `cond` reads none of the packet bytes `claim` is about (both at
@@ -182,17 +288,15 @@ class Decoder:
         return mine is None or theirs is None or not mine or bool(mine & theirs)
 
     def _value(self, cond: z3.BoolRef, term: z3.BitVecRef, choices) -> int | None:
-        """The one value among `choices` that `cond` implies for `term`: one query for a
-        candidate (a model's value), one to check it is implied."""
+        """The one value among `choices` that `cond` implies for `term`: a candidate from a
+        model of `cond` (any model: an implied value is every model's), then whether it is
+        implied."""
         if not self._may_constrain(cond, term == 0):
             return None
-        s = self._solver()
-        if s is None:
+        model = self._satisfiable(cond)
+        if model is None:
             return None
-        s.add(cond)
-        if s.check() != z3.sat:
-            return None
-        v = s.model().eval(term, model_completion=True).as_long()
+        v = model.eval(term, model_completion=True).as_long()
         return v if v in choices and self._implied(cond, term == v) else None
 
     def _ethertype(self, cond: z3.BoolRef, at: int):
@@ -215,11 +319,9 @@ class Decoder:
         if self.layouts >= MAX_LAYOUTS:
             return parent or self.last
         self.layouts += 1
-        s = self._solver()
-        if s is None:
+        if self._spent():
             return parent or self.last
-        s.add(cond)
-        if s.check() != z3.sat:
+        if self._satisfiable(cond) is None:
             return parent or Layout()
         lay = Layout()
         l3 = 14
@@ -259,12 +361,11 @@ class Decoder:
             delta = z3.simplify(index - base)
             if z3.is_bv_value(delta) and delta.as_long() < 64:
                 return (header, delta.as_long())
-            s = self._solver()
-            if s is None:
+            if self._spent():
                 break
-            s.add(cond)
-            if s.check() == z3.sat:
-                k = s.model().eval(index - base, model_completion=True).as_long()
+            model = self._satisfiable(cond)
+            if model is not None:
+                k = model.eval(index - base, model_completion=True).as_long()
                 if k < 64 and self._implied(cond, index - base == k):
                     return (header, k)
         return ("?", -1)
@@ -363,6 +464,7 @@ class Decoder:
             return NOT_DECODED
         cond = z3.simplify(cond)
         self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
+        self.known.clear()
         lay = lay or self.layout(cond)
         text = self._bool(cond, lay, cond)
         text = " ".join(text.split())  # one line: z3's own printing breaks long terms
@@ -393,6 +495,7 @@ class Decoder:
                     parts.append("…")
                     break
                 sub = z3.And(cond, c)
+                self._branch(cond, c, sub)
                 here = _offsets(c)
                 same = here is not None and not here & LAYOUT_BYTES  # c cannot move a header
                 parts.append(self._bool(c, lay if same else self.layout(sub, lay), sub))
@@ -699,6 +802,11 @@ def _byte(o: int) -> z3.BitVecRef:
     return PACKET[z3.BitVecVal(o, 64)]
 
 
+#: z3's answers to the Decoders' queries: the AST ids of the formulas asked -> (the formulas,
+#: kept alive so their ids are not reused; the answer; a model when sat). Deterministic: the
+#: resource limit, not a time, bounds each query; answers stopped by the deadline are not kept.
+_ANSWERS: dict[frozenset[int], tuple[list[z3.BoolRef], z3.CheckSatResult, z3.ModelRef | None]] = {}
+
 #: AST id -> (the term, kept alive so its id is not reused; its constant offsets).
 _OFFSETS: dict[int, tuple[z3.ExprRef, frozenset[int] | None]] = {}
 
@@ -730,8 +838,30 @@ def _offsets(t: z3.ExprRef) -> frozenset[int] | None:
     return _OFFSETS[key][1]
 
 
+def _unique(formulas: list[z3.BoolRef]) -> list[z3.BoolRef]:
+    seen: set[int] = set()
+    return [f for f in formulas if not (f.get_id() in seen or seen.add(f.get_id()))]
+
+
+def _fixed_part(cond: z3.BoolRef) -> list[z3.BoolRef]:
+    """The conjuncts of `cond` that read the packet at constant offsets only."""
+    out, todo = [], [cond]
+    while todo:
+        f = todo.pop()
+        if z3.is_and(f):
+            todo.extend(reversed(f.children()))
+        elif _offsets(f) is not None:
+            out.append(f)
+    return out
+
+
 def _be(o: int, n: int) -> z3.BitVecRef:
     return z3.Concat(*[_byte(o + i) for i in range(n)]) if n > 1 else _byte(o)
+
+
+def forget() -> None:
+    """Drop the memo of z3's answers (`_ANSWERS`): for timing a cold decoding."""
+    _ANSWERS.clear()
 
 
 def decode_deadline(e) -> float | None:

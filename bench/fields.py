@@ -3,8 +3,10 @@
 
 Per object: decoding every path's condition with one Decoder (what `analyze`, `rules` and
 `check` print), and the counterexamples of a `rules` run under --assume no-ip-options (the
-rules build itself is not timed). Medians of REPEAT runs after one untimed warm-up; the
-exploration is done once. Also counts renderings longer than one line (must be 0).
+rules build itself is not timed). Medians of REPEAT runs of process CPU time (the machine is
+shared) after one untimed warm-up; the exploration is done once. Also counts renderings
+longer than one line (must be 0) and the z3 checks the decoding made (a warm run answers
+repeated queries from fields' memo; the first run's count is printed).
 
     .venv/bin/python bench/fields.py [--repeat 3] [--objects xdpfilt_dny_all,...]
 """
@@ -21,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import corpus  # noqa: E402
+from analyzer import fields  # noqa: E402
 from analyzer.explore import explore  # noqa: E402
 from analyzer.fields import Decoder  # noqa: E402
 from lifter.program import load_object  # noqa: E402
@@ -33,9 +36,9 @@ def _median(fn, repeat: int) -> float:
     fn()
     times = []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = time.process_time()
         fn()
-        times.append(time.perf_counter() - t)
+        times.append(time.process_time() - t)
     return statistics.median(times)
 
 
@@ -51,14 +54,17 @@ def main() -> None:
         for prog in [p for p in obj.programs if p.is_xdp]:
             e = explore(obj, prog)
             texts: list[str] = []
+            checks: list[int] = []
 
-            def decode(e=e, texts=texts):
+            def decode(e=e, texts=texts, checks=checks):
+                fields.forget()
                 d = Decoder(e.environment())
                 texts[:] = [d.render(e.condition(p)) for p in e.paths]
+                checks.append(d.checks)
 
             t_fields = _median(decode, args.repeat)
             line = f"{path.stem} {prog.name}: {len(e.paths)} paths, fields {t_fields:.2f} s"
-            line += f" (multi-line {sum(chr(10) in t for t in texts)})"
+            line += f" (multi-line {sum(chr(10) in t for t in texts)}, z3 checks {checks[0]})"
             if not args.no_examples:
                 rs = ruleset.build(e, ("no-ip-options",))
 

@@ -164,3 +164,23 @@ def test_deadline_past_gives_the_budget_text_and_a_later_one_decodes():
     # a deadline not yet reached changes nothing
     text = Decoder(deadline=time.perf_counter() + 3600).render(cond)
     assert text == render(cond) and "ipv4.saddr == 192.168.1.21" in text
+
+
+def test_layout_is_proven_beside_reads_at_computed_offsets():
+    # an IPv6 extension-header walk: the byte after a hop-by-hop header (next header at 54,
+    # length at 55: the next header starts at 54 + (len + 1) * 8, RFC 8200 4.3) decides;
+    # the ethertype at 12 and the next header at 20 (IPv6 at 14) are read at fixed offsets.
+    walk = z3.BitVecVal(54, 64) + (z3.ZeroExt(56, b(55)) + 1) * 8
+    cond = z3.And(be(12, 2) == 0x86DD, b(20) == 0, b(54) == 17, b(walk) == 7)
+    text = render(cond)
+    assert "eth.proto == ipv6" in text and "ipv6.nexthdr == 0" in text
+    # a branch of an Or names what it implies, and nothing the other branch says
+    text = render(z3.Or(z3.And(be(12, 2) == 0x0800, b(23) == 6), z3.And(be(12, 2) == 0x86DD, b(20) == 17)))
+    assert "ipv4.proto == tcp" in text and "ipv6.nexthdr == udp" in text
+    assert "ipv4.proto == udp" not in text and "ipv6.nexthdr == tcp" not in text
+
+
+def test_a_claim_a_model_refutes_is_not_stated():
+    # two ethertypes possible: the path implies neither, so neither header is laid out
+    text = render(z3.And(z3.Or(be(12, 2) == 0x0800, be(12, 2) == 0x86DD), b(23) == 6))
+    assert "ipv4.proto" not in text and "pkt[23:24] == 6" in text
