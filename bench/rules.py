@@ -9,7 +9,8 @@
   command (script, counterexamples and suggestions), under no assumption as the CLI runs.
 
 Time (wall, and this process's CPU: z3 runs in it, so CPU is what to compare on a loaded
-machine; the load average is recorded with each row) is exploration + synthesis + layout +
+machine; the load average is recorded with each row; the CPU also split into explore, build
+and script) is exploration + synthesis + layout +
 proofs (what `xdp2tc rules` does), median of REPEAT runs in this process after one untimed
 warm-up (none with --repeat 1); rule counts are filters emitted
 (shields and chain jumps included). Proven under --assume no-ip-options (the corpus reads
@@ -41,13 +42,20 @@ from rules.ruleset import build  # noqa: E402
 ASSUME = ("no-ip-options",)
 
 
-def run_rules(obj, prog, assume: tuple[str, ...], script: bool):
+def run_rules(obj, prog, assume: tuple[str, ...], script: bool, split: dict | None = None):
     """What `xdp2tc rules` does: explore, build; with `script`, also print the tc script
-    (its counterexamples and suggestions, the command's whole output)."""
+    (its counterexamples and suggestions, the command's whole output). `split` gets the
+    CPU seconds of each phase (explore, build, script)."""
+    c = time.process_time()
     e = explore(obj, prog)
+    c1 = time.process_time()
     rs = build(e, assume)
+    c2 = time.process_time()
     if script:
         tc_script(e, rs, "eth0", "skip_sw")
+    if split is not None:
+        for name, cpu in (("explore", c1 - c), ("build", c2 - c1), ("script", time.process_time() - c2)):
+            split.setdefault(name, []).append(cpu)
     return rs
 
 
@@ -56,10 +64,10 @@ def measure(path: Path, repeat: int, assume: tuple[str, ...] = ASSUME, script: b
     prog = obj.programs[0]
     if repeat > 1:
         run_rules(obj, prog, assume, script)  # warm-up
-    times, cpu, rs = [], [], None
+    times, cpu, rs, split = [], [], None, {}
     for _ in range(repeat):
         t, c = time.perf_counter(), time.process_time()
-        rs = run_rules(obj, prog, assume, script)
+        rs = run_rules(obj, prog, assume, script, split)
         times.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)
     return {
@@ -70,6 +78,7 @@ def measure(path: Path, repeat: int, assume: tuple[str, ...] = ASSUME, script: b
         "seconds": round(statistics.median(times), 3),
         "runs": [round(x, 3) for x in times],
         "cpu_seconds": round(statistics.median(cpu), 3),  # z3 runs in this process: on a loaded machine
+        "cpu_split": {name: round(statistics.median(xs), 3) for name, xs in split.items()},  # medians per phase
         "rules": len(rs.rules),
         "proven": rs.proved,
         "unproven": rs.unproved,
@@ -108,7 +117,9 @@ def main() -> int:
         rows.append(row)
         print(
             f"{row['object']:<22} {row['rules']:>4} filters ({row['proven']} proven, {row['chains']} chains)"
-            f"  {row['seconds']:.3f} s ({row['cpu_seconds']:.3f} s CPU, load {row['load'][0]})"
+            f"  {row['seconds']:.3f} s ({row['cpu_seconds']:.3f} s CPU: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in row["cpu_split"].items())
+            + f"; load {row['load'][0]})"
             f"  software paths {row['software_paths']}"
         )
     k48 = next((r for r in rows if r["object"] == "or_stress_k48.o"), None)
