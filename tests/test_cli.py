@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+from collections import Counter
 
 import pytest
 from conftest import ROOT, corpus_object, require, require_kernel, require_tool, run_cli
@@ -217,3 +218,53 @@ def test_version(capsys):
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"xdp2tc {declared}\n"
+
+
+# ---------------------------------------------------------------- --no-merge (issue 14)
+
+
+def test_no_merge_gives_every_path_apart_with_the_same_verdicts(capsys):
+    """or_stress with ORS=2: four nested ifs, each an OR of 2 equality tests (corpus/or_stress.c),
+    after three early PASS tests (too short, not IPv4, not TCP). Unmerged, by hand from the
+    source: an OR of 2 holds in 2 ways (first test, or first false and second true) and fails
+    in 1, so DROP takes 2^4 = 16 paths and the ORs' PASS 1 + 2 + 4 + 8 = 15, plus the 3 early
+    PASS paths: 34. By default states meeting at a join point are merged, so fewer. The drop
+    condition (the OR of the DROP paths' conditions) is the same formula either way (z3)."""
+    import z3
+
+    from analyzer.explore import explore
+    from lifter.program import load_object
+    from offload.cli import parser
+    from offload.options import exploration_options
+
+    path = corpus_object("or_stress_k2")
+    code, out, _ = run_cli(capsys, "analyze", "--json", "--no-merge", path)
+    unmerged = json.loads(out)
+    assert code == 0 and unmerged["options"]["merge"] is False
+    assert Counter(p["verdict"] for p in unmerged["paths"]) == {"DROP": 16, "PASS": 18}
+    code, out, _ = run_cli(capsys, "analyze", "--json", path)
+    merged = json.loads(out)
+    assert code == 0 and merged["options"]["merge"] is True
+    assert len(merged["paths"]) < len(unmerged["paths"])
+    assert {p["verdict"] for p in merged["paths"]} == {p["verdict"] for p in unmerged["paths"]}
+
+    # the same through the options every exploring command reads (offload/options.py)
+    obj = load_object(path)
+    drops = []
+    for argv in (["analyze", path], ["analyze", path, "--no-merge"]):
+        options = exploration_options(parser("analyze").parse_args(argv))
+        e = explore(obj, obj.program(), options)
+        assert options.merge == ("--no-merge" not in argv)
+        drops.append((z3.Or(*[e.condition(p) for p in e.paths if p.verdict == "DROP"]), e.environment()))
+    s = z3.Solver()
+    s.add(*drops[0][1], *drops[1][1], drops[0][0] != drops[1][0])
+    assert s.check() == z3.unsat
+
+
+@pytest.mark.parametrize("command", ["analyze", "verify", "cost", "rules", "check"])
+def test_every_exploring_command_takes_no_merge(command):
+    from offload.cli import parser
+
+    extra = ["--dev", "eth0"] if command == "rules" else []
+    assert parser(command).parse_args([command, "f.o", *extra]).merge is True
+    assert parser(command).parse_args([command, "f.o", *extra, "--no-merge"]).merge is False
