@@ -139,7 +139,7 @@ def path_json(
     elif late or (deadline is not None and time.perf_counter() >= deadline):
         doc["fields"] = NOT_DECODED
     else:
-        doc["fields"] = (decoder or Decoder(e.environment(), deadline)).render(e.condition(path))
+        doc["fields"] = (decoder or Decoder(e.environment(), deadline, e.summaries)).render(e.condition(path))
     return doc
 
 
@@ -150,7 +150,7 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
     branches, maps = classes(e)
     uses = map_uses(e)
     deadline = decode_deadline(e)
-    decoder = Decoder(e.environment(), deadline)
+    decoder = Decoder(e.environment(), deadline, e.summaries)
     paths = [path_json(e, p, conditions, decoder, deadline) for p in e.paths]
     return {
         "schema": SCHEMA,
