@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .symbolic import PACKET, PACKET_LEN
+from .symbolic import PACKET, PACKET_LEN, symbols
 
 #: Per header: field -> (offset, size in bytes).
 HEADERS: dict[str, dict[str, tuple[int, int]]] = {
@@ -186,6 +186,7 @@ class Decoder:
         self.summaries = summaries or {}
         #: long computations named in the condition being rendered: AST id -> number
         self.longs: dict[int, int] = {}
+        self.symbol_cache: dict = {}  # symbols()'s memo over the summaries' definitions
         self.queries = 0  # questions asked for the condition being rendered (MAX_QUERIES)
         self.layouts = 0  # layouts computed (each a few z3 queries), at most MAX_LAYOUTS
         self.emitted = 0  # characters rendered so far: past MAX_TEXT the rest is "…"
@@ -799,8 +800,7 @@ class Decoder:
         offsets: set[int] = set()
         named: list[str] = []
         seen: set[int] = set()
-        expanded: set[str] = set()
-        todo = [t]
+        todo = [t, *self._definitions(t)]
         while todo:
             x = todo.pop()
             if x.get_id() in seen:
@@ -817,11 +817,7 @@ class Decoder:
                 named.append("len")
                 continue
             if z3.is_const(x) and not z3.is_bv_value(x):
-                name = x.decl().name()
-                if name in self.summaries and name not in expanded:
-                    expanded.add(name)
-                    todo.append(self.summaries[name][0])
-                elif name not in self.summaries:
+                if x.decl().name() not in self.summaries:  # a summary: its definition is walked
                     named.append(self._term(x, lay, cond))
                 continue
             if z3.is_app(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.decl().name().startswith("map."):
@@ -844,6 +840,24 @@ class Decoder:
         if run:
             fields.append(f"pkt[{run[0]}:{run[-1] + 1}]")
         return _unique_text(fields + named)
+
+    def _definitions(self, t: z3.ExprRef) -> list[z3.ExprRef]:
+        """The definitions of the summaries `t` stands on, through each other, that read
+        anything but summaries (a chain of hundreds of summaries is followed by z3's C API
+        in `symbols`; only the few definitions that read inputs are walked in Python)."""
+        out, done = [], set()
+        pending = [n for n in symbols(t, self.symbol_cache) if n in self.summaries]
+        while pending:
+            name = pending.pop()
+            if name in done:
+                continue
+            done.add(name)
+            value = self.summaries[name][0]
+            names = symbols(value, self.symbol_cache)
+            pending.extend(n for n in names if n in self.summaries)
+            if any(n not in self.summaries for n in names):
+                out.append(value)
+        return out
 
     def _field_at(self, lay: Layout, place: tuple[str, int]) -> str:
         """The field holding packet byte `place` ((header, offset), or ("pkt", absolute))."""
