@@ -15,18 +15,25 @@ contents, ctx fields and helper results. `decode(e, path)` names what it reads:
   (`eth.proto == ipv4`);
 * what no field fits stays as `pkt[34:36]`; map lookups print as `blacklist[ipv4.saddr]`.
 
+A hash or checksum computed from the packet prints as `hash(udp.sport, udp.dport)` (or
+`f(...)`): the fields it reads, through the summaries it is made of (`summary.<n>`, whose
+definitions `Decoder` may be given); comparisons and remainders around it stay
+(`hash(ipv4.saddr) % 64 == 3`). Distinct computations in one condition get distinct
+names (`hash1`, `hash2`); the same one, the same name.
+
 The result is for people: it is not parsed back by anything.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import time
 from dataclasses import dataclass, field
 
 import z3
 
-from .symbolic import PACKET, PACKET_LEN
+from .symbolic import PACKET, PACKET_LEN, symbols
 
 #: Per header: field -> (offset, size in bytes).
 HEADERS: dict[str, dict[str, tuple[int, int]]] = {
@@ -103,6 +110,13 @@ LAYOUT_BYTES = frozenset({12, 13, 16, 17, 20, 21} | {o for l3 in (14, 18, 22) fo
 NOT_DECODED = "(conditions not decoded: the time budget ran out)"
 #: Appended when fixed-offset reads were named as L4 fields.
 FIXED_NOTE = " [L4 fields at fixed offsets: as named only without IPv4 options]"
+#: A long computation (a hash, a checksum) prints as `hash(udp.sport, udp.dport)` or
+#: `f(...)`: the fields it reads, not its operations (`_long`). It is a value made of
+#: arithmetic with no if-then-else in it (a header offset merged over paths is printed
+#: whole), with at least MIX_OPS mixing operations (multiplications, xors, rotations,
+#: remainders: then `hash`) or LONG_OPS arithmetic operations (`f`), counted over its tree.
+MIX_OPS = 3
+LONG_OPS = 12
 
 
 @dataclass
@@ -157,11 +171,22 @@ class Decoder:
     `deadline` (a `time.perf_counter()` value, None: no limit) bounds the decoding by the
     command's time budget: a condition whose rendering starts past it is `NOT_DECODED`; one
     under way when it passes asks z3 nothing more (each query is also stopped at it), so it
-    names fewer fields, never wrong ones."""
+    names fewer fields, never wrong ones. `summaries` (Exploration.summaries: summary name
+    -> (the value it stands for, where)) lets a long computation name the fields its
+    summaries read; without them it names the summaries."""
 
-    def __init__(self, env: list[z3.BoolRef] | None = None, deadline: float | None = None):
+    def __init__(
+        self,
+        env: list[z3.BoolRef] | None = None,
+        deadline: float | None = None,
+        summaries: dict[str, tuple[z3.BitVecRef, str]] | None = None,
+    ):
         self.env = env or []
         self.deadline = deadline
+        self.summaries = summaries or {}
+        #: long computations named in the condition being rendered: AST id -> number
+        self.longs: dict[int, int] = {}
+        self.symbol_cache: dict = {}  # symbols()'s memo over the summaries' definitions
         self.queries = 0  # questions asked for the condition being rendered (MAX_QUERIES)
         self.layouts = 0  # layouts computed (each a few z3 queries), at most MAX_LAYOUTS
         self.emitted = 0  # characters rendered so far: past MAX_TEXT the rest is "…"
@@ -465,9 +490,12 @@ class Decoder:
         cond = z3.simplify(cond)
         self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
         self.known.clear()
+        self.longs.clear()
         lay = lay or self.layout(cond)
         text = self._bool(cond, lay, cond)
         text = " ".join(text.split())  # one line: z3's own printing breaks long terms
+        several = len(self.longs) > 1  # numbered only when there are several
+        text = _LONG_MARK.sub(lambda m: m[2] + (m[1] if several else ""), text)
         if len(text) > MAX_TEXT:
             text = text[: MAX_TEXT - 1] + "…"
         return text + (FIXED_NOTE if self.fixed_used else "")
@@ -617,6 +645,7 @@ class Decoder:
         flip = {"==": "==", "!=": "!=", "<=": ">=", ">=": "<=", "<": ">", ">": "<", "<=s": ">=s", ">s": "<s"}
         if z3.is_bv_value(a) and not z3.is_bv_value(b):
             a, b, op = b, a, flip[op]
+        whole = a  # what the fallback prints (`a` may lose its mask below)
         if z3.is_bv_value(b):
             value = b.as_long()
             masked = None
@@ -651,7 +680,9 @@ class Decoder:
                 return f"{name} & {mask:#x} {op} {value << shift if full is not None else value:#x}"
             if a.eq(PACKET_LEN):
                 return f"len {op.rstrip('s')} {value}"  # both non-negative: signed = unsigned
-        return f"{self._term(a, lay, cond)} {op} {self._term(b, lay, cond)}"
+            if op.endswith("s") and value >> (b.size() - 1):  # a negative constant, as one
+                return f"{self._term(whole, lay, cond)} {op} -{(1 << b.size()) - value}"
+        return f"{self._term(whole, lay, cond)} {op} {self._term(b, lay, cond)}"
 
     def _subfield(self, name: str, mask: int, shift: int):
         """(name, mask, shift) of the sub-byte field `mask` selects of field `name`."""
@@ -687,6 +718,8 @@ class Decoder:
             if head == "helper":
                 return rest.rsplit(".", 1)[0] + "()"
             return name
+        if _long(t) and not _peeled(t):
+            return self._long_text(t, lay, cond)
         if z3.is_app(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
             name = t.decl().name()
             if name.startswith("map.") and name.endswith(".val"):
@@ -704,6 +737,11 @@ class Decoder:
             z3.Z3_OP_BXOR: "^",
             z3.Z3_OP_BSHL: "<<",
             z3.Z3_OP_BLSHR: ">>",
+            z3.Z3_OP_BASHR: ">>a",
+            z3.Z3_OP_BUREM: "%",
+            z3.Z3_OP_BUREM_I: "%",
+            z3.Z3_OP_BUDIV: "/",
+            z3.Z3_OP_BUDIV_I: "/",
         }
         if z3.is_app_of(t, z3.Z3_OP_BAND) and t.num_args() == 2 and z3.is_bv_value(t.arg(1)):
             r = self.read(t.arg(0), lay, cond)
@@ -715,6 +753,10 @@ class Decoder:
             return "(" + f" {ops[t.decl().kind()]} ".join(self._term(c, lay, cond) for c in t.children()) + ")"
         if z3.is_app_of(t, z3.Z3_OP_ZERO_EXT):
             return self._term(t.arg(0), lay, cond)
+        if z3.is_app_of(t, z3.Z3_OP_BNOT):
+            return f"~{self._term(t.arg(0), lay, cond)}"
+        if z3.is_app_of(t, z3.Z3_OP_BNEG):
+            return f"-{self._term(t.arg(0), lay, cond)}"
         if z3.is_app_of(t, z3.Z3_OP_EXTRACT):
             hi, lo = t.params()
             return f"{self._term(t.arg(0), lay, cond)}[{hi}:{lo}]"
@@ -739,6 +781,94 @@ class Decoder:
     def key_fields(self, key: z3.BitVecRef, cond: z3.BoolRef, lay: Layout | None = None) -> str:
         """A map key in header fields (`ipv4.saddr`), for reasons."""
         return self._key(z3.simplify(key), lay or self.layout(cond), cond)
+
+    # --- long computations (hashes, checksums) -----------------------------------------------
+
+    def _long_text(self, t: z3.BitVecRef, lay: Layout, cond) -> str:
+        """`hash(fields)` (or `f(fields)`) for a long computation: its inputs named, its
+        operations not. Marked with its number in this condition (`render` keeps the number
+        only when there are several distinct ones)."""
+        number = self.longs.setdefault(t.get_id(), len(self.longs) + 1)
+        label = "hash" if _shape(t)[0] >= MIX_OPS else "f"
+        return f"\x01{number}\x02{label}({', '.join(self._inputs(t, lay, cond)) or '-'})"
+
+    def _inputs(self, t: z3.ExprRef, lay: Layout, cond) -> list[str]:
+        """What `t` reads, named: header fields in packet order (bytes no field holds as
+        `pkt[a:b]`), then the length, ctx fields, map values, helper results and unknowns in
+        the order met. A summary stands for what its definition reads (`summaries`), or
+        for itself without it."""
+        offsets: set[int] = set()
+        named: list[str] = []
+        seen: set[int] = set()
+        todo = [t, *self._definitions(t)]
+        while todo:
+            x = todo.pop()
+            if x.get_id() in seen:
+                continue
+            seen.add(x.get_id())
+            if z3.is_select(x) and x.arg(0).eq(PACKET):
+                if z3.is_bv_value(x.arg(1)):
+                    offsets.add(x.arg(1).as_long())
+                else:
+                    header, k = self._place(lay, x.arg(1), cond)
+                    named.append("pkt[…]" if header == "?" else self._field_at(lay, (header, k)))
+                continue
+            if x.eq(PACKET_LEN):
+                named.append("len")
+                continue
+            if z3.is_const(x) and not z3.is_bv_value(x):
+                if x.decl().name() not in self.summaries:  # a summary: its definition is walked
+                    named.append(self._term(x, lay, cond))
+                continue
+            if z3.is_app(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.decl().name().startswith("map."):
+                name = x.decl().name()
+                named.append(f"{name.split('.')[1]}[{self._key(x.arg(0), lay, cond)}]")
+                continue
+            if z3.is_app(x):
+                todo.extend(reversed(x.children()))
+        fields: list[str] = []
+        run: list[int] = []  # consecutive bytes no field holds
+        for off in sorted(offsets):
+            name = self._field_at(lay, ("pkt", off))
+            if name.startswith("pkt["):
+                if run and run[-1] != off - 1:
+                    fields.append(f"pkt[{run[0]}:{run[-1] + 1}]")
+                    run = []
+                run.append(off)
+            elif name not in fields:
+                fields.append(name)
+        if run:
+            fields.append(f"pkt[{run[0]}:{run[-1] + 1}]")
+        return _unique_text(fields + named)
+
+    def _definitions(self, t: z3.ExprRef) -> list[z3.ExprRef]:
+        """The definitions of the summaries `t` stands on, through each other, that read
+        anything but summaries (a chain of hundreds of summaries is followed by z3's C API
+        in `symbols`; only the few definitions that read inputs are walked in Python)."""
+        out, done = [], set()
+        pending = [n for n in symbols(t, self.symbol_cache) if n in self.summaries]
+        while pending:
+            name = pending.pop()
+            if name in done:
+                continue
+            done.add(name)
+            value = self.summaries[name][0]
+            names = symbols(value, self.symbol_cache)
+            pending.extend(n for n in names if n in self.summaries)
+            if any(n not in self.summaries for n in names):
+                out.append(value)
+        return out
+
+    def _field_at(self, lay: Layout, place: tuple[str, int]) -> str:
+        """The field holding packet byte `place` ((header, offset), or ("pkt", absolute))."""
+        header, off = self.absolute(lay, place)
+        h = header.rstrip("@")
+        for fname, (start, n) in HEADERS.get(h, {}).items():
+            if start <= off < start + n:
+                if header.endswith("@"):
+                    self.fixed_used = True
+                return f"{h}.{fname}"
+        return f"pkt[{off}]" if header == "pkt" else f"{h}+{off}"
 
 
 def fmt(name: str, value: int) -> str:
@@ -844,15 +974,134 @@ def _unique(formulas: list[z3.BoolRef]) -> list[z3.BoolRef]:
 
 
 def _fixed_part(cond: z3.BoolRef) -> list[z3.BoolRef]:
-    """The conjuncts of `cond` that read the packet at constant offsets only."""
+    """The conjuncts of `cond` that read the packet at constant offsets only, without those
+    on a long computation (a hash: z3 seldom decides them within QUERY_RLIMIT, and they say
+    nothing of where headers are). Weaker than `cond`, so what they imply `cond` implies."""
     out, todo = [], [cond]
     while todo:
         f = todo.pop()
         if z3.is_and(f):
             todo.extend(reversed(f.children()))
-        elif _offsets(f) is not None:
+        elif _offsets(f) is not None and not _has_long(f):
             out.append(f)
     return out
+
+
+def _unique_text(texts: list[str]) -> list[str]:
+    seen: set[str] = set()
+    return [x for x in texts if not (x in seen or seen.add(x))]
+
+
+#: `_long_text`'s mark of a long computation's number: `render` keeps it or drops it.
+_LONG_MARK = re.compile("\x01(\\d+)\x02(hash|f)")
+
+#: Operations of a long computation (`_shape`): mixing ones name it a hash.
+_MIXING = frozenset(
+    {
+        z3.Z3_OP_BMUL,
+        z3.Z3_OP_BXOR,
+        z3.Z3_OP_ROTATE_LEFT,
+        z3.Z3_OP_ROTATE_RIGHT,
+        z3.Z3_OP_EXT_ROTATE_LEFT,
+        z3.Z3_OP_EXT_ROTATE_RIGHT,
+        z3.Z3_OP_BUREM,
+        z3.Z3_OP_BUREM_I,
+        z3.Z3_OP_BUDIV,
+        z3.Z3_OP_BUDIV_I,
+    }
+)
+_ARITHMETIC = _MIXING | {
+    z3.Z3_OP_BADD,
+    z3.Z3_OP_BSUB,
+    z3.Z3_OP_BAND,
+    z3.Z3_OP_BOR,
+    z3.Z3_OP_BNOT,
+    z3.Z3_OP_BNEG,
+    z3.Z3_OP_BSHL,
+    z3.Z3_OP_BLSHR,
+    z3.Z3_OP_BASHR,
+}
+#: Operations that stay printed around a long computation: they bound its value
+#: (`hash(...) % 64`, `hash(...) & 0xff`, `hash(...)[31:31]`).
+_KEPT_AROUND = frozenset({z3.Z3_OP_BUREM, z3.Z3_OP_BUREM_I, z3.Z3_OP_BAND, z3.Z3_OP_EXTRACT, z3.Z3_OP_ZERO_EXT})
+#: Counts are capped (a hash's tree is exponential in its steps).
+_CAP = 1 << 20
+#: AST id -> (the term, kept alive so its id is not reused; (mixing, arithmetic, if-then-else in it)).
+_SHAPES: dict[int, tuple[z3.ExprRef, tuple[int, int, bool]]] = {}
+
+
+def _shape(t: z3.ExprRef) -> tuple[int, int, bool]:
+    """(mixing operations, arithmetic operations, whether an if-then-else is in it) of `t`,
+    counted over its tree (capped at _CAP): packet reads, map values and symbols are
+    leaves (a read's index is not part of the computation)."""
+    key = t.get_id()
+    if key in _SHAPES:
+        return _SHAPES[key][1]
+    if len(_SHAPES) > 200_000:
+        _SHAPES.clear()
+    order, stack = [], [t]
+    while stack:  # children before parents, without recursion (hash chains are deep)
+        x = stack.pop()
+        if x.get_id() in _SHAPES or not z3.is_app(x):
+            continue
+        order.append(x)
+        if not (z3.is_select(x) or x.decl().kind() == z3.Z3_OP_UNINTERPRETED):
+            stack.extend(c for c in x.children() if c.get_id() not in _SHAPES)
+    for x in reversed(order):
+        if x.get_id() in _SHAPES:
+            continue
+        mix = arith = 0
+        ite = z3.is_app_of(x, z3.Z3_OP_ITE)
+        if not (z3.is_select(x) or x.decl().kind() == z3.Z3_OP_UNINTERPRETED):
+            for c in x.children():
+                cm, ca, ci = _SHAPES[c.get_id()][1] if c.get_id() in _SHAPES else (0, 0, False)
+                mix, arith, ite = mix + cm, arith + ca, ite or ci
+        kind, ops = x.decl().kind(), max(1, x.num_args() - 1)  # an n-ary sum is n - 1 additions
+        mix += ops if kind in _MIXING else 0
+        arith += ops if kind in _ARITHMETIC else 0
+        _SHAPES[x.get_id()] = (x, (min(mix, _CAP), min(arith, _CAP), ite))
+    return _SHAPES[key][1] if key in _SHAPES else (0, 0, False)
+
+
+def _long(t: z3.ExprRef) -> bool:
+    """Whether `t` is a long computation: a value (not a condition) of arithmetic with no
+    if-then-else, with MIX_OPS mixing or LONG_OPS arithmetic operations."""
+    if not z3.is_bv(t):
+        return False
+    mix, arith, ite = _shape(t)
+    return not ite and (mix >= MIX_OPS or arith >= LONG_OPS)
+
+
+def _peeled(t: z3.ExprRef) -> bool:
+    """Whether `t` is an operation kept printed around a long computation (a remainder, a
+    mask, bits of it) rather than part of it."""
+    if not z3.is_app(t) or t.decl().kind() not in _KEPT_AROUND:
+        return False
+    inner = [c for c in t.children() if not z3.is_bv_value(c)]
+    return len(inner) == 1 and _long(inner[0])
+
+
+#: AST id -> (the condition, kept alive so its id is not reused; whether `_has_long`).
+_HAS_LONG: dict[int, tuple[z3.ExprRef, bool]] = {}
+
+
+def _has_long(f: z3.ExprRef) -> bool:
+    """Whether a long computation is in `f` (a condition; outside packet read indices)."""
+    if f.get_id() in _HAS_LONG:
+        return _HAS_LONG[f.get_id()][1]
+    if len(_HAS_LONG) > 100_000:
+        _HAS_LONG.clear()
+    todo, seen, found = [f], set(), False
+    while todo and not found:
+        x = todo.pop()
+        if x.get_id() in seen or not z3.is_app(x):
+            continue
+        seen.add(x.get_id())
+        found = _long(x)
+        if not z3.is_select(x):
+            todo.extend(x.children())
+    _HAS_LONG[f.get_id()] = (f, found)
+    return found
 
 
 def _be(o: int, n: int) -> z3.BitVecRef:
@@ -883,7 +1132,8 @@ def decode(e, path) -> str:
     env = e.environment()
     memo = e.decoded.get(path.id)
     if memo is None or memo[0] is not path or [a.get_id() for a in memo[1]] != [a.get_id() for a in env]:
-        memo = e.decoded[path.id] = (path, env, Decoder(env, decode_deadline(e)).render(e.condition(path)))
+        decoder = Decoder(env, decode_deadline(e), e.summaries)
+        memo = e.decoded[path.id] = (path, env, decoder.render(e.condition(path)))
     return memo[2]
 
 

@@ -4,7 +4,8 @@ JSON schema `xdp2tc.analyze/1` (one document per program; fields are stable with
 schema version, new fields may be added):
 
     schema, file, program, section, attach
-    options      {max_len, loop_bound, max_insns, max_paths, timeout, path_timeout}
+    options      {max_len, loop_bound, max_insns, max_paths, merge (false with --no-merge),
+                  timeout, path_timeout}
     budget       null, or with --timeout/--path-timeout {timeout, path_timeout, ran_out,
                   functions_explored, functions_not_reached ["program:function"],
                   cut [{path, where}], limit (what ran out when not the time: the angr
@@ -138,7 +139,7 @@ def path_json(
     elif late or (deadline is not None and time.perf_counter() >= deadline):
         doc["fields"] = NOT_DECODED
     else:
-        doc["fields"] = (decoder or Decoder(e.environment(), deadline)).render(e.condition(path))
+        doc["fields"] = (decoder or Decoder(e.environment(), deadline, e.summaries)).render(e.condition(path))
     return doc
 
 
@@ -149,7 +150,7 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
     branches, maps = classes(e)
     uses = map_uses(e)
     deadline = decode_deadline(e)
-    decoder = Decoder(e.environment(), deadline)
+    decoder = Decoder(e.environment(), deadline, e.summaries)
     paths = [path_json(e, p, conditions, decoder, deadline) for p in e.paths]
     return {
         "schema": SCHEMA,
@@ -162,6 +163,7 @@ def analysis_json(e: Exploration, conditions: bool = True) -> dict:
             "loop_bound": e.options.loop_bound,
             "max_insns": e.options.max_insns,
             "max_paths": e.options.max_paths,
+            "merge": e.options.merge,
             "timeout": e.options.timeout,
             "path_timeout": e.options.path_timeout,
         },
@@ -312,6 +314,7 @@ def angr_analysis_json(a, conditions: bool = True) -> dict:
             "loop_bound": a.options.loop_bound,
             "max_insns": a.options.max_insns,
             "max_paths": a.options.max_paths,
+            "merge": a.options.merge,
             "timeout": a.options.timeout,
             "path_timeout": a.options.path_timeout,
         },

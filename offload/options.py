@@ -156,6 +156,14 @@ def exploration_flags(
         help=f"instructions explored before remaining paths are cut (default {d.max_insns})",
     )
     p.add_argument("--max-paths", type=at_least(1), default=d.max_paths, help=f"paths (default {d.max_paths})")
+    p.add_argument(
+        "--no-merge",
+        dest="merge",
+        action="store_false",
+        default=d.merge,
+        help="explore every path separately (states meeting at a join point with the same shape are "
+        "merged by default): more, smaller paths; slower",
+    )
     # Time budgets: what cannot be explored in time still gives a report. The paths cut are
     # UNKNOWN (so never offloaded), each names the instruction and source line it was cut at,
     # and `analyze` lists the functions explored and those not reached (analyzer/report.py).
@@ -186,6 +194,7 @@ def exploration_options(args: argparse.Namespace) -> Options:
         loop_bound=args.loop_bound,
         max_insns=args.max_insns,
         max_paths=args.max_paths,
+        merge=getattr(args, "merge", True),
         timeout=getattr(args, "timeout", None),
         path_timeout=getattr(args, "path_timeout", None),
         started=started,

@@ -7,9 +7,10 @@ import json
 import re
 import shutil
 import subprocess
+from collections import Counter
 
 import pytest
-from conftest import ROOT, corpus_object, require, require_kernel, require_tool, run_cli
+from conftest import CLANG, LLVM_OBJDUMP, ROOT, corpus_object, require, require_kernel, require_tool, run_cli
 
 import corpus
 from offload.cli import main
@@ -217,3 +218,101 @@ def test_version(capsys):
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"xdp2tc {declared}\n"
+
+
+# ---------------------------------------------------------------- --no-merge (issue 14)
+
+
+def test_no_merge_gives_every_path_apart_with_the_same_verdicts(capsys):
+    """or_stress with ORS=2: four nested ifs, each an OR of 2 equality tests (corpus/or_stress.c),
+    after three early PASS tests (too short, not IPv4, not TCP). Unmerged, by hand from the
+    source: an OR of 2 holds in 2 ways (first test, or first false and second true) and fails
+    in 1, so DROP takes 2^4 = 16 paths and the ORs' PASS 1 + 2 + 4 + 8 = 15, plus the 3 early
+    PASS paths: 34. By default states meeting at a join point are merged, so fewer. The drop
+    condition (the OR of the DROP paths' conditions) is the same formula either way (z3)."""
+    import z3
+
+    from analyzer.explore import explore
+    from lifter.program import load_object
+    from offload.cli import parser
+    from offload.options import exploration_options
+
+    path = corpus_object("or_stress_k2")
+    code, out, _ = run_cli(capsys, "analyze", "--json", "--no-merge", path)
+    unmerged = json.loads(out)
+    assert code == 0 and unmerged["options"]["merge"] is False
+    assert Counter(p["verdict"] for p in unmerged["paths"]) == {"DROP": 16, "PASS": 18}
+    code, out, _ = run_cli(capsys, "analyze", "--json", path)
+    merged = json.loads(out)
+    assert code == 0 and merged["options"]["merge"] is True
+    assert len(merged["paths"]) < len(unmerged["paths"])
+    assert {p["verdict"] for p in merged["paths"]} == {p["verdict"] for p in unmerged["paths"]}
+
+    # the same through the options every exploring command reads (offload/options.py)
+    obj = load_object(path)
+    drops = []
+    for argv in (["analyze", path], ["analyze", path, "--no-merge"]):
+        options = exploration_options(parser("analyze").parse_args(argv))
+        e = explore(obj, obj.program(), options)
+        assert options.merge == ("--no-merge" not in argv)
+        drops.append((z3.Or(*[e.condition(p) for p in e.paths if p.verdict == "DROP"]), e.environment()))
+    s = z3.Solver()
+    s.add(*drops[0][1], *drops[1][1], drops[0][0] != drops[1][0])
+    assert s.check() == z3.unsat
+
+
+@pytest.mark.parametrize("command", ["analyze", "verify", "cost", "rules", "check"])
+def test_every_exploring_command_takes_no_merge(command):
+    from offload.cli import parser
+
+    extra = ["--dev", "eth0"] if command == "rules" else []
+    assert parser(command).parse_args([command, "f.o", *extra]).merge is True
+    assert parser(command).parse_args([command, "f.o", *extra, "--no-merge"]).merge is False
+
+
+# ---------------------------------------------------------------- program order (issue 14)
+
+#: Three XDP programs whose ELF order (sections as clang emits them, in order of first use;
+#: functions in a section by address) is not alphabetical: `zz_first` in `xdp/b`, then
+#: `mm_second` and `aa_third` in `xdp`.
+ORDER_SOURCE = """
+#define SEC(name) __attribute__((section(name), used))
+struct xdp_md;
+SEC("xdp/b") int zz_first(struct xdp_md *ctx) { return 1; }
+SEC("xdp") int mm_second(struct xdp_md *ctx) { return 2; }
+SEC("xdp") int aa_third(struct xdp_md *ctx) { return 1; }
+char _license[] SEC("license") = "GPL";
+"""
+
+
+def elf_program_order(path) -> list[str]:
+    """The object's functions in ELF order, read by llvm-objdump (not by the lifter): code
+    sections by section index (`-h`), FUNC symbols in each by address (`-t`)."""
+    tool = require_tool(LLVM_OBJDUMP)
+    headers = subprocess.run([tool, "-h", str(path)], check=True, capture_output=True, text=True).stdout
+    index = {m[2]: int(m[1]) for m in re.finditer(r"^\s*(\d+)\s+(\S+)\s+\w+\s+\w+\s+TEXT$", headers, re.M)}
+    table = subprocess.run([tool, "-t", str(path)], check=True, capture_output=True, text=True).stdout
+    funcs = re.findall(r"^([0-9a-f]{16}) g\s+F (\S+)\s+[0-9a-f]+ (\w+)$", table, re.M)
+    return [name for value, section, name in sorted(funcs, key=lambda f: (index[f[1]], int(f[0], 16)))]
+
+
+def test_analyze_lists_programs_in_the_objects_order_as_info_does(capsys, tmp_path):
+    clang = require_tool(CLANG)
+    src = tmp_path / "order.c"
+    src.write_text(ORDER_SOURCE)
+    obj = tmp_path / "order.o"
+    subprocess.run([clang, "-O2", "-target", "bpf", "-c", str(src), "-o", str(obj)], check=True)
+    expected = elf_program_order(obj)
+    assert expected == ["zz_first", "mm_second", "aa_third"]  # as the source puts them
+    assert expected != sorted(expected)
+
+    code, out, _ = run_cli(capsys, "info", "--json", str(obj))
+    assert code == 0 and [p["name"] for p in json.loads(out)["programs"]] == expected
+    code, out, _ = run_cli(capsys, "info", str(obj))
+    assert code == 0 and [n for n in re.findall(r"^  (\w+)\s+xdp", out, re.M)] == expected
+    code, out, _ = run_cli(capsys, "analyze", str(obj))
+    assert code == 0 and re.findall(r": program (\w+) \(", out) == expected
+    code, out, _ = run_cli(capsys, "analyze", "--json", str(obj))
+    doc = json.loads(out)
+    assert code == 0 and [p["program"] for p in doc["programs"]] == expected
+    assert [sorted({p["verdict"] for p in d["paths"]}) for d in doc["programs"]] == [["DROP"], ["PASS"], ["DROP"]]

@@ -184,3 +184,80 @@ def test_a_claim_a_model_refutes_is_not_stated():
     # two ethertypes possible: the path implies neither, so neither header is laid out
     text = render(z3.And(z3.Or(be(12, 2) == 0x0800, be(12, 2) == 0x86DD), b(23) == 6))
     assert "ipv4.proto" not in text and "pkt[23:24] == 6" in text
+
+
+# --- long computations (hashes, checksums) print as the fields they read (issue 14) ------------
+
+UDP_FIXED = z3.And(IPV4, b(14) == 0x45, b(23) == 17)  # IPv4 without options (IHL 5), UDP at 34
+
+
+def mix(acc, *words):
+    """The step of corpus/large/tailcall_stages.c (acc ^ acc >> 7) * 0x9E3779B1 + 0x7F4A7C15,
+    with each word xored in first, on 32 bits."""
+    for w in words:
+        acc = acc ^ w
+        acc = (acc ^ z3.LShR(acc, 7)) * 0x9E3779B1 + 0x7F4A7C15
+    return acc
+
+
+SPORT, DPORT = z3.ZeroExt(16, be(34, 2)), z3.ZeroExt(16, be(36, 2))
+
+
+def test_a_hash_prints_as_the_fields_it_reads_with_the_remainder_around_it():
+    h = mix(SPORT << 16, DPORT, DPORT, SPORT)
+    text = render(z3.And(UDP_FIXED, z3.URem(h, 60) == 3))
+    assert text.endswith("∧ (hash(udp.sport, udp.dport) % 60) == 3"), text
+    assert "ipv4.proto == udp" in text and not any(op in text for op in ("*", "^", "let", "0x9e3779b1"))
+
+
+def test_distinct_hashes_get_distinct_names_and_the_same_one_one_name():
+    h1 = mix(SPORT << 16, DPORT, DPORT, SPORT)
+    h2 = mix(DPORT << 16, SPORT, SPORT, DPORT)
+    two = render(z3.And(UDP_FIXED, z3.URem(h1, 60) == 3, z3.URem(h2, 60) == 4))
+    assert "(hash1(udp.sport, udp.dport) % 60) == 3" in two and "(hash2(udp.sport, udp.dport) % 60) == 4" in two
+    one = render(z3.And(UDP_FIXED, z3.URem(h1, 60) == 3, z3.URem(h1, 61) == 5))
+    assert "(hash(udp.sport, udp.dport) % 60) == 3" in one and "(hash(udp.sport, udp.dport) % 61) == 5" in one
+
+
+def test_a_hash_over_a_summary_names_what_the_summary_reads():
+    """A summary (explore.py: a long computation kept as any value, its definition aside)
+    stands for the fields its definition reads when the Decoder has the definitions."""
+    s = z3.BitVec("summary.7", 32)
+    h = mix(s, s, s)  # three more steps on the summary
+    cond = z3.And(UDP_FIXED, z3.URem(h, 60) == 3)
+    summaries = {"summary.7": (mix(SPORT << 16, DPORT), "xdp:12")}
+    assert render(cond).endswith("(hash(summary.7) % 60) == 3")
+    assert Decoder(summaries=summaries).render(cond).endswith("(hash(udp.sport, udp.dport) % 60) == 3")
+
+
+def test_a_checksum_prints_as_a_function_of_the_header():
+    """The one's-complement sum of the IPv4 header's ten 16-bit words (RFC 1071), folded
+    twice, complemented: additions and shifts, no mixing, so `f`; it reads every field of the
+    20-byte header (RFC 791)."""
+    total = sum(z3.ZeroExt(48, be(14 + 2 * i, 2)) for i in range(10))
+    for _ in range(2):
+        total = (total & 0xFFFF) + z3.LShR(total, 16)
+    text = render(z3.And(IPV4, b(14) == 0x45, ~total & 0xFFFF != 0))
+    fields = ("ver_ihl", "tos", "tot_len", "id", "frag", "ttl", "proto", "check", "saddr", "daddr")
+    assert f"f({', '.join('ipv4.' + f for f in fields)}) != 0" in text, text
+
+
+def test_short_arithmetic_and_merged_offsets_stay_written_out():
+    """An offset (a few operations) and an if-then-else over merged paths are not collapsed."""
+    assert "(22 + (4 * (ipv4.ver_ihl & 0xf))) <= len" in render(z3.And(IPV4, z3.ULE(IHL_TCP + 8, PACKET_LEN)))
+    tagged = z3.If(b(12) == 0x81, z3.BitVecVal(18, 64), z3.BitVecVal(14, 64))
+    text = render(z3.ULE(tagged + 20, PACKET_LEN))
+    assert "?" in text and "f(" not in text and "hash" not in text, text
+
+
+def test_signed_comparisons_show_negative_constants_and_masks_stay():
+    """The sign test clang makes of a hash's top bit (`(acc << 32) >>a 32 <=s -1`) reads as
+    such; a compared value keeps the mask it is taken under."""
+    h = z3.ZeroExt(32, mix(SPORT << 16, DPORT, DPORT, SPORT))
+    text = render(z3.And(UDP_FIXED, z3.Not((h << 32) >> 32 <= -1)))
+    assert text.endswith("∧ hash(udp.sport, udp.dport) >s -1"), text
+    from analyzer.fields import Layout
+
+    r = z3.BitVec("helper.get_prandom_u32.1", 64)
+    masked = Decoder()._compare("<=", r & 0x50, z3.BitVecVal(16, 64), Layout(), z3.BoolVal(True))
+    assert masked == "(get_prandom_u32() & 80) <= 16", masked  # small constants in decimal, as elsewhere
