@@ -64,6 +64,7 @@ import archinfo  # noqa: E402
 import networkx as nx
 from angr import claripy
 from angr.engines.successors import SuccessorsEngine
+from angr.errors import SimMemoryAddressError
 from angr.exploration_techniques import ExplorationTechnique
 from angr.state_plugins.solver import SimSolver
 from archinfo.arch import Endness, Register
@@ -116,6 +117,10 @@ CODE_BASE = 0x1_0000_0000
 EXIT_ADDR = 0xFFFF_0000  # where ended paths go (never executed)
 #: Nesting depth an ALU result may reach before it is replaced by an unknown.
 MAX_DEPTH = 256
+#: A frame's stack (bytes below r10) and the most frames a path has (bpf-to-bpf calls and
+#: bpf_loop callbacks nest at most 8 deep in the kernel; the stack regions leave room for more).
+MAX_STACK = 512
+MAX_CALL_DEPTH = 64
 
 #: errno value the resize helpers return (the resize limits are the kernel's, from xdp.py; see
 #: analyzer/calls.py for the kernel sources; no code of the z3 engine is shared).
@@ -388,7 +393,7 @@ class BpfEngine(SuccessorsEngine):
                 break
             try:
                 outs = Step(ctx, state, func, insn).run()
-            except PathCut as cut:
+            except (PathCut, SimMemoryAddressError) as cut:
                 section, pc = ctx.where(addr)
                 state.globals["ended"] = End(UNKNOWN, None, str(cut), pc, section)
                 outs = [(state, EXIT_ADDR, claripy.true())]
@@ -593,10 +598,13 @@ class Step:
     # --- memory --------------------------------------------------------------------
 
     def region(self, addr, state=None) -> tuple[str, int] | None:
-        """(kind, base) of the region an address falls in (one solution decides)."""
+        """(kind, base) of the region an address falls in (one solution decides); a stack
+        frame's base is its r10."""
         a = addr.concrete_value if not addr.symbolic else (state or self.s).solver.eval(addr)
         if PKT_BASE - 0x1000 <= a < PKT_BASE + 0x10000:
             return "packet", PKT_BASE
+        if STACK_TOP - MAX_CALL_DEPTH * STACK_SPAN <= a < STACK_TOP:
+            return "stack", STACK_TOP - (STACK_TOP - 1 - a) // STACK_SPAN * STACK_SPAN
         for name, base in self.ctx.global_addr.items():
             if base <= a < base + REGION_SPAN:
                 return "global:" + name, base
@@ -606,11 +614,67 @@ class Step:
             return "mem", MEM_BASE
         return None
 
-    def load(self, addr, size: int):
-        region = self.region(addr)
+    def load(self, addr, size: int, state=None):
+        """`size` bytes at `addr`, little-endian. A symbolic address is read exactly
+        (`load_anywhere`), never handed to angr: past 1024 possible addresses angr's read
+        strategy pins the address to one of them, which narrows the path silently."""
+        st = state or self.s
+        region = self.region(addr, st)
         if region and region[0].startswith("global:"):
             self.ctx.read_maps.add(region[0][7:])
-        return self.s.memory.load(addr, size, endness=Endness.LE)
+        if addr.symbolic:
+            return self.load_anywhere(addr, size, region, st)
+        return st.memory.load(addr, size, endness=Endness.LE)
+
+    def window(self, region: tuple[str, int] | None, st) -> tuple[int, int] | None:
+        """[lo, hi): the memory the program may read in `region` (from `region`): the
+        packet from data_meta (HEADROOM before the packet when the head moved by an
+        unknown amount) to --max-len, or further to a data_end moved there; a stack
+        frame's 512 bytes; a map value's or global section's value_size bytes."""
+        if region is None:
+            return None
+        kind, base = region
+        g = st.globals
+        if kind == "packet":
+            h, m, e = g["head"], g["meta"], g["end"]
+            lo = h.concrete_value - m.concrete_value if not (h.symbolic or m.symbolic) else -HEADROOM
+            hi = max(self.ctx.options.max_len, 0 if e.symbolic else e.concrete_value)
+            return PKT_BASE + _signed(lo), PKT_BASE + hi
+        if kind == "stack":
+            return base - MAX_STACK, base
+        if kind.startswith("global:"):
+            return base, base + (self.ctx.maps[kind[7:]].value_size or 0)
+        if kind == "value":
+            entry = next((e for e in g["entries"] if e.addr == base), None)
+            return None if entry is None else (base, base + (self.ctx.maps[entry.map].value_size or 0))
+        return None
+
+    def load_anywhere(self, addr, size: int, region, st):
+        """The bytes at a symbolic address, exactly: the address must fall in one memory
+        object (`window`, the object of one solution; a path that can read outside it ends
+        UNKNOWN here) and the value is a selection, by the bits of the offset, among the
+        object's contents at every offset (`select`): no solver call enumerates addresses,
+        none is pinned."""
+        window = self.window(region, st)
+        if window is None or window[1] - window[0] < size:
+            raise PathCut(f"unsupported: load through an address that depends on the input at {self.where()}")
+        lo, hi = window
+        count = hi - lo - size + 1
+        off = addr - lo
+        inside = claripy.ULT(off, _bv(count))
+        if st.solver.satisfiable(extra_constraints=[claripy.Not(inside)]):
+            srcs = ", ".join(sorted({f"{x.kind} {x.name}".strip() for x in sources(addr, self.ctx)})) or "merged paths"
+            raise PathCut(
+                f"unsupported: load through an address that depends on the input ({srcs}) and can fall "
+                f"outside the {region[0].split(':')[0]} at {self.where()}"
+            )
+        data = st.memory.load(lo, hi - lo)  # first byte most significant
+        width = 8 * (hi - lo)
+        leaves = []
+        for i in range(count):
+            v = data[width - 8 * i - 1 : width - 8 * (i + size)]
+            leaves.append(claripy.Reverse(v) if size > 1 else v)
+        return select(off, leaves)
 
     def split_load(self, cases: list):
         """A load through a merged pointer (an If-term over the merged states' addresses):
@@ -1123,7 +1187,10 @@ class Step:
             return self.h_havoc_mem(name)
         n = size.concrete_value
         src, ok = self.packet_span(2, n)
-        return self.resize(name, ok, lambda t: t.memory.store(buf, t.memory.load(src, n)) if n else None)
+        # copied as loaded: little-endian both ways (memory order)
+        return self.resize(
+            name, ok, lambda t: t.memory.store(buf, self.load(src, n, t), endness=Endness.LE) if n else None
+        )
 
     def h_store_bytes(self, name):
         size, buf = self.reg(4), self.reg(3)
@@ -1278,6 +1345,23 @@ def address_cases(addr) -> list:
         joined[x.hash()] = (c if prev is None else claripy.Or(prev[0], c), x)
     out = list(joined.values())
     return out if len(out) <= MAX_ADDRESS_CASES else []
+
+
+def select(off, leaves: list):
+    """leaves[off] for a symbolic `off` known to be below len(leaves): a tree of If-terms
+    on the bits of `off`, lowest bit at the leaves (exact, and as deep as `off` has bits)."""
+    level, bit = list(leaves), 0
+    while len(level) > 1:
+        b = off[bit:bit] == 1
+        level = [
+            claripy.If(b, level[i + 1], level[i]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)
+        ]
+        bit += 1
+    return level[0]
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def compare(cond: Cond, wide: bool, a, b):
@@ -1658,6 +1742,8 @@ def explore_angr(
             angr.options.SYMBOL_FILL_UNCONSTRAINED_MEMORY,
             angr.options.SYMBOL_FILL_UNCONSTRAINED_REGISTERS,
             angr.options.LAZY_SOLVES,
+            # no read is pinned to one address (Step.load reads symbolic addresses itself)
+            angr.options.CONSERVATIVE_READ_STRATEGY,
         },  # Step.fork checks
         remove_options={angr.options.SIMPLIFY_EXIT_STATE},
     )
