@@ -668,12 +668,8 @@ class Step:
                 f"unsupported: load through an address that depends on the input ({srcs}) and can fall "
                 f"outside the {region[0].split(':')[0]} at {self.where()}"
             )
-        data = st.memory.load(lo, hi - lo)  # first byte most significant
-        width = 8 * (hi - lo)
-        leaves = []
-        for i in range(count):
-            v = data[width - 8 * i - 1 : width - 8 * (i + size)]
-            leaves.append(claripy.Reverse(v) if size > 1 else v)
+        data = byte_list(st.memory.load(lo, hi - lo))  # first byte first
+        leaves = [data[i] if size == 1 else claripy.Concat(*reversed(data[i : i + size])) for i in range(count)]
         return select(off, leaves)
 
     def split_load(self, cases: list):
@@ -1358,6 +1354,15 @@ def select(off, leaves: list):
         ]
         bit += 1
     return level[0]
+
+
+def byte_list(v) -> list:
+    """The bytes of a claripy value, most significant first: the parts of a concatenation
+    as they are (the packet is a concatenation of its byte symbols), else extracted."""
+    if v.op == "Concat" and all(a.size() % 8 == 0 for a in v.args):
+        return [b for a in v.args for b in byte_list(a)]
+    n = v.size() // 8
+    return [v] if n == 1 else [v[8 * (n - i) - 1 : 8 * (n - i - 1)] for i in range(n)]
 
 
 def _signed(v: int) -> int:
