@@ -39,7 +39,13 @@ is split into one successor per address (`address_cases`), so packet reads stay 
 addresses where the unmerged states' were (also in the form claripy gives `PKT_BASE + If(...)`:
 a concatenation of PKT_BASE's high bits and an If-term). A store through an address with
 several values is never handed to angr, which would pin it to the maximum and narrow the path
-silently: it is split the same way, or the path ends UNKNOWN saying so.
+silently: it is split the same way, or the path ends UNKNOWN saying so. A load through an
+address that is still symbolic (an offset read from the packet: IPv6 extension headers) is
+not handed to angr either, whose read strategy pins an address with over 1024 values to one
+of them (the path then silently loses every other offset): it is read exactly, as a
+selection by the offset's bits among the bytes of the memory object it falls in (packet,
+stack frame, map value, global data), and a path on which it can fall outside that object
+ends UNKNOWN.
 
 Loops are bounded by the `LoopBound` exploration technique (back edges from the lifter's CFG,
 counted per loop header as the z3 engine counts them). Resources are bounded by `Options`
