@@ -1185,8 +1185,9 @@ class Step:
 
     def h_load_bytes(self, name):
         size, buf = self.reg(4), self.reg(3)
-        if size.symbolic:
-            return self.h_havoc_mem(name)
+        if size.symbolic or buf.symbolic:  # (h_havoc_mem reads r1/r2 as the buffer: not this helper's)
+            self.note(f"bpf_xdp_load_bytes arguments not modelled at {self.where()}")
+            return self.h_fresh64(name)
         n = size.concrete_value
         src, ok = self.packet_span(2, n)
         # copied as loaded: little-endian both ways (memory order)
