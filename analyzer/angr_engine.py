@@ -665,10 +665,16 @@ class Step:
         if window is None or window[1] - window[0] < size:
             raise PathCut(f"unsupported: load through an address that depends on the input at {self.where()}")
         lo, hi = window
+        span = interval(addr)  # the addresses it can take at most, from its form alone
+        within = span is not None and lo <= span[0] and span[1] + size <= hi
+        if span is not None:  # only the bytes it can reach: a few for an IHL-relative offset
+            lo, hi = max(lo, span[0]), min(hi, span[1] + size)
+            if hi - lo < size:
+                raise PathCut(f"unsupported: load through an address that depends on the input at {self.where()}")
         count = hi - lo - size + 1
         off = addr - lo
         inside = claripy.ULT(off, _bv(count))
-        if st.solver.satisfiable(extra_constraints=[claripy.Not(inside)]):
+        if not within and st.solver.satisfiable(extra_constraints=[claripy.Not(inside)]):
             srcs = ", ".join(sorted({f"{x.kind} {x.name}".strip() for x in sources(addr, self.ctx)})) or "merged paths"
             raise PathCut(
                 f"unsupported: load through an address that depends on the input ({srcs}) and can fall "
@@ -1361,6 +1367,54 @@ def select(off, leaves: list):
         ]
         bit += 1
     return level[0]
+
+
+def interval(e) -> tuple[int, int] | None:
+    """Unsigned bounds [lo, hi] of a claripy value from its form alone (constants, symbols
+    by width, sums, shifts and masks by constants, extensions, concatenations, If-terms);
+    None when an operation could wrap or is not one of those. Sound, not tight."""
+    n = e.size()
+    top = (1 << n) - 1
+    if not e.symbolic:
+        v = e.concrete_value
+        return v, v
+    op, args = e.op, e.args
+    if op == "BVS":
+        return 0, top
+    if op == "ZeroExt":
+        return interval(args[1])
+    if op == "If":
+        a, b = interval(args[1]), interval(args[2])
+        return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+    if op == "Concat":
+        lo = hi = 0
+        for a in args:
+            r = interval(a)
+            if r is None:
+                return None
+            lo, hi = (lo << a.size()) + r[0], (hi << a.size()) + r[1]
+        return lo, hi
+    if op == "Extract" and args[1] == 0:
+        r = interval(args[2])
+        return r if r is not None and r[1] <= top else (0, top)
+    if op == "__add__":
+        rs = [interval(a) for a in args]
+        if any(r is None for r in rs) or sum(r[1] for r in rs) > top:
+            return None
+        return sum(r[0] for r in rs), sum(r[1] for r in rs)
+    if op == "__sub__" and len(args) == 2:
+        a, b = interval(args[0]), interval(args[1])
+        return None if a is None or b is None or a[0] < b[1] else (a[0] - b[1], a[1] - b[0])
+    if op == "__lshift__" and not args[1].symbolic:
+        a, k = interval(args[0]), args[1].concrete_value
+        return None if a is None or a[1] << k > top else (a[0] << k, a[1] << k)
+    if op == "LShR" and not args[1].symbolic:
+        a, k = interval(args[0]), args[1].concrete_value
+        return None if a is None else (a[0] >> k, a[1] >> k)
+    if op == "__and__":
+        his = [a.concrete_value if not a.symbolic else (interval(a) or (0, top))[1] for a in args]
+        return 0, min(his)
+    return 0, top
 
 
 def byte_list(v) -> list:

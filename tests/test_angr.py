@@ -563,3 +563,17 @@ def test_load_bytes_of_an_input_size_says_so(tmp_path):
     e = angr_engine.explore_angr(obj, obj.program(), Options())
     called = [p for p in e.paths if p.steps > 8]
     assert called and all(any("bpf_xdp_load_bytes" in n for n in p.notes) for p in called), [p.notes for p in e.paths]
+
+
+def test_interval_of_an_ihl_relative_address():
+    """Bounds of an address from its form: data + 14 + 4 * (pkt[14] & 15) lies in
+    data + 14 .. data + 74 (IHL 0..15, by hand); an If-term takes both arms' bounds; a sum
+    that can wrap has none."""
+    from angr import claripy
+
+    ihl = claripy.ZeroExt(56, claripy.BVS("pkt.14", 8, explicit_name=True) & 15)
+    base = angr_engine.PKT_BASE
+    assert angr_engine.interval(claripy.BVV(base + 14, 64) + (ihl << 2)) == (base + 14, base + 74)
+    sel = claripy.BVS("b!merge.i", 1, explicit_name=True) == 1
+    assert angr_engine.interval(claripy.If(sel, claripy.BVV(18, 64), ihl)) == (0, 18)
+    assert angr_engine.interval(claripy.BVS("x", 64) + 1) is None
