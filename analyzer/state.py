@@ -282,7 +282,7 @@ class State:
             tuple(sorted((o, b.fingerprint() if isinstance(b, PtrByte) else "s") for o, b in st.items()))
             for st in self.stacks
         )
-        return (regs, stacks) + self.fingerprint()[6:]
+        return (regs, stacks) + self._rest()
 
     def fingerprint(self) -> tuple:
         """Everything that decides the future of the state (not how it got here)."""
@@ -291,6 +291,11 @@ class State:
             tuple(sorted((o, b.fingerprint() if isinstance(b, PtrByte) else b.get_id()) for o, b in st.items()))
             for st in self.stacks
         )
+        heap = (self.pkt.get_id(), self.head.get_id(), self.end.get_id(), self.meta.get_id())
+        return (regs, stacks, *heap) + self._rest()
+
+    def _rest(self) -> tuple:
+        """The part of the fingerprint that `shape` keeps as it is."""
         maps = tuple(sorted((n, tuple(w.fingerprint() for w in ws)) for n, ws in self.maps.items()))
         redirect = (
             None
@@ -298,12 +303,6 @@ class State:
             else tuple(x.get_id() if isinstance(x, z3.ExprRef) else x for x in self.redirect)
         )
         return (
-            regs,
-            stacks,
-            self.pkt.get_id(),
-            self.head.get_id(),
-            self.end.get_id(),
-            self.meta.get_id(),
             maps,
             tuple(e.fingerprint() for e in self.effects),
             redirect,

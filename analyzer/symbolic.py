@@ -69,7 +69,11 @@ class Region:
     frame: int = 0
 
     def fingerprint(self) -> tuple:
-        return (self.kind, self.name, None if self.key is None else self.key.get_id(), self.frame)
+        fp = self.__dict__.get("_fp")  # immutable (its terms too): worked out once
+        if fp is None:
+            fp = (self.kind, self.name, None if self.key is None else self.key.get_id(), self.frame)
+            object.__setattr__(self, "_fp", fp)
+        return fp
 
     def same(self, other: Region) -> bool:
         return self.fingerprint() == other.fingerprint()
@@ -82,7 +86,11 @@ class Scalar:
     bv: z3.BitVecRef  # 64 bits
 
     def fingerprint(self) -> tuple:
-        return ("s", self.bv.get_id())
+        fp = self.__dict__.get("_fp")
+        if fp is None:
+            fp = ("s", self.bv.get_id())
+            object.__setattr__(self, "_fp", fp)
+        return fp
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,7 +103,12 @@ class Pointer:
     null: z3.BoolRef | None = None
 
     def fingerprint(self) -> tuple:
-        return ("p", self.region.fingerprint(), self.off.get_id(), None if self.null is None else self.null.get_id())
+        fp = self.__dict__.get("_fp")
+        if fp is None:
+            null = None if self.null is None else self.null.get_id()
+            fp = ("p", self.region.fingerprint(), self.off.get_id(), null)
+            object.__setattr__(self, "_fp", fp)
+        return fp
 
     def moved(self, delta: z3.BitVecRef) -> Pointer:
         return Pointer(self.region, z3.simplify(self.off + delta), self.null)

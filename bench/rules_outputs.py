@@ -30,8 +30,9 @@ DEFAULT_GLOBS = ("corpus/build/clang/*.o", "corpus/external/**/*.o")
 
 
 def filter_lines(stdout: str) -> list[str]:
-    """The lines of the script that install filters (what a change must not alter)."""
-    return [line for line in stdout.splitlines() if line.lstrip().startswith("tc filter")]
+    """The lines of the script that install filters (what a change must not alter): `filter
+    add ...` in the tc -batch script (`tc filter ...` too, should a script spell it so)."""
+    return [line for line in stdout.splitlines() if line.lstrip().startswith(("filter ", "tc filter "))]
 
 
 def timed_run(tree: Path, obj: str, seed: str, extra: list[str]) -> dict:
