@@ -95,7 +95,7 @@ def explored_check(
         if fields is not None:
             rendered = fields[n]
         else:
-            decoder = Decoder(e.environment())
+            decoder = Decoder(e.environment(), None, e.summaries)
             shown = {f.path for f in fates if not f.offloaded and f.reason.code != "pass-to-host"}
             rendered = {p.id: decoder.render(e.condition(p)) if p.id in shown else None for p in e.paths}
         paths = [check.path_json(f, rendered, {}) for f in fates]

@@ -157,7 +157,7 @@ def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] =
     if "ctx" in kinds:
         return Reason("ctx-field", ", ".join(sorted(f"ctx->{s.name}" for s in sources if s.kind == "ctx")))
     if maps:
-        decoder = Decoder(e.environment())
+        decoder = Decoder(e.environment(), None, e.summaries)
         keys = []
         for m in maps:
             key = next((a.key for a in path.accesses if a.map == m), None)

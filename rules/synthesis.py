@@ -65,10 +65,12 @@ MAX_SHIELDS = 12
 FORCE_WIDEN = 3
 #: Per z3 query (ms).
 QUERY_TIMEOUT_MS = 10000
-#: Per query of `_key_values`' shortcut (ms): a shortcut that times out falls back to the
-#: plain enumeration, so this bounds its cost, never its answer (on xdpfilt_alw_all, which
-#: Python hash seed orders the terms decided whether one of them took 10 s).
-SHORTCUT_TIMEOUT_MS = 1000
+#: Per query of `_key_values`' shortcut: z3's resource limit (deterministic, unlike a time:
+#: a timeout that fires or not with the machine's load changes what z3 answers later in the
+#: process, issue 14). A shortcut past it falls back to the plain enumeration, so this
+#: bounds its cost, never its answer. xdp-filter's shortcut queries take ~500-2,000 except
+#: one per tcp/udp object taking 4.7-9.8 million (1.4-3 s).
+SHORTCUT_RLIMIT = 1_000_000
 
 #: Keys extracted from paths, per protocol family, in the order shields are generalised
 #: (the first ones dropped first: least likely to separate verdicts).
@@ -833,10 +835,13 @@ def typical_packet(fragments: bool = False) -> z3.BoolRef:
 # --- small helpers ---------------------------------------------------------------------------
 
 
-def solver(*constraints, timeout_ms: int = QUERY_TIMEOUT_MS) -> z3.Solver:
-    """A z3 solver with the per-query timeout."""
+def solver(*constraints, timeout_ms: int = QUERY_TIMEOUT_MS, rlimit: int | None = None) -> z3.Solver:
+    """A z3 solver with the per-query timeout, or with resource limit `rlimit` instead."""
     s = z3.Solver()
-    s.set("timeout", timeout_ms)
+    if rlimit is not None:
+        s.set("rlimit", rlimit)
+    else:
+        s.set("timeout", timeout_ms)
     s.add(*constraints)
     return s
 
@@ -874,9 +879,9 @@ def _key_values(s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, lim
         return _values(s, term, limit)
     # the shortcut's own timeout: an unknown answer proves nothing and finds no value, and
     # `_values` on the path does the rest
-    if solver(z3.Not(claim), timeout_ms=SHORTCUT_TIMEOUT_MS).check() == z3.unsat:
+    if solver(z3.Not(claim), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
         return None
-    known = _values(solver(claim, timeout_ms=SHORTCUT_TIMEOUT_MS), _every_x(term.size()), limit)
+    known = _values(solver(claim, rlimit=SHORTCUT_RLIMIT), _every_x(term.size()), limit)
     return _values(s, term, limit, known)
 
 
