@@ -51,3 +51,30 @@ def test_map_proofs_keep_the_time_budget(monkeypatch):
     rec = _Recorder(monkeypatch)
     mapuse.map_uses(e)
     assert "rlimit" in rec.params and "timeout" in rec.params
+
+
+def test_key_shortcut_queries_use_no_clock(monkeypatch):
+    # rules/synthesis.py `_key_values`: the shortcut asks, in its own solvers, whether a key
+    # term takes every value of its width (here a 16-bit port the path fixes to 22 or 80:
+    # two values, found by the shortcut's second query). Those solvers must be bounded by
+    # z3's rlimit only: the 1 s timeout they had fired on alw_tcp depending on the load.
+    from rules import synthesis
+
+    pkt = z3.Array("pkt", z3.BitVecSort(64), z3.BitVecSort(8))
+    port = z3.Concat(pkt[z3.BitVecVal(36, 64)], pkt[z3.BitVecVal(37, 64)])
+    s = z3.Solver()
+    s.add(z3.Or(port == 22, port == 80))
+    assert s.check() == z3.sat
+    model = s.model()
+    made: list[list[str]] = []
+    original = z3.Solver.set
+
+    def record(solver, *args, **keys):
+        if solver is not s:
+            made.append([a for a in args if isinstance(a, str)] + list(keys))
+        return original(solver, *args, **keys)
+
+    monkeypatch.setattr(z3.Solver, "set", record)
+    values = synthesis._key_values(s, model, port, 8)
+    assert sorted(values) == [22, 80]
+    assert made and all("rlimit" in p and "timeout" not in p for p in made), made
