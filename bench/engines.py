@@ -10,8 +10,7 @@ counts and how many paths a budget cut; --unmerged adds angr without merging; th
 crosscheck.UNMERGED_STATES, plus the comparison; one run): its time, comparisons,
 agreements and disagreements, and the paths each of its explorations finished (not cut);
 --repeat 0 runs the cross-check alone (the table of issue 16: paths finished, agreements,
-disagreements, time per engine). Disagreements are run through the kernel (untimed) and the
-row says which engine it finds wrong. --timeout bounds each exploration with the engines' own budget (the run
+disagreements, time per engine). --timeout bounds each exploration with the engines' own budget (the run
 then ends PARTIAL, shown as cut paths). Results in bench/results/angr-<date>[-<filter>].json,
 with the machine's load (`os.getloadavg`) before and after.
 
@@ -65,13 +64,9 @@ def run_one(path: Path, program: str, repeat: int, cross: bool, unmerged: bool, 
         start = time.perf_counter()
         check = cross_check(obj, prog, options)
         r = check.report
-        seconds = time.perf_counter() - start
-        confirmed = confirm(path, prog, check)
         row["cross_check"] = {
-            "s": seconds,
+            "s": time.perf_counter() - start,
             "disagreements": len(r.disagreements),
-            # which engine the kernel (BPF_PROG_TEST_RUN) says is wrong, per disagreement
-            "wrong": confirmed,
             "compared": r.z3_compared + r.angr_compared,
             "agreements": r.z3_compared + r.angr_compared - len(r.disagreements),
             "skipped": len(r.skipped),
@@ -87,27 +82,6 @@ def run_one(path: Path, program: str, repeat: int, cross: bool, unmerged: bool, 
     return row
 
 
-def confirm(path: Path, prog, check) -> dict:
-    """Run the disagreements' inputs through the kernel (untimed): {engine found wrong: count},
-    or {"not run": reason} when the kernel cannot load or run the program."""
-    from analyzer import kernel
-
-    if not check.report.disagreements:
-        return {}
-    if prog.section.startswith(("xdp/devmap", "xdp/cpumap")):
-        return {"not run": "devmap/cpumap programs cannot be test-run"}
-    try:
-        kernel.check_kernel()
-        with kernel.load(path, programs=[prog.name]) as loaded:
-            check.confirm(loaded)
-    except (kernel.KernelUnavailable, kernel.KernelLoadError) as err:
-        return {"not run": str(err).splitlines()[0]}
-    out: dict = {}
-    for d in check.report.disagreements:
-        out[d.wrong] = out.get(d.wrong, 0) + 1
-    return out
-
-
 def line(row: dict) -> str:
     """The row as a table line."""
     if "error" in row:
@@ -119,7 +93,6 @@ def line(row: dict) -> str:
             f"{row['object']:<44} z3 {c['z3_finished']:3} paths {c['z3_s']:7.2f} s, angr {c['angr_finished']:3} "
             f"paths {c['angr_s']:7.2f} s{' merged' if c['angr_merged'] else ''}; compared {c['compared']}, "
             f"agree {c['agreements']}, disagree {c['disagreements']}, skipped {c['skipped']}"
-            + (f"; kernel says wrong: {c['wrong']}" if c.get("wrong") else "")
         )
 
     def cell(engine: str) -> str:
