@@ -36,17 +36,13 @@ constraints and the disjunction of "selector i and state i's own", every differi
 memory byte and path value a claripy If-term on the selector. Exact, as the z3 engine's merge;
 K OR-ed tests then keep about K states instead of 2^K paths. A load through a merged pointer
 is split into one successor per address (`address_cases`), so packet reads stay at concrete
-addresses where the unmerged states' were (also in the form claripy gives `PKT_BASE + If(...)`:
-a concatenation of PKT_BASE's high bits and an If-term). A store through an address with
-several values is never handed to angr, which would pin it to the maximum and narrow the path
-silently: it is split the same way, or the path ends UNKNOWN saying so.
+addresses where the unmerged states' were.
 
 Loops are bounded by the `LoopBound` exploration technique (back edges from the lifter's CFG,
 counted per loop header as the z3 engine counts them). Resources are bounded by `Options`
 (instructions, paths, --timeout, --path-timeout) and `Limits` (open states, memory, wall time): past a
 budget the open states end UNKNOWN saying which budget and where, and the exploration's
-`budget` makes the report PARTIAL. Each solver call is bounded by the time left
-(`TimedSolver`), so the time budget holds inside a step too.
+`budget` makes the report PARTIAL.
 """
 
 from __future__ import annotations
@@ -65,7 +61,6 @@ import networkx as nx
 from angr import claripy
 from angr.engines.successors import SuccessorsEngine
 from angr.exploration_techniques import ExplorationTechnique
-from angr.state_plugins.solver import SimSolver
 from archinfo.arch import Endness, Register
 
 from lifter.insn import (
@@ -122,47 +117,6 @@ MAX_DEPTH = 256
 EINVAL = 22
 
 
-class TimedSolver(SimSolver):
-    """angr's solver plugin whose claripy solver stops each call at the exploration's
-    deadline (`--timeout`, else Limits.max_seconds), so a budget holds inside a step: one
-    solver call on merged states can take seconds. claripy takes a timeout only when a
-    solver is made (setting it later has no effect), so the solver is made again, with the
-    same constraints, when its timeout exceeds the time left by more than a quarter (a call
-    overruns the deadline by at most a quarter of what was left, plus SOLVER_SLACK_MS). A
-    call that runs out raises ClaripySolverInterruptError; the engine ends the state
-    UNKNOWN with the time budget's reason. `deadline` None: no timeout (the cross-check's
-    calls after the exploration)."""
-
-    def __init__(self, deadline: float | None = None, **kwargs):
-        super().__init__(**kwargs)
-        self.deadline = deadline
-
-    @property
-    def _solver(self):
-        stored = self._stored_solver
-        if self.deadline is None:
-            if stored is None or stored.timeout is not None:
-                self._stored_solver = claripy.Solver(timeout=None)
-                if stored is not None:
-                    self._stored_solver.add(stored.constraints)
-            return self._stored_solver
-        left = max(1, int((self.deadline - time.perf_counter()) * 1000))
-        if stored is None or stored.timeout is None or stored.timeout > left + left // 4 + SOLVER_SLACK_MS:
-            self._stored_solver = claripy.Solver(timeout=left)
-            if stored is not None:
-                self._stored_solver.add(stored.constraints)
-        return self._stored_solver
-
-    def copy(self, memo):
-        c = super().copy(memo)
-        c.deadline = self.deadline
-        return c
-
-
-#: Milliseconds a solver call may run past the deadline before its solver is made again.
-SOLVER_SLACK_MS = 200
-
-
 class ArchBPF(archinfo.Arch):
     """eBPF for archinfo: eleven 64-bit registers, r10 the read-only frame pointer."""
 
@@ -191,10 +145,6 @@ class ArchBPF(archinfo.Arch):
 
 class AngrEngineError(Exception):
     """The angr engine cannot run this program (message names the place)."""
-
-
-class PathCut(Exception):
-    """The state cannot go on exactly: it ends UNKNOWN with this reason (not a budget)."""
 
 
 # --- what a path carries (in state.globals; immutable values only) -----------------------
@@ -386,20 +336,7 @@ class BpfEngine(SuccessorsEngine):
                 state.globals["cut"] = True
                 outs = [(state, EXIT_ADDR, claripy.true())]
                 break
-            try:
-                outs = Step(ctx, state, func, insn).run()
-            except PathCut as cut:
-                section, pc = ctx.where(addr)
-                state.globals["ended"] = End(UNKNOWN, None, str(cut), pc, section)
-                outs = [(state, EXIT_ADDR, claripy.true())]
-                break
-            except claripy.ClaripySolverInterruptError:
-                # a solver call ran into the time left (TimedSolver): the budget is spent
-                section, pc = ctx.where(addr)
-                state.globals["ended"] = End(UNKNOWN, None, cut_reason(ctx, "time", state, addr), pc, section)
-                state.globals["cut"] = True
-                outs = [(state, EXIT_ADDR, claripy.true())]
-                break
+            outs = Step(ctx, state, func, insn).run()
             nxt = addr + 8 * slots(insn)
             if (
                 len(outs) == 1
@@ -504,12 +441,7 @@ class Step:
                 else v,
             )
         elif isinstance(insn, Store):
-            addr = self.reg(insn.base) + insn.off
-            value = self.operand(insn.src)[8 * insn.size - 1 : 0]
-            cases = address_cases(addr) if addr.symbolic else []
-            if len(cases) > 1:
-                return self.split_store(cases, value)
-            self.store(addr, value)
+            self.store(self.reg(insn.base) + insn.off, self.operand(insn.src)[8 * insn.size - 1 : 0])
         elif isinstance(insn, Atomic):
             self.atomic()
         elif isinstance(insn, LoadImm64):
@@ -631,33 +563,8 @@ class Step:
             out += self.next(t, cond)
         return out
 
-    def split_store(self, cases: list, value):
-        """A store through a merged pointer: one successor per address, as `split_load`."""
-        out = []
-        for cond, leaf in cases:
-            if not self.s.solver.satisfiable(extra_constraints=[cond]):
-                continue
-            t = self.s.copy()
-            t.solver.add(cond)
-            self.store(leaf, value, t)
-            out += self.next(t, cond)
-        return out
-
     def store(self, addr, value, state=None) -> None:
-        """Store `value` at `addr`. An address that can take several values is not given to
-        angr, which would pin it to its maximum and so silently narrow the path: the path
-        ends UNKNOWN here (`PathCut`); an address with one value is stored at that value."""
         st = state or self.s
-        if addr.symbolic:
-            values = st.solver.eval_upto(addr, 2)
-            if len(values) > 1:
-                srcs = (
-                    ", ".join(sorted({f"{x.kind} {x.name}".strip() for x in sources(addr, self.ctx)})) or "merged paths"
-                )
-                raise PathCut(
-                    f"unsupported: store through an address that depends on the input ({srcs}) at {self.where()}"
-                )
-            addr = _bv(values[0])
         region = self.region(addr, st)
         if region is not None:
             kind, base = region
@@ -1250,26 +1157,20 @@ MAX_ADDRESS_CASES = 16
 
 def address_cases(addr) -> list:
     """[(condition, address)] for an address built of If-terms (a pointer merged from states
-    that held different ones), additions and concatenations: the If-terms pushed out, each
-    address free of them, the same addresses' conditions joined; [] when it has none or more
-    than MAX_ADDRESS_CASES of them. Cases may be infeasible (a selector value no merged state
-    has): the caller drops those."""
+    that held different ones) and additions: the If-terms pushed out, each address free of
+    them, the same addresses' conditions joined; [] when it has none or more than
+    MAX_ADDRESS_CASES of them."""
     if addr.op == "If":
         c, a, b = addr.args
         inner = [(claripy.And(c, ca), x) for ca, x in address_cases(a) or [(claripy.true(), a)]]
         inner += [(claripy.And(claripy.Not(c), cb), x) for cb, x in address_cases(b) or [(claripy.true(), b)]]
-    elif addr.op in ("__add__", "Concat") and any(x.op in ("If", "Concat") for x in addr.args):
-        # claripy writes PKT_BASE + If(sel, 14, 18) as Concat(PKT_BASE's high bits, If(sel,
-        # 14, 18)): the parts of a concatenation are pushed out like those of a sum.
-        combine = (lambda x, y: x + y) if addr.op == "__add__" else (lambda x, y: claripy.Concat(x, y))
-        inner = []
+    elif addr.op == "__add__" and any(x.op == "If" for x in addr.args):
+        inner = [(claripy.true(), _bv(0, addr.size()))]
         for arg in addr.args:
             parts = address_cases(arg) or [(claripy.true(), arg)]
-            inner = [(claripy.And(c, ca), combine(x, y)) for c, x in inner for ca, y in parts] if inner else list(parts)
+            inner = [(claripy.And(c, ca), x + y) for c, x in inner for ca, y in parts]
             if len(inner) > MAX_ADDRESS_CASES:
                 return []
-        if len(inner) < 2:
-            return []
     else:
         return []
     joined: dict = {}
@@ -1696,9 +1597,6 @@ def explore_angr(
         "frags": frags,
     }.items():
         state.globals[k] = v
-    initial = list(state.solver.constraints)
-    state.register_plugin("solver", TimedSolver(ctx.deadline))
-    state.solver.add(*initial)
     step = Step(ctx, state, program.entry, program.entry.insns[0])
     step.set_packet(state)
     for r in range(10):
@@ -1709,8 +1607,6 @@ def explore_angr(
     simgr.use_technique(LoopBound(ctx, options.loop_bound))
     scheduler = Scheduler(ctx, options, limits)
     scheduler.run(simgr, progress)
-    for st in simgr.stashes.get("ended", []):
-        st.solver.deadline = None  # the report's and the cross-check's calls are not the exploration's
     paths = [_path(i, st, ctx, program) for i, st in enumerate(simgr.stashes.get("ended", []))]
     programs = [program] + [p for p in obj.programs if p.name in ctx.programs_seen and p is not program]
     return AngrExploration(

@@ -364,48 +364,6 @@ def test_merged_pointer_load_splits_by_address():
     assert angr_engine.address_cases(claripy.BVS("x", 64) + 2) == []
 
 
-def test_concatenated_merged_pointer_splits_by_address():
-    """claripy writes PKT_BASE + If(sel, ...) as a concatenation of PKT_BASE's high bits and an
-    If-term over the low byte (xdp-filter's IPv6 header after 0-2 VLAN tags): it is split as
-    the plain If-form is, each address concrete, the selector values derived by hand."""
-    from angr import claripy
-
-    sel = claripy.BVS("b!merge.c", 2, explicit_name=True)
-    low = claripy.If(sel == 0, claripy.BVV(14, 8), claripy.If(sel == 1, claripy.BVV(18, 8), claripy.BVV(22, 8)))
-    ptr = claripy.Concat(claripy.BVV(angr_engine.PKT_BASE >> 8, 56), low) + 6
-    assert ptr.args[0].op == "Concat"
-    solver = claripy.Solver()
-    got = {}
-    for cond, addr in angr_engine.address_cases(ptr):
-        assert not addr.symbolic
-        got[addr.concrete_value - angr_engine.PKT_BASE] = set(solver.eval(sel, 4, extra_constraints=[cond]))
-    assert got == {20: {0}, 24: {1}, 28: {2, 3}}
-    assert angr_engine.address_cases(claripy.Concat(claripy.BVV(0, 56), claripy.BVS("y", 8))) == []
-
-
-def test_solver_calls_stop_at_the_deadline():
-    """A claripy call on the engine's solver plugin ends at the exploration's deadline (it
-    raises, and the engine cuts the state) instead of running on; without a deadline (after
-    the exploration) the same plugin answers."""
-    import time
-
-    from angr import claripy
-
-    x, y = claripy.BVS("x", 64), claripy.BVS("y", 64)
-    hard = [x * y == 0x1234567890ABCDEF * 3 + 0x55555, claripy.UGT(x, 1), claripy.UGT(y, 1)]
-    hard += [claripy.ULT(x, 1 << 40), claripy.ULT(y, 1 << 40)]
-    project, _ = angr_engine.make_project(load_object(_clang("thesis_static_rules")), Options())
-    state = project.factory.blank_state()
-    state.register_plugin("solver", angr_engine.TimedSolver(time.perf_counter() + 0.3))
-    plugin = state.solver
-    plugin.add(*hard)
-    with pytest.raises(claripy.ClaripySolverInterruptError):
-        plugin.satisfiable()
-    plugin.deadline = None
-    plugin.add(x == 3)
-    assert not plugin.satisfiable()  # 3 * y is never that odd-by-3 constant below 2^42
-
-
 @pytest.mark.parametrize("stem", ["bounded_loop", "bpf_loop_cb"])
 @pytest.mark.parametrize("bound", [1, 2, 3])
 def test_loop_bound_as_the_z3_engine(stem, bound):
