@@ -17,14 +17,18 @@ from tests.conftest import corpus_object
 
 
 class _Recorder:
-    """Records the parameters every z3.Solver gets (`Solver.set`) while installed."""
+    """Records the parameters every z3.Solver gets (`Solver.set`) while installed: all of
+    them (`params`) and per solver (`by_solver`)."""
 
     def __init__(self, monkeypatch):
         self.params: list[str] = []
+        self.by_solver: list[tuple[z3.Solver, list[str]]] = []
         original = z3.Solver.set
 
         def record(solver, *args, **keys):
-            self.params += [a for a in args if isinstance(a, str)] + list(keys)
+            names = [a for a in args if isinstance(a, str)] + list(keys)
+            self.params += names
+            self.by_solver.append((solver, names))
             return original(solver, *args, **keys)
 
         monkeypatch.setattr(z3.Solver, "set", record)
@@ -66,15 +70,8 @@ def test_key_shortcut_queries_use_no_clock(monkeypatch):
     s.add(z3.Or(port == 22, port == 80))
     assert s.check() == z3.sat
     model = s.model()
-    made: list[list[str]] = []
-    original = z3.Solver.set
-
-    def record(solver, *args, **keys):
-        if solver is not s:
-            made.append([a for a in args if isinstance(a, str)] + list(keys))
-        return original(solver, *args, **keys)
-
-    monkeypatch.setattr(z3.Solver, "set", record)
+    rec = _Recorder(monkeypatch)
     values = synthesis._key_values(s, model, port, 8)
+    made = [names for solver, names in rec.by_solver if solver is not s]
     assert sorted(values) == [22, 80]
     assert made and all("rlimit" in p and "timeout" not in p for p in made), made
