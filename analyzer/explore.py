@@ -238,6 +238,9 @@ class Explorer:
         self._block_start = 0.0
         self._ran_out = False
         self._exact: z3.Solver | None = None  # see _exact_solver
+        #: the witness of the exploring solver's last sat check, its model not fetched yet
+        #: (see `_settle`): most such witnesses die in a merge before anyone reads them
+        self._unfetched: Witness | None = None
         #: summary symbol name -> (the value it stands for, where it was made)
         self.summaries: dict[str, tuple[z3.BitVecRef, str]] = {}
         frags = program.attach == "xdp.frags"
@@ -396,6 +399,7 @@ class Explorer:
             key = state.merge_key = self._merge_key(state)
             other = self._pending.get(key)
             if other is not None and not other.dead:
+                self._forget(state)  # before the merge's definition moves the solver on
                 self._merge(other, state)
                 return
             self._pending[key] = state
@@ -455,6 +459,7 @@ class Explorer:
         other.dead = True
 
     def _define(self, cond: z3.BoolRef) -> z3.BoolRef:
+        self._settle()
         lit = self.fresh.literal()
         self.solver.add(lit == (self.nonlinear.abstract(cond) if self.nonlinear.seen else cond))
         if self._exact is not None:
@@ -480,8 +485,10 @@ class Explorer:
     def feasible(self, state: State, *extra: z3.BoolRef) -> z3.ModelRef | None:
         """A model of `state`'s path and `extra` (a model of every definition: the
         literals' and the nonlinear terms'), None when there is none."""
+        if not self.nonlinear.terms:  # the model is fetched when it is read (`_settle`)
+            return self._check(self.solver, state, extra, lazy=True)
         model = self._check(self.solver, state, extra)
-        if model is None or not self.nonlinear.terms:
+        if model is None:
             return model
         # The solver saw products and quotients as free symbols: a model that gives them
         # their values is a model; else one with their operands fixed to the model's values
@@ -494,7 +501,10 @@ class Explorer:
         self.nonlinear.exact_checks += 1
         return self._check(self._exact_solver(), state, extra)
 
-    def _check(self, solver: z3.Solver, state: State, extra) -> z3.ModelRef | None:
+    def _check(self, solver: z3.Solver, state: State, extra, lazy: bool = False) -> z3.ModelRef | None:
+        """A model of `state`'s path and `extra` from `solver`, None when there is none
+        (`lazy`: `_LATER` for a model to be fetched from the exploring solver by `_settle`)."""
+        self._settle()
         left = self._time_left(state)
         if left is not None:  # one check must not outlast the budget (z3 counts milliseconds)
             solver.set("timeout", max(1, int(left * 1000) + 1))
@@ -504,12 +514,33 @@ class Explorer:
             if why is not None:
                 raise OutOfTime(why)
             raise ExplorationError(f"z3 gave up on a path condition: {solver.reason_unknown()}")
-        return solver.model() if result == z3.sat else None
+        if result != z3.sat:
+            return None
+        return _LATER if lazy else solver.model()
+
+    def _settle(self) -> None:
+        """Fetch the model of the exploring solver's last check for the witness still
+        waiting for it, before the solver moves on (a check or an assertion): the same model
+        an eager fetch would have got. A witness whose state died first (merged into
+        another, or ended) is never fetched (`_forget`): z3 takes as long to hand out a
+        model as to find it."""
+        w = self._unfetched
+        if w is not None:
+            self._unfetched = None
+            w.model = self.solver.model()
+
+    def _forget(self, s: State) -> None:
+        """`s` died (merged away or ended): its witness, if still unfetched and held by no
+        other state, will never be read."""
+        w = s.witness
+        if w is not None and w is self._unfetched and not w.shared:
+            self._unfetched = None
 
     def _exact_solver(self) -> z3.Solver:
         """A solver with the literals' definitions as they are (products and quotients
         included), made when first needed."""
         if self._exact is None:
+            self._settle()
             self._exact = z3.Solver()
             self._exact.add(*self._environment)
             self._exact.add(*[lit == cond for lit, cond in self.definitions])
@@ -526,7 +557,9 @@ class Explorer:
                 out[d] = s.witness
             else:
                 model = self.feasible(s, c)
-                if model is not None:
+                if model is _LATER:
+                    out[d] = self._unfetched = Witness(None, self.fresh.count)
+                elif model is not None:
                     out[d] = Witness(model, self.fresh.count)
         return out
 
@@ -535,18 +568,21 @@ class Explorer:
         (None: no witness, or not decided)."""
         if w is None:
             return None
-        pairs = []
+        if w.model is None:  # the last check's: nothing has used the solver since
+            self._settle()
         for name in sorted(symbols(expr, self._sym_cache)):
             if name.startswith("b!") and int(name[2:]) > w.known:
                 if name not in w.values:
                     try:
-                        w.values[name] = self._value_under(w, self._defined[name])
+                        value = self._value_under(w, self._defined[name])
                     except RecursionError:  # a long chain of merges: ask the solver
-                        w.values[name] = None
+                        value = None
+                    w.values[name] = value
+                    if value is not None:  # the model extended by it (no substitution per query)
+                        w.model.update_value(z3.Bool(name), z3.BoolVal(value))
                 if w.values[name] is None:
                     return None
-                pairs.append((z3.Bool(name), z3.BoolVal(w.values[name])))
-        value = w.model.eval(z3.substitute(expr, *pairs) if pairs else expr, model_completion=True)
+        value = w.model.eval(expr, model_completion=True)
         return True if z3.is_true(value) else False if z3.is_false(value) else None
 
     # --- instructions ---------------------------------------------------------------
@@ -1069,8 +1105,12 @@ class Explorer:
             )
         )
         self.observer.on_path_end(s, self.paths[-1])
+        self._forget(s)
         s.frames = []
 
+
+#: `Explorer._check`'s answer "sat, the model to be fetched later".
+_LATER = object()
 
 _NONLINEAR = frozenset({AluOp.MUL, AluOp.DIV, AluOp.SDIV, AluOp.MOD, AluOp.SMOD})
 

@@ -155,9 +155,10 @@ class Witness:
     definition); `values` memoises the literals defined since, each evaluated through its
     definition (which keeps the extended model a model of every assertion)."""
 
-    model: z3.ModelRef
+    model: z3.ModelRef | None  # None: not fetched yet (Explorer._settle fetches it)
     known: int
     values: dict[str, bool | None] = field(default_factory=dict)
+    shared: bool = False  # held by a fork of the state it was found for
 
 
 @dataclass(frozen=True, eq=False)
@@ -230,6 +231,8 @@ class State:
         return len(self.frames) - 1
 
     def fork(self) -> State:
+        if self.witness is not None and self.witness.model is None:
+            self.witness.shared = True
         s = State(
             self.program,
             list(self.frames),
