@@ -34,6 +34,7 @@ import time
 
 import networkx as nx
 import z3
+from z3 import z3core
 
 from lifter.errors import LiftError
 from lifter.insn import (
@@ -94,6 +95,11 @@ from .symbolic import (
     input_reads,
     map_found,
     map_val,
+    mk_and,
+    mk_eq,
+    mk_ite,
+    mk_not,
+    mk_or,
     nonlinear_terms,
     scalar,
     source_of,
@@ -415,12 +421,12 @@ class Explorer:
                 break
             common += 1
         rest_a, rest_b = into.path[common:], other.path[common:]
-        cond_a = z3.And(*rest_a) if rest_a else z3.BoolVal(True)
-        cond_b = z3.And(*rest_b) if rest_b else z3.BoolVal(True)
-        lit = self._define(z3.Or(cond_a, cond_b))
+        cond_a = mk_and(rest_a) if rest_a else z3.BoolVal(True)
+        cond_b = mk_and(rest_b) if rest_b else z3.BoolVal(True)
+        lit = self._define(mk_or(cond_a, cond_b))
 
         def pick(a, b):
-            return a if a.get_id() == b.get_id() else z3.If(cond_a, a, b)
+            return a if a.get_id() == b.get_id() else mk_ite(cond_a, a, b)
 
         def pick_null(a, b):
             if a is None and b is None:
@@ -450,7 +456,7 @@ class Explorer:
         if not (isinstance(into.steps, int) and isinstance(other.steps, int) and into.steps == other.steps):
             sa = bv(into.steps) if isinstance(into.steps, int) else into.steps
             sb = bv(other.steps) if isinstance(other.steps, int) else other.steps
-            into.steps = z3.If(cond_a, sa, sb)
+            into.steps = mk_ite(cond_a, sa, sb)
         into.path = into.path[:common] + (lit,)
         into.spent = max(into.spent, other.spent)
         into.sites = into.sites | other.sites
@@ -461,7 +467,8 @@ class Explorer:
     def _define(self, cond: z3.BoolRef) -> z3.BoolRef:
         self._settle()
         lit = self.fresh.literal()
-        self.solver.add(lit == (self.nonlinear.abstract(cond) if self.nonlinear.seen else cond))
+        definition = mk_eq(lit, self.nonlinear.abstract(cond) if self.nonlinear.seen else cond)
+        z3core.Z3_solver_assert(self.solver.ctx.ref(), self.solver.solver, definition.as_ast())
         if self._exact is not None:
             self._exact.add(lit == cond)
         self.definitions.append((lit, cond))
@@ -552,7 +559,7 @@ class Explorer:
         other one a check (whose model the state taking it keeps)."""
         known = self._value_under(s.witness, lit)
         out: dict[bool, Witness | None] = {}
-        for d, c in ((True, lit), (False, z3.Not(lit))):
+        for d, c in ((True, lit), (False, mk_not(lit))):
             if d == known:
                 out[d] = s.witness
             else:
@@ -1028,7 +1035,7 @@ class Explorer:
         out = []
         for d in directions:
             t = s.fork()
-            t.path = t.path + ((lit if d else z3.Not(lit)),)
+            t.path = t.path + ((lit if d else mk_not(lit)),)
             t.witness = witnesses[d]
             t.sites = t.sites | {(s.func.section, pc)}
             out.append((d, t))

@@ -288,6 +288,43 @@ def symbols(expr: z3.ExprRef, cache: dict | None = None) -> frozenset[str]:
     return result
 
 
+# --- terms built without the Python API's coercions -------------------------------------
+# z3.And/Or/If/Not and `==` check and cast every argument's sort in Python (most of a merge's
+# time); these make the same terms (the same C calls, z3 hash-conses them) from arguments
+# that already have the right sorts.
+
+
+def mk_and(args) -> z3.BoolRef:
+    """z3.And(*args) for Boolean terms (at least one)."""
+    ctx = args[0].ctx
+    arr = (z3.Ast * len(args))(*[a.as_ast() for a in args])
+    return z3.BoolRef(z3core.Z3_mk_and(ctx.ref(), len(args), arr), ctx)
+
+
+def mk_or(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
+    """z3.Or(a, b) for Boolean terms."""
+    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+    return z3.BoolRef(z3core.Z3_mk_or(a.ctx.ref(), 2, arr), a.ctx)
+
+
+def mk_not(a: z3.BoolRef) -> z3.BoolRef:
+    """z3.Not(a) for a Boolean term."""
+    return z3.BoolRef(z3core.Z3_mk_not(a.ctx.ref(), a.as_ast()), a.ctx)
+
+
+def mk_eq(a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
+    """a == b for terms of the same sort."""
+    return z3.BoolRef(z3core.Z3_mk_eq(a.ctx.ref(), a.as_ast(), b.as_ast()), a.ctx)
+
+
+def mk_ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
+    """z3.If(c, a, b) for `a` and `b` of the same sort."""
+    for cls in (z3.BitVecRef, z3.ArrayRef, z3.BoolRef):
+        if isinstance(a, cls) and not z3.is_true(c) and not z3.is_false(c):  # else a value may come back
+            return cls(z3core.Z3_mk_ite(c.ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast()), c.ctx)
+    return z3.If(c, a, b)
+
+
 # --- nonlinear terms --------------------------------------------------------------------
 
 #: Operations z3 decides by bit-blasting a multiplier or a divider circuit (64 bits: thousands
