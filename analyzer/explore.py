@@ -90,6 +90,7 @@ from .symbolic import (
     Source,
     Value,
     bv,
+    check,
     const_value,
     ctx_field,
     input_reads,
@@ -104,6 +105,7 @@ from .symbolic import (
     scalar,
     source_of,
     symbols,
+    truth,
 )
 from .xdp import MAX_FRAGS_BYTES
 
@@ -221,6 +223,7 @@ class Explorer:
         self.solver = z3.Solver()
         self.definitions: list[tuple[z3.BoolRef, z3.BoolRef]] = []
         self._defined: dict[str, z3.BoolRef] = {}  # literal name -> its condition
+        self._literals: dict[str, z3.BoolRef] = {}  # literal name -> the literal
         self.sites: dict[tuple[str, int], BranchSite] = {}
         self.paths: list[Path] = []
         self.maps = {m.name: m for m in obj.maps}
@@ -472,8 +475,10 @@ class Explorer:
         if self._exact is not None:
             self._exact.add(lit == cond)
         self.definitions.append((lit, cond))
-        self._defined[lit.decl().name()] = cond
-        self._literal_sources[lit.decl().name()] = self.sources(cond)
+        name = lit.decl().name()
+        self._defined[name] = cond
+        self._literals[name] = lit
+        self._literal_sources[name] = self.sources(cond)
         return lit
 
     def sources(self, expr: z3.ExprRef) -> set[Source]:
@@ -515,7 +520,7 @@ class Explorer:
         left = self._time_left(state)
         if left is not None:  # one check must not outlast the budget (z3 counts milliseconds)
             solver.set("timeout", max(1, int(left * 1000) + 1))
-        result = solver.check(*state.path, *extra)
+        result = check(solver, (*state.path, *extra))
         if result == z3.unknown:
             why = None if left is None else self._over_budget(state)
             if why is not None:
@@ -586,11 +591,11 @@ class Explorer:
                         value = None
                     w.values[name] = value
                     if value is not None:  # the model extended by it (no substitution per query)
-                        w.model.update_value(z3.Bool(name), z3.BoolVal(value))
+                        w.model.update_value(self._literals[name], z3.BoolVal(value))
                 if w.values[name] is None:
                     return None
         value = w.model.eval(expr, model_completion=True)
-        return True if z3.is_true(value) else False if z3.is_false(value) else None
+        return truth(value)
 
     # --- instructions ---------------------------------------------------------------
 
@@ -1013,8 +1018,9 @@ class Explorer:
         srcs = self.sources(cond)
         site.all_sources |= srcs
         witnesses: dict[bool, Witness | None] = {}
-        if z3.is_true(cond) or z3.is_false(cond):
-            directions = [z3.is_true(cond)]
+        known = truth(cond)
+        if known is not None:
+            directions = [known]
         else:
             lit = self._define(cond)
             witnesses = self._decide(s, lit)

@@ -294,6 +294,12 @@ def symbols(expr: z3.ExprRef, cache: dict | None = None) -> frozenset[str]:
 # that already have the right sorts.
 
 
+def truth(e: z3.BoolRef) -> bool | None:
+    """True or False when `e` is that constant, else None (z3.is_true/is_false in one C call)."""
+    v = z3core.Z3_get_bool_value(e.ctx.ref(), e.as_ast())
+    return True if v == z3.Z3_L_TRUE else False if v == z3.Z3_L_FALSE else None
+
+
 def mk_and(args) -> z3.BoolRef:
     """z3.And(*args) for Boolean terms (at least one)."""
     ctx = args[0].ctx
@@ -320,9 +326,15 @@ def mk_eq(a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
 def mk_ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
     """z3.If(c, a, b) for `a` and `b` of the same sort."""
     for cls in (z3.BitVecRef, z3.ArrayRef, z3.BoolRef):
-        if isinstance(a, cls) and not z3.is_true(c) and not z3.is_false(c):  # else a value may come back
+        if isinstance(a, cls) and truth(c) is None:  # else a value may come back
             return cls(z3core.Z3_mk_ite(c.ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast()), c.ctx)
     return z3.If(c, a, b)
+
+
+def check(solver: z3.Solver, assumptions) -> z3.CheckSatResult:
+    """solver.check(*assumptions) for Boolean terms (no sort cast per assumption)."""
+    arr = (z3.Ast * len(assumptions))(*[a.as_ast() for a in assumptions])
+    return z3.CheckSatResult(z3core.Z3_solver_check_assumptions(solver.ctx.ref(), solver.solver, len(assumptions), arr))
 
 
 # --- nonlinear terms --------------------------------------------------------------------
