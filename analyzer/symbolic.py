@@ -251,41 +251,61 @@ else:  # z3's own checked wrappers: the same walk, slower
     _RAW = False
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def symbols(expr: z3.ExprRef, cache: dict | None = None) -> frozenset[str]:
     """Names of the free constants and uninterpreted functions in `expr`. `cache` maps a
-    term id to (names, term); holding the term keeps z3 from giving its id to another (and
-    keeps every node under it alive, so a cached node met again inside another term is
-    answered from the cache). The walk reads z3's terms through its C API, no Python
-    wrapper per node (the subterms live as long as `expr`)."""
+    term id to (names, term) for `expr` and every compound term under it (`term`: `expr`,
+    which keeps them alive: z3 reuses the ids of freed terms), so a subterm met again,
+    under this term or another, is answered from the cache without walking it. The walk
+    reads z3's terms through its C API, no Python wrapper per node."""
     cache = {} if cache is None else cache
     eid = expr.get_id()
     if eid in cache:
         return cache[eid][0]
     ctx = expr.ctx_ref().value if _RAW else expr.ctx_ref()
-    out: set[str] = set()
-    stack = [expr.as_ast().value if _RAW else expr.as_ast()]
-    seen: set[int] = set()
+    leaves: dict[int, frozenset[str]] = {}  # constants and leaf names met in this walk
+    # post-order: (ast, id, None) first visit; (ast, id, child ids) once the children are done
+    stack: list = [(expr.as_ast().value if _RAW else expr.as_ast(), eid, None)]
     while stack:
-        a = stack.pop()
-        aid = _AST_ID(ctx, a)
-        if aid in seen:
+        a, aid, kids = stack.pop()
+        if kids is not None:
+            names = _NONE
+            for k in kids:
+                got = leaves[k] if k in leaves else cache[k][0]
+                if got and got is not names:
+                    names = got if not names else names | got
+            cache[aid] = (names, expr)
             continue
-        seen.add(aid)
-        if aid in cache:
-            out |= cache[aid][0]
+        if aid in cache or aid in leaves:
             continue
         kind = _AST_KIND(ctx, a)
         if kind == z3.Z3_APP_AST:
             decl = _DECL(ctx, a)
+            own = _NONE
             if _DECL_KIND(ctx, decl) == z3.Z3_OP_UNINTERPRETED:
                 name = _SYMBOL(ctx, _DECL_NAME(ctx, decl))
-                out.add(name.decode() if isinstance(name, bytes) else name)
-            stack.extend(_ARG(ctx, a, i) for i in range(_NUM_ARGS(ctx, a)))
+                own = frozenset((name.decode() if isinstance(name, bytes) else name,))
+            n = _NUM_ARGS(ctx, a)
+            if n == 0:
+                leaves[aid] = own
+                continue
+            args = [_ARG(ctx, a, i) for i in range(n)]
+            ids = [_AST_ID(ctx, x) for x in args]
+            if own:
+                leaves[-aid - 1] = own  # the application's own name, with its arguments'
+                ids.append(-aid - 1)
+            stack.append((a, aid, ids))
+            stack.extend((x, i, None) for x, i in zip(args, ids) if i >= 0 and i not in cache and i not in leaves)
         elif kind == z3.Z3_QUANTIFIER_AST:  # quantifiers and lambdas
-            stack.append(_BODY(ctx, a))
-    result = frozenset(out)
-    cache[eid] = (result, expr)  # keep expr alive: z3 reuses ids of freed terms
-    return result
+            body = _BODY(ctx, a)
+            bid = _AST_ID(ctx, body)
+            stack.append((a, aid, [bid]))
+            stack.append((body, bid, None))
+        else:  # variables, sorts: no names
+            leaves[aid] = _NONE
+    return cache[eid][0] if eid in cache else leaves[eid]
 
 
 # --- terms built without the Python API's coercions -------------------------------------
