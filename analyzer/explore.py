@@ -9,7 +9,8 @@ How paths are kept in check:
 * infeasible branches are pruned: each branch condition gets a literal defined once in one
   incremental solver, and a path is the list of literals it took (`check(assumptions)`);
   a state keeps the model of its last check (`Witness`), so the direction that model
-  takes needs no solver call;
+  takes needs no solver call; the model is fetched from z3 only when read (a state merged
+  away first never needs it: `_settle`);
 * states are processed in reverse post-order, and two states that reach the same place
   with identical contents are merged exactly (path conditions or-ed, instruction counts
   kept as an if-then-else), so N independent or-ed tests give N+1 states, not 2^N;
