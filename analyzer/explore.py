@@ -497,7 +497,8 @@ class Explorer:
 
     def feasible(self, state: State, *extra: z3.BoolRef) -> z3.ModelRef | None:
         """A model of `state`'s path and `extra` (a model of every definition: the
-        literals' and the nonlinear terms'), None when there is none."""
+        literals' and the nonlinear terms'), None when there is none; `_LATER` when it is
+        the exploring solver's last model, to be fetched by `_settle` if it is read."""
         if not self.nonlinear.terms:  # the model is fetched when it is read (`_settle`)
             return self._check(self.solver, state, extra, lazy=True)
         model = self._check(self.solver, state, extra)
