@@ -9,6 +9,7 @@ by default (`note`, `warning`, `error`).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import z3
@@ -135,7 +136,34 @@ class Reason:
         return self.detail or self.row.text
 
 
+#: path_reason's answers per exploration (id -> {(path id, map classes, assumed): (path,
+#: environment, Reason)}), dropped with the exploration: `rules --pcap-out`, `check
+#: --check-flower` and the editor server account for the same paths more than once, and a
+#: reason costs z3 queries and a rendering of the map's key.
+_REASONS: dict[int, dict[tuple, tuple]] = {}
+
+
 def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] = ()) -> Reason:
+    """`_path_reason`, worked out once per path, map classes and assumptions (and for the
+    exploration's current environment: what every query of it is asked under)."""
+    memo = _REASONS.get(id(e))
+    if memo is None:
+        memo = _REASONS[id(e)] = {}
+        weakref.finalize(e, _REASONS.pop, id(e), None)
+    key = (path.id, tuple(sorted(map_classes.items())), tuple(assumed))
+    env = e.environment()
+    hit = memo.get(key)
+    if hit is None or hit[0] is not path or [a.get_id() for a in hit[1]] != [a.get_id() for a in env]:
+        hit = memo[key] = (path, env, _path_reason(e, path, map_classes, assumed))
+    return hit[2]
+
+
+def forget() -> None:
+    """Drop path_reason's answers (for a test that changes what they are worked out with)."""
+    _REASONS.clear()
+
+
+def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] = ()) -> Reason:
     """The reason a path stays in software when nothing more specific is known, from the
     inputs its condition depends on: an unknown input or a cut path first, then helpers,
     state the program writes, ctx fields, maps (with the header fields of their key), and
