@@ -9,9 +9,11 @@ by default (`note`, `warning`, `error`).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import z3
+import z3.z3core as zc
 
 from analyzer.fields import HEADERS, L4, VLAN_TPIDS, Decoder, decode
 from analyzer.symbolic import PACKET, source_of, symbols
@@ -134,7 +136,34 @@ class Reason:
         return self.detail or self.row.text
 
 
+#: path_reason's answers per exploration (id -> {(path id, map classes, assumed): (path,
+#: environment, Reason)}), dropped with the exploration: `rules --pcap-out`, `check
+#: --check-flower` and the editor server account for the same paths more than once, and a
+#: reason costs z3 queries and a rendering of the map's key.
+_REASONS: dict[int, dict[tuple, tuple]] = {}
+
+
 def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] = ()) -> Reason:
+    """`_path_reason`, worked out once per path, map classes and assumptions (and for the
+    exploration's current environment: what every query of it is asked under)."""
+    memo = _REASONS.get(id(e))
+    if memo is None:
+        memo = _REASONS[id(e)] = {}
+        weakref.finalize(e, _REASONS.pop, id(e), None)
+    key = (path.id, tuple(sorted(map_classes.items())), tuple(assumed))
+    env = e.environment()
+    hit = memo.get(key)
+    if hit is None or hit[0] is not path or [a.get_id() for a in hit[1]] != [a.get_id() for a in env]:
+        hit = memo[key] = (path, env, _path_reason(e, path, map_classes, assumed))
+    return hit[2]
+
+
+def forget() -> None:
+    """Drop path_reason's answers (for a test that changes what they are worked out with)."""
+    _REASONS.clear()
+
+
+def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] = ()) -> Reason:
     """The reason a path stays in software when nothing more specific is known, from the
     inputs its condition depends on: an unknown input or a cut path first, then helpers,
     state the program writes, ctx fields, maps (with the header fields of their key), and
@@ -255,20 +284,41 @@ def _l4_starts(reads: set[int]) -> list[int]:
 
 
 def _constant_reads(t: z3.ExprRef) -> set[int]:
-    """The packet offsets `t` reads at a constant index."""
+    """The packet offsets `t` reads at a constant index (a select on the packet array at a
+    bit-vector numeral). Walked through z3's C API on raw ASTs, each shared subterm once:
+    wrapping every node in a Python ExprRef cost more than the rest of `fixed_l4_reads`."""
+    ctx = t.ctx_ref()
+    packet = PACKET.decl().name()
     out: set[int] = set()
     seen: set[int] = set()
-    todo = [t]
+    todo = [t.as_ast()]
     while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
+        a = todo.pop()
+        i = zc.Z3_get_ast_id(ctx, a)
+        if i in seen:
             continue
-        seen.add(x.get_id())
-        if z3.is_select(x) and x.arg(0).decl().name() == PACKET.decl().name() and z3.is_bv_value(x.arg(1)):
-            out.add(x.arg(1).as_long())
-        if z3.is_app(x):
-            todo.extend(x.children())
+        seen.add(i)
+        if zc.Z3_get_ast_kind(ctx, a) != z3.Z3_APP_AST:
+            continue  # numerals, variables, quantifiers: no reads below
+        app = zc.Z3_to_app(ctx, a)
+        n = zc.Z3_get_app_num_args(ctx, app)
+        if n == 2 and zc.Z3_get_decl_kind(ctx, zc.Z3_get_app_decl(ctx, app)) == z3.Z3_OP_SELECT:
+            arr, index = zc.Z3_get_app_arg(ctx, app, 0), zc.Z3_get_app_arg(ctx, app, 1)
+            if (
+                zc.Z3_get_ast_kind(ctx, arr) == z3.Z3_APP_AST
+                and _decl_name(ctx, arr) == packet
+                and zc.Z3_get_ast_kind(ctx, index) == z3.Z3_NUMERAL_AST
+                and zc.Z3_get_sort_kind(ctx, zc.Z3_get_sort(ctx, index)) == z3.Z3_BV_SORT
+            ):
+                out.add(int(zc.Z3_get_numeral_string(ctx, index)))
+        todo.extend(zc.Z3_get_app_arg(ctx, app, k) for k in range(n))
     return out
+
+
+def _decl_name(ctx, a) -> str:
+    """The name of the function symbol at the head of raw application AST `a`."""
+    decl = zc.Z3_get_app_decl(ctx, zc.Z3_to_app(ctx, a))
+    return zc.Z3_get_symbol_string(ctx, zc.Z3_get_decl_name(ctx, decl))
 
 
 @dataclass
