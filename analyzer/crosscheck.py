@@ -289,8 +289,9 @@ class CrossCheck:
 
     def _angr_bindings(self, st, inp: Input) -> list | None:
         """Constraints fixing the angr inputs to `inp` (helper results stay free); None when
-        the packet and ctx alone already contradict the path."""
+        the packet and ctx alone, or with the map entries of `inp`, contradict the path."""
         from angr import claripy
+        from angr.errors import SimUnsatError
 
         a = self.angre
         n = len(inp.packet)
@@ -310,7 +311,10 @@ class CrossCheck:
         for e in st.globals["entries"]:
             mdef = self.maps[e.map]
             if e.key.symbolic:
-                keys = st.solver.eval_upto(e.key, 2, extra_constraints=cons)
+                try:
+                    keys = st.solver.eval_upto(e.key, 2, extra_constraints=cons)
+                except SimUnsatError:  # an earlier entry's presence in the input rules this path out
+                    return None
                 if len(keys) != 1:
                     continue  # the key depends on helper results: the entry stays free
                 key = keys[0]
@@ -569,20 +573,29 @@ class CrossCheck:
 #: Open states the angr engine may keep without merging before the cross-check explores the
 #: program again with merging (see `angr_exploration`).
 UNMERGED_STATES = 64
+#: Share of `--timeout` the unmerged try may take (on xdp-filter it took all of a 60 s budget,
+#: leaving the merged run nothing).
+UNMERGED_SHARE = 0.25
 
 
 def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=None):
     """The angr exploration the cross-check compares: without state merging when the
     program's paths fit in UNMERGED_STATES open states (one model per unmerged path tests
     more of the z3 engine), else with merging (exact, fewer and larger paths). `limits`
-    (angr_engine.Limits) bound the merged run."""
+    (angr_engine.Limits) bound the merged run; `options.timeout` bounds both runs together
+    (the unmerged try gets UNMERGED_SHARE of it, the merged run what it left)."""
     from .angr_engine import Limits, explore_angr  # angr is imported only when a cross-check is asked for
 
     if options.merge:
         tight = replace(limits or Limits(), max_active=UNMERGED_STATES)
-        unmerged = explore_angr(obj, program, replace(options, merge=False), limits=tight)
+        first = replace(options, merge=False)
+        if options.timeout is not None:  # the unmerged try gets a share, the merged run the rest
+            first = replace(first, timeout=options.timeout * UNMERGED_SHARE)
+        unmerged = explore_angr(obj, program, first, limits=tight)
         if unmerged.budget is None or not unmerged.budget.cut:
             return unmerged
+        if options.timeout is not None:  # one budget for both tries
+            options = replace(options, timeout=max(options.timeout - unmerged.seconds, 0.001))
     return explore_angr(obj, program, options, limits=limits)
 
 
