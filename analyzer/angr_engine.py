@@ -123,6 +123,13 @@ CODE_BASE = 0x1_0000_0000
 EXIT_ADDR = 0xFFFF_0000  # where ended paths go (never executed)
 #: Nesting depth an ALU result may reach before it is replaced by an unknown.
 MAX_DEPTH = 256
+#: Nested products, divisions and remainders an ALU result may hold before it is replaced by
+#: an unknown (as the z3 engine summarises products deeper than 8). A solver call on a chain
+#: of them is what takes minutes (isa_gotol's 40000-step port hash: at MAX_DEPTH alone about
+#: 50 multiplications reached each fork; 12 nested 32-bit multiplications take claripy ~3 s to
+#: invert, 16 over a minute), and angr's claripy does not stop a call at its timeout.
+MAX_PRODUCTS = 8
+PRODUCT_OPS = frozenset({"__mul__", "__floordiv__", "__mod__", "SDiv", "SMod"})
 #: A frame's stack (bytes below r10) and the most frames a path has (bpf-to-bpf calls and
 #: bpf_loop callbacks nest at most 8 deep in the kernel; the stack regions leave room for more).
 MAX_STACK = 512
@@ -157,7 +164,9 @@ class TimedSolver(SimSolver):
                 if stored is not None:
                     self._stored_solver.add(stored.constraints)
             return self._stored_solver
-        left = max(1, int((self.deadline - time.perf_counter()) * 1000))
+        left = int((self.deadline - time.perf_counter()) * 1000)
+        if left <= 0:  # no call starts past the deadline
+            raise claripy.ClaripySolverInterruptError("the exploration's time budget ran out")
         if stored is None or stored.timeout is None or stored.timeout > left + left // 4 + SOLVER_SLACK_MS:
             self._stored_solver = claripy.Solver(timeout=left)
             if stored is not None:
@@ -313,6 +322,7 @@ class Context:
     rank: dict[int, int] = field(default_factory=dict)
     functions_run: set = field(default_factory=set)
     deadline: float | None = None  # Options.timeout (else Limits.max_seconds) as a perf_counter() time
+    products: dict = field(default_factory=dict)  # term hash -> nested products (`products`)
     limits: Limits | None = None
     sites: dict[tuple[str, int], BranchSite] = field(default_factory=dict)
     written_maps: set[str] = field(default_factory=set)
@@ -549,12 +559,12 @@ class Step:
     def bounded(self, value):
         """`value`, or a fresh unknown once it is nested deeper than MAX_DEPTH operations (long
         hashes: the solver would need minutes to invert them); the path says so."""
-        if value.depth <= MAX_DEPTH:
+        if value.depth <= MAX_DEPTH and products(value, self.ctx.products) <= MAX_PRODUCTS:
             return value
         if not any(n.startswith("values too large") for n in self.s.globals["notes"]):
             self.note(
-                f"values too large to track exactly (over {MAX_DEPTH} nested operations), first at "
-                f"{self.where()}: treated as unknowns"
+                f"values too large to track exactly (over {MAX_DEPTH} nested operations or {MAX_PRODUCTS} "
+                f"nested products), first at {self.where()}: treated as unknowns"
             )
         return self.fresh("unknown.large-term")
 
@@ -1322,6 +1332,19 @@ def csum_from32to16(x):
 
 #: Most addresses a load through a merged pointer is split into (`address_cases`).
 MAX_ADDRESS_CASES = 16
+
+
+def products(e, memo: dict) -> int:
+    """The most products, divisions and remainders of symbolic values nested in `e`
+    (memoised by the term's hash: a term is a DAG that shares its subterms)."""
+    if not e.symbolic:
+        return 0
+    h = e.hash()
+    n = memo.get(h)
+    if n is None:
+        n = max((products(a, memo) for a in e.args if hasattr(a, "op")), default=0)
+        n = memo[h] = n + (e.op in PRODUCT_OPS)
+    return n
 
 
 def address_cases(addr) -> list:
