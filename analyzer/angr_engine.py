@@ -301,6 +301,23 @@ class AngrExploration:
     budget: Budget | None = None  # what a budget cut (Options' and `Limits`), when one did or was given
 
 
+@dataclass(frozen=True)
+class Concrete:
+    """One concrete input for `explore_angr(concrete=...)`: the packet, the ctx fields, and
+    per map the entries a lookup finds (key -> value bytes; None or unlisted: absent, an
+    array's unlisted index reads zeros). Global data is as the object initialises it.
+    Nothing is symbolic then but helper results (time, random numbers) and keys built from
+    them, so the exploration runs the one path the input takes, its branches decided
+    without the solver."""
+
+    packet: bytes
+    ifindex: int
+    rx_queue: int = 0
+    egress: int = 0
+    frags: int = 0
+    entries: dict = field(default_factory=dict)  # map name -> {key: bytes | None}
+
+
 # --- the project ---------------------------------------------------------------------------
 
 
@@ -323,6 +340,7 @@ class Context:
     functions_run: set = field(default_factory=set)
     deadline: float | None = None  # Options.timeout (else Limits.max_seconds) as a perf_counter() time
     products: dict = field(default_factory=dict)  # term hash -> nested products (`products`)
+    concrete: Concrete | None = None  # the input of a concrete run (`explore_angr`)
     limits: Limits | None = None
     sites: dict[tuple[str, int], BranchSite] = field(default_factory=dict)
     written_maps: set[str] = field(default_factory=set)
@@ -946,9 +964,16 @@ class Step:
         n = len(state.globals["entries"]) + 1
         bits = 8 * (mdef.value_size or 0)
         init_val = _sym(f"map.{mdef.name}.v{n}", bits) if bits else None
+        given = self.ctx.concrete is not None and not key.symbolic
+        if given:  # a concrete run: the input's entry (absent unless listed)
+            value = self.ctx.concrete.entries.get(mdef.name, {}).get(key.concrete_value)
+            if bits:
+                init_val = _bv(int.from_bytes((value or bytes(bits // 8))[: bits // 8], "big"), bits)
         if mdef.type is not None and mdef.type.keyed == "index" and mdef.type.holds == "data":
             init_found = None
             found = claripy.ULT(key, _bv(mdef.max_entries or 0, key.size())) if key.size() >= 32 else claripy.true()
+        elif given:
+            init_found = found = claripy.true() if value is not None else claripy.false()
         else:
             init_found = found = claripy.BoolS(f"map.{mdef.name}.f{n}", explicit_name=True)
         addr = VALUE_BASE + REGION_SPAN * n
@@ -1815,13 +1840,16 @@ def explore_angr(
     options: Options | None = None,
     progress=None,
     limits: Limits | None = None,
+    concrete: Concrete | None = None,
 ) -> AngrExploration:
-    """Explore every path of `program` with angr (see the module docstring)."""
+    """Explore every path of `program` with angr (see the module docstring); with
+    `concrete`, only the path that input takes (helper results stay symbolic)."""
     options = options or Options()
     limits = limits or Limits()
     start = time.perf_counter()
     project, ctx = make_project(obj, options)
     ctx.limits = limits
+    ctx.concrete = concrete
     seconds = options.timeout if options.timeout is not None else limits.max_seconds
     ctx.deadline = None if seconds is None else start + seconds
     ctx.programs_seen.append(program.name)
@@ -1839,10 +1867,21 @@ def explore_angr(
     packet = [_sym(f"pkt.{i}", 8) for i in range(max(options.max_len, 1))]
     packet_len = _sym("pkt.len", 64)
     frags = _sym("pkt.frags", 64)
+    given: dict = {}  # ctx field -> its value in a concrete run
+    if concrete is not None:
+        n = len(concrete.packet)
+        packet = [_bv(b, 8) for b in concrete.packet] + packet[n:]
+        packet_len, frags = _bv(n), _bv(concrete.frags)
+        given = {"ingress_ifindex": concrete.ifindex, "rx_queue_index": concrete.rx_queue}
+        given["egress_ifindex"] = concrete.egress
     state.memory.store(PKT_BASE, claripy.Concat(*packet))
     state.solver.add(claripy.UGE(packet_len, options.min_len), claripy.ULE(packet_len, options.max_len))
     state.solver.add(claripy.ULE(frags, MAX_FRAGS_BYTES) if program.attach == "xdp.frags" else frags == 0)
-    ctxf = {name: _sym(f"ctx.{name}", 32) for off, name in XDP_MD_FIELDS.items() if off >= 12}
+    ctxf = {
+        name: _bv(given[name], 32) if name in given else _sym(f"ctx.{name}", 32)
+        for off, name in XDP_MD_FIELDS.items()
+        if off >= 12
+    }
     for off, name in XDP_MD_FIELDS.items():
         if off >= 12:
             state.memory.store(CTX_BASE + off, ctxf[name], endness=Endness.LE)
@@ -1850,7 +1889,11 @@ def explore_angr(
     for name, base in ctx.global_addr.items():
         mdef = ctx.maps[name]
         if mdef.value_size:
-            globals_[name] = _sym(f"map.{name}.v0", 8 * mdef.value_size)
+            globals_[name] = (
+                _sym(f"map.{name}.v0", 8 * mdef.value_size)
+                if concrete is None
+                else _bv(int.from_bytes(mdef.initial or bytes(mdef.value_size), "big"), 8 * mdef.value_size)
+            )
             state.memory.store(base, globals_[name])
     for k, v in {
         "program": program.name,
