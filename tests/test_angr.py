@@ -6,7 +6,7 @@ itself is shown to fail: a deliberately broken comparison in either engine gives
 disagreements that the kernel pins on that engine.
 
 Which objects: every program of the clang corpus build and of Debian's objects, except the
-few `SLOW` ones (each says why; bench/engines.py runs them), and from the gcc and clang-v4
+few `REPLAY` ones (cross-checked by concrete replay, each says why), and from the gcc and clang-v4
 builds the `TOOLCHAIN_SAMPLE` (the whole of those builds is bench/engines.py --toolchain all:
 about three times the clang build's time). The nobtf build is the clang build's code without
 BTF: every nobtf object is checked to lift to the same instructions and maps as its clang
@@ -32,23 +32,23 @@ from tests.test_kernel_runner import kernel_ready
 angr_engine = pytest.importorskip("analyzer.angr_engine", reason="the angr extra is not installed")
 from analyzer import crosscheck  # noqa: E402
 
-#: Objects left out of the test's cross-check, with why (bench/engines.py runs them all).
-SLOW = {
-    # Since merged states share a selector instead of copying path conditions, the other
-    # K=16/K=48 objects are cross-checked here in 5-15 s each (load 5); this one takes ~23 s.
-    "or_flags_tcp_k48": "K=48 ORs in nested ifs: ~23 s on a loaded machine (bench/engines.py)",
+#: Objects angr cannot explore symbolically within a test's budget, with why: they are
+#: cross-checked in mode "replay" (analyzer/crosscheck.py: every z3 witness run concretely by
+#: the angr engine, angr's paths finished within REPLAY_ANGR_SECONDS checked by z3; the
+#: report says the angr side is partial). bench/engines.py times their full exploration.
+REPLAY = {
+    "or_flags_tcp_k48": "K=48 ORs in nested ifs: ~23 s of angr on a loaded machine",
     # Debian's xdp-filter: nested lookups in 5 maps per packet field, VLAN and IPv6
-    # extension-header walks. The ethernet-only variants are cross-checked here (unmerged
-    # angr). The others need merged states: since the merge selector angr explores
-    # xdpfilt_alw_ip completely in ~110 s (load 12; was 250 s and cut), still far over a
-    # test's budget, and xdpfilt_alw_all is cut by a 200 s budget at load 19: bench/engines.py
-    # runs them, and the angr engine's budgets end them PARTIAL (test_budget_on_xdp_filter).
+    # extension-header walks; angr's exploration takes minutes (alw_ip ~110 s at load 12,
+    # alw_all cut by 200 s at load 19). The ethernet-only variants finish: symbolic mode.
     **{
-        f"xdpfilt_{m}_{k}": "xdp-filter: minutes of angr per object (bench/engines.py)"
+        f"xdpfilt_{m}_{k}": "xdp-filter: minutes of angr per object"
         for m in ("alw", "dny")
         for k in ("all", "ip", "tcp", "udp")
     },
 }
+#: angr's symbolic budget per run for the REPLAY objects (the unmerged and the merged try each).
+REPLAY_ANGR_SECONDS = 10.0
 
 #: Objects of the gcc and clang-v4 builds cross-checked here: one per feature where the two
 #: compilers' code differs most from clang's (subprogram calls, loops, bpf_loop, atomics,
@@ -73,7 +73,6 @@ KNOWN: dict[tuple[str, str], tuple[str, str, str]] = {}
 
 def _objects() -> list:
     objs = sorted((corpus.BUILD_DIR / "clang").glob("*.o")) + sorted(corpus.external_objects())
-    objs = [p for p in objs if p.stem not in SLOW]
     objs += [corpus.BUILD_DIR / tc / f"{stem}.o" for tc in ("gcc", "clang-v4") for stem in TOOLCHAIN_SAMPLE]
     if not objs:
         return [pytest.param(None, id="no-objects")]
@@ -99,8 +98,14 @@ def test_cross_check(path):
         pytest.skip("no XDP program")
     for prog in progs:
         runnable = not prog.section.startswith(("xdp/devmap", "xdp/cpumap"))
-        check = crosscheck.cross_check(obj, prog, Options(), test_run=runnable)
+        slow = path.stem in REPLAY
+        limits = angr_engine.Limits(max_seconds=REPLAY_ANGR_SECONDS) if slow else None
+        check = crosscheck.cross_check(obj, prog, Options(), test_run=runnable, limits=limits)
         r = check.report
+        if not slow:
+            assert r.mode == "symbolic" and r.angr_complete, (r.mode, r.angr_budget)
+        if r.mode == "replay":  # every compared z3 witness was run by angr concretely
+            assert r.z3_replayed >= r.z3_compared > 0 and not r.angr_complete, r
         if r.disagreements:
             _confirm(check, path, prog)
             known = KNOWN.get((path.name, prog.name))
@@ -131,10 +136,11 @@ def _swap_eq_ne(compare):
     return wrong
 
 
+@pytest.mark.parametrize("mode", ["symbolic", "replay"])
 @pytest.mark.parametrize("broken", ["angr", "z3"])
-def test_cross_check_catches_a_wrong_engine(broken, monkeypatch):
-    """The cross-check is not vacuous: with == and != exchanged in one engine, it reports
-    disagreements, and the kernel says that engine is the wrong one."""
+def test_cross_check_catches_a_wrong_engine(broken, mode, monkeypatch):
+    """The cross-check is not vacuous, in either mode: with == and != exchanged in one
+    engine, it reports disagreements, and the kernel says that engine is the wrong one."""
     path = _static_rules()
     from analyzer import explore as z3_explore
 
@@ -142,8 +148,10 @@ def test_cross_check_catches_a_wrong_engine(broken, monkeypatch):
     monkeypatch.setattr(module, "compare", _swap_eq_ne(module.compare))
     obj = load_object(path)
     prog = obj.program()
-    check = crosscheck.cross_check(obj, prog, Options())
-    assert check.report.disagreements
+    check = crosscheck.cross_check(obj, prog, Options(), mode=mode)
+    assert check.report.mode == mode and check.report.disagreements
+    if mode == "replay":  # found by the replay, not only by angr's own paths checked by z3
+        assert any(d.found == "z3" for d in check.report.disagreements)
     kernel_ready()
     with kernel.load(path, programs=[prog.name]) as loaded:
         check.confirm(loaded)
