@@ -12,11 +12,16 @@ agreements and disagreements, and the paths each of its explorations finished (n
 --repeat 0 runs the cross-check alone (the table of issue 16: paths finished, agreements,
 disagreements, time per engine). Disagreements are run through the kernel (untimed) and the
 row says which engine it finds wrong. --timeout bounds each exploration with the engines' own budget (the run
-then ends PARTIAL, shown as cut paths). Results in bench/results/angr-<date>[-<filter>].json,
-with the machine's load (`os.getloadavg`) before and after.
+then ends PARTIAL, shown as cut paths). Then, unless --no-replay, the cross-check in mode
+"replay" (analyzer/crosscheck.py: every z3 witness run concretely by the angr engine; angr's
+symbolic exploration bounded by --replay-angr-seconds, as tests/test_angr.py does for the
+objects angr cannot finish): the replays' own time (`replay_s`), how many, and disagreements.
+Times are CPU seconds of this process (`time.process_time`; the machine is shared, wall time
+is noisy). Results in bench/results/angr-<date>[-<filter>].json, with the machine's load
+(`os.getloadavg`) before and after.
 
     .venv/bin/python bench/engines.py [--repeat 3|0] [--filter SUBSTRING] [--skip SUBSTRING] [--toolchain clang|all]
-        [--timeout 300] [--unmerged] [--no-cross-check]
+        [--timeout 300] [--unmerged] [--no-cross-check] [--no-replay] [--replay-angr-seconds 10]
 """
 
 from __future__ import annotations
@@ -39,9 +44,12 @@ from analyzer.explore import Options, explore  # noqa: E402
 from lifter.program import load_object  # noqa: E402
 
 
-def run_one(path: Path, program: str, repeat: int, cross: bool, unmerged: bool, timeout: float) -> dict:
-    """One program's row: each engine's median time and paths, then the cross-check."""
-    from analyzer.angr_engine import explore_angr
+def run_one(
+    path: Path, program: str, repeat: int, cross: bool, unmerged: bool, timeout: float, replay: float | None = None
+) -> dict:
+    """One program's row: each engine's median time and paths, then the cross-check, then
+    (`replay`: angr's symbolic budget in seconds) the cross-check in mode "replay"."""
+    from analyzer.angr_engine import Limits, explore_angr
     from analyzer.crosscheck import cross_check
 
     obj = load_object(path)
@@ -54,18 +62,18 @@ def run_one(path: Path, program: str, repeat: int, cross: bool, unmerged: bool, 
     for engine, fn, opts in engines:
         times, paths = [], 0
         for _ in range(repeat):
-            start = time.perf_counter()
+            start = time.process_time()
             e = fn(obj, prog, opts)
-            times.append(time.perf_counter() - start)
+            times.append(time.process_time() - start)
             paths = len(e.paths)
         row[engine] = {"median_s": statistics.median(times), "paths": paths}
         if e.budget is not None and e.budget.cut:
             row[engine]["cut"] = len(e.budget.cut)
     if cross:
-        start = time.perf_counter()
+        start = time.process_time()
         check = cross_check(obj, prog, options)
         r = check.report
-        seconds = time.perf_counter() - start
+        seconds = time.process_time() - start
         confirmed = confirm(path, prog, check)
         row["cross_check"] = {
             "s": seconds,
@@ -83,6 +91,19 @@ def run_one(path: Path, program: str, repeat: int, cross: bool, unmerged: bool, 
             "angr_s": r.angr_seconds,
             "why_skipped": sorted({why[:90] for _, _, why in r.skipped}),
             "disagreeing": [str(d) for d in r.disagreements],
+            "mode": r.mode,
+        }
+    if replay is not None:
+        check = cross_check(obj, prog, options, limits=Limits(max_seconds=replay), mode="replay")
+        r = check.report
+        row["replay"] = {
+            "replay_s": r.replay_seconds,
+            "replayed": r.z3_replayed,
+            "disagreements": len(r.disagreements),
+            "wrong": confirm(path, prog, check),
+            "angr_complete": r.angr_complete,
+            "angr_compared": r.angr_compared,
+            "angr_paths": r.angr_paths,
         }
     return row
 
@@ -132,6 +153,9 @@ def line(row: dict) -> str:
     if "cross_check" in row:
         c = row["cross_check"]
         cc = f"{c['s']:8.2f} {c['compared']:4} {c['disagreements']:3} {'merged' if c['angr_merged'] else ''}"
+    if "replay" in row:
+        r = row["replay"]
+        cc += f" | replay {r['replay_s']:6.2f} s {r['replayed']:3} runs {r['disagreements']} dis"
     return f"{row['object']:<44} {row['program']:<22} {cell('z3')} {cell('angr')} {cell('angr_unmerged')} {cc}"
 
 
@@ -149,12 +173,14 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--unmerged", action="store_true")
     ap.add_argument("--no-cross-check", action="store_true")
+    ap.add_argument("--no-replay", action="store_true")
+    ap.add_argument("--replay-angr-seconds", type=float, default=10.0)
     args = ap.parse_args()
     load0 = os.getloadavg()
-    start = time.perf_counter()
+    start = time.process_time()
     import analyzer.angr_engine  # noqa: F401
 
-    import_s = time.perf_counter() - start
+    import_s = time.process_time() - start
     print(f"import angr (and the engine): {import_s:.2f} s; load: {load0}")
     builds = ("clang", "gcc", "clang-v4", "nobtf") if args.toolchain == "all" else ("clang",)
     objs = sorted(corpus.external_objects()) + [p for b in builds for p in sorted((corpus.BUILD_DIR / b).glob("*.o"))]
@@ -166,7 +192,7 @@ def main() -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     suffix = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.filter)
     out = out_dir / f"angr-{datetime.date.today().isoformat()}{'-' + suffix if suffix else ''}.json"
-    rows, warm, began = [], False, time.perf_counter()
+    rows, warm, began = [], False, time.process_time()
     for path in objs:
         if args.filter not in str(path) or (args.skip and args.skip in str(path)):
             continue
@@ -177,14 +203,22 @@ def main() -> int:
                 if not warm and args.repeat:
                     run_one(path, prog.name, 1, False, False, args.timeout)
                     warm = True
-                row = run_one(path, prog.name, args.repeat, not args.no_cross_check, args.unmerged, args.timeout)
+                row = run_one(
+                    path,
+                    prog.name,
+                    args.repeat,
+                    not args.no_cross_check,
+                    args.unmerged,
+                    args.timeout,
+                    None if args.no_replay else args.replay_angr_seconds,
+                )
             except Exception as e:  # noqa: BLE001 - a failing program is a row of the table
                 row = {"object": str(path.relative_to(ROOT)), "program": prog.name, "error": f"{type(e).__name__}: {e}"}
             rows.append(row)
             print(line(row), flush=True)
             save(out, import_s, load0, rows)  # after each row: a stopped run keeps what it measured
     ok = [r for r in rows if "error" not in r and "z3" in r]
-    total = time.perf_counter() - began
+    total = time.process_time() - began
     if ok:
         cc = [r["cross_check"] for r in ok if "cross_check" in r]
         print(
@@ -196,6 +230,13 @@ def main() -> int:
             f"cross-checked {len(cc)} in {sum(c['s'] for c in cc):.0f} s, "
             f"{sum(c['disagreements'] for c in cc)} disagreements; {len(rows) - len(ok)} failed"
         )
+        rp = [r["replay"] for r in ok if "replay" in r]
+        if rp:
+            print(
+                f"replay: median per program {statistics.median(r['replay_s'] for r in rp):.3f} s CPU "
+                f"({statistics.median(r['replayed'] for r in rp)} runs), sum {sum(r['replay_s'] for r in rp):.1f} s, "
+                f"{sum(r['disagreements'] for r in rp)} disagreements"
+            )
     load1 = os.getloadavg()
     print(f"load before {load0}, after {load1}")
     save(out, import_s, load0, rows, load1)
