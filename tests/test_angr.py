@@ -102,8 +102,9 @@ def test_cross_check(path):
         limits = angr_engine.Limits(max_seconds=REPLAY_ANGR_SECONDS) if slow else None
         check = crosscheck.cross_check(obj, prog, Options(), test_run=runnable, limits=limits)
         r = check.report
-        if not slow:
-            assert r.mode == "symbolic" and r.angr_complete, (r.mode, r.angr_budget)
+        # auto mode: replay exactly when angr's exploration was cut (a loaded machine can
+        # push an object over angr's 600 s; the replay still checks every z3 path)
+        assert (r.mode == "replay") == (not r.angr_complete), (r.mode, r.angr_budget)
         if r.mode == "replay":  # every compared z3 witness was run by angr concretely
             assert r.z3_replayed >= r.z3_compared > 0 and not r.angr_complete, r
         if r.disagreements:
