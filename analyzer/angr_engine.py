@@ -51,8 +51,14 @@ Loops are bounded by the `LoopBound` exploration technique (back edges from the 
 counted per loop header as the z3 engine counts them). Resources are bounded by `Options`
 (instructions, paths, --timeout, --path-timeout) and `Limits` (open states, memory, wall time): past a
 budget the open states end UNKNOWN saying which budget and where, and the exploration's
-`budget` makes the report PARTIAL. Each solver call is bounded by the time left
-(`TimedSolver`), so the time budget holds inside a step too.
+`budget` makes the report PARTIAL. No solver query starts past the deadline (`TimedSolver`),
+and no query gets a term with more than MAX_PRODUCTS nested products (past it the value is an
+unknown and the path says so): angr 10's claripy solver does not stop a call at the timeout
+it is given, so keeping each query small is what keeps the budget inside a step.
+
+`explore_angr(concrete=Concrete(...))` runs one input: packet, ctx fields and map entries
+are constants, so branches are decided without the solver and only helper results fork
+(the cross-check's "replay" mode, analyzer/crosscheck.py).
 """
 
 from __future__ import annotations
@@ -141,15 +147,16 @@ EINVAL = 22
 
 
 class TimedSolver(SimSolver):
-    """angr's solver plugin whose claripy solver stops each call at the exploration's
-    deadline (`--timeout`, else Limits.max_seconds), so a budget holds inside a step: one
-    solver call on merged states can take seconds. claripy takes a timeout only when a
-    solver is made (setting it later has no effect), so the solver is made again, with the
-    same constraints, when its timeout exceeds the time left by more than a quarter (a call
-    overruns the deadline by at most a quarter of what was left, plus SOLVER_SLACK_MS). A
-    call that runs out raises ClaripySolverInterruptError; the engine ends the state
-    UNKNOWN with the time budget's reason. `deadline` None: no timeout (the cross-check's
-    calls after the exploration)."""
+    """angr's solver plugin bound to the exploration's deadline (`--timeout`, else
+    Limits.max_seconds): no query (satisfiable, eval, eval_upto, min, max of a symbolic
+    value) starts past it, it raises ClaripySolverInterruptError instead, and the engine
+    ends the state UNKNOWN with the time budget's reason. Its claripy solver is also made
+    with the time left as timeout (claripy takes one only when a solver is made; it is made
+    again when its timeout exceeds the time left by more than a quarter plus
+    SOLVER_SLACK_MS), but angr 10's claripy does not stop a call at that timeout (measured:
+    a 1 s timeout on 60 chained 32-bit multiplications ran for minutes, where z3's Python
+    API stops it at 1.0 s): a single call is kept short by MAX_PRODUCTS instead.
+    `deadline` None: no deadline (the cross-check's calls after the exploration)."""
 
     def __init__(self, deadline: float | None = None, **kwargs):
         super().__init__(**kwargs)
