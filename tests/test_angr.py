@@ -586,3 +586,18 @@ def test_interval_of_an_ihl_relative_address():
     sel = claripy.BVS("b!merge.i", 1, explicit_name=True) == 1
     assert angr_engine.interval(claripy.If(sel, claripy.BVV(18, 64), ihl)) == (0, 18)
     assert angr_engine.interval(claripy.BVS("x", 64) + 1) is None
+
+
+def test_long_product_chain_becomes_unknown():
+    """isa_gotol hashes the UDP ports with 40000 steps, each a multiplication
+    (corpus/isa_gotol.c): past MAX_PRODUCTS nested products the value is an unknown and the
+    path says so, so no solver call gets the chain (which claripy does not stop at its
+    timeout) and the exploration finishes within its budget. Paths that return before the
+    hash carry no note."""
+    obj = load_object(_clang("isa_gotol"))
+    a = angr_engine.explore_angr(obj, obj.program(), Options(merge=False))
+    assert a.budget is None or not a.budget.cut
+    hashed = [p for p in a.paths if any("nested products" in n for n in p.notes)]
+    # the hash is computed only for UDP to port 666: its result decides DROP or PASS
+    assert {p.verdict for p in hashed} == {"DROP", "PASS"}
+    assert all(not p.notes for p in a.paths if p not in hashed) and len(a.paths) > len(hashed)
