@@ -48,7 +48,7 @@ REPLAY = {
     },
 }
 #: angr's symbolic budget per run for the REPLAY objects (the unmerged and the merged try each).
-REPLAY_ANGR_SECONDS = 10.0
+REPLAY_ANGR_SECONDS = 5.0
 
 #: Objects of the gcc and clang-v4 builds cross-checked here: one per feature where the two
 #: compilers' code differs most from clang's (subprogram calls, loops, bpf_loop, atomics,
