@@ -36,13 +36,29 @@ constraints and the disjunction of "selector i and state i's own", every differi
 memory byte and path value a claripy If-term on the selector. Exact, as the z3 engine's merge;
 K OR-ed tests then keep about K states instead of 2^K paths. A load through a merged pointer
 is split into one successor per address (`address_cases`), so packet reads stay at concrete
-addresses where the unmerged states' were.
+addresses where the unmerged states' were (also in the form claripy gives `PKT_BASE + If(...)`:
+a concatenation of PKT_BASE's high bits and an If-term). A store through an address with
+several values is never handed to angr, which would pin it to the maximum and narrow the path
+silently: it is split the same way, or the path ends UNKNOWN saying so. A load through an
+address that is still symbolic (an offset read from the packet: IPv6 extension headers) is
+not handed to angr either, whose read strategy pins an address with over 1024 values to one
+of them (the path then silently loses every other offset): it is read exactly, as a
+selection by the offset's bits among the bytes of the memory object it falls in (packet,
+stack frame, map value, global data), and a path on which it can fall outside that object
+ends UNKNOWN.
 
 Loops are bounded by the `LoopBound` exploration technique (back edges from the lifter's CFG,
 counted per loop header as the z3 engine counts them). Resources are bounded by `Options`
 (instructions, paths, --timeout, --path-timeout) and `Limits` (open states, memory, wall time): past a
 budget the open states end UNKNOWN saying which budget and where, and the exploration's
-`budget` makes the report PARTIAL.
+`budget` makes the report PARTIAL. No solver query starts past the deadline (`TimedSolver`),
+and no query gets a term with more than MAX_PRODUCTS nested products (past it the value is an
+unknown and the path says so): angr 10's claripy solver does not stop a call at the timeout
+it is given, so keeping each query small is what keeps the budget inside a step.
+
+`explore_angr(concrete=Concrete(...))` runs one input: packet, ctx fields and map entries
+are constants, so branches are decided without the solver and only helper results fork
+(the cross-check's "replay" mode, analyzer/crosscheck.py).
 """
 
 from __future__ import annotations
@@ -60,7 +76,9 @@ import archinfo  # noqa: E402
 import networkx as nx
 from angr import claripy
 from angr.engines.successors import SuccessorsEngine
+from angr.errors import SimMemoryAddressError
 from angr.exploration_techniques import ExplorationTechnique
+from angr.state_plugins.solver import SimSolver
 from archinfo.arch import Endness, Register
 
 from lifter.insn import (
@@ -111,10 +129,94 @@ CODE_BASE = 0x1_0000_0000
 EXIT_ADDR = 0xFFFF_0000  # where ended paths go (never executed)
 #: Nesting depth an ALU result may reach before it is replaced by an unknown.
 MAX_DEPTH = 256
+#: Nested products, divisions and remainders an ALU result may hold before it is replaced by
+#: an unknown (as the z3 engine summarises products deeper than 8). A solver call on a chain
+#: of them is what takes minutes (isa_gotol's 40000-step port hash: at MAX_DEPTH alone about
+#: 50 multiplications reached each fork; 12 nested 32-bit multiplications take claripy ~3 s to
+#: invert, 16 over a minute), and angr's claripy does not stop a call at its timeout.
+MAX_PRODUCTS = 8
+PRODUCT_OPS = frozenset({"__mul__", "__floordiv__", "__mod__", "SDiv", "SMod"})
+#: A frame's stack (bytes below r10) and the most frames a path has (bpf-to-bpf calls and
+#: bpf_loop callbacks nest at most 8 deep in the kernel; the stack regions leave room for more).
+MAX_STACK = 512
+MAX_CALL_DEPTH = 64
 
 #: errno value the resize helpers return (the resize limits are the kernel's, from xdp.py; see
 #: analyzer/calls.py for the kernel sources; no code of the z3 engine is shared).
 EINVAL = 22
+
+
+class TimedSolver(SimSolver):
+    """angr's solver plugin bound to the exploration's deadline (`--timeout`, else
+    Limits.max_seconds): no query (satisfiable, eval, eval_upto, min, max of a symbolic
+    value) starts past it, it raises ClaripySolverInterruptError instead, and the engine
+    ends the state UNKNOWN with the time budget's reason. Its claripy solver is also made
+    with the time left as timeout (claripy takes one only when a solver is made; it is made
+    again when its timeout exceeds the time left by more than a quarter plus
+    SOLVER_SLACK_MS), but angr 10's claripy does not stop a call at that timeout (measured:
+    a 1 s timeout on 60 chained 32-bit multiplications ran for minutes, where z3's Python
+    API stops it at 1.0 s): a single call is kept short by MAX_PRODUCTS instead.
+    `deadline` None: no deadline (the cross-check's calls after the exploration)."""
+
+    def __init__(self, deadline: float | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.deadline = deadline
+
+    @property
+    def _solver(self):
+        stored = self._stored_solver
+        if self.deadline is None:
+            if stored is None or stored.timeout is not None:
+                self._stored_solver = claripy.Solver(timeout=None)
+                if stored is not None:
+                    self._stored_solver.add(stored.constraints)
+            return self._stored_solver
+        left = max(1, int((self.deadline - time.perf_counter()) * 1000))
+        if stored is None or stored.timeout is None or stored.timeout > left + left // 4 + SOLVER_SLACK_MS:
+            self._stored_solver = claripy.Solver(timeout=left)
+            if stored is not None:
+                self._stored_solver.add(stored.constraints)
+        return self._stored_solver
+
+    def copy(self, memo):
+        c = super().copy(memo)
+        c.deadline = self.deadline
+        return c
+
+    def _past_deadline(self, e=None) -> None:
+        """Raise ClaripySolverInterruptError past the deadline (for `e`: when it is symbolic;
+        angr evaluates concrete values, the program counter, through the same calls)."""
+        if e is not None and not getattr(e, "symbolic", False):
+            return
+        if self.deadline is not None and time.perf_counter() >= self.deadline:
+            raise claripy.ClaripySolverInterruptError("the exploration's time budget ran out")
+
+    # No query starts past the deadline: angr 10's claripy solver does not stop a call at its
+    # timeout (a 1 s timeout on 60 chained multiplications ran for minutes), so this check
+    # and the engine's bound on nested products (MAX_PRODUCTS) are what keep the budget.
+    def satisfiable(self, *args, **kwargs):
+        self._past_deadline()
+        return super().satisfiable(*args, **kwargs)
+
+    def eval_upto(self, e, *args, **kwargs):
+        self._past_deadline(e)
+        return super().eval_upto(e, *args, **kwargs)
+
+    def eval(self, e, *args, **kwargs):
+        self._past_deadline(e)
+        return super().eval(e, *args, **kwargs)
+
+    def min(self, e, *args, **kwargs):
+        self._past_deadline(e)
+        return super().min(e, *args, **kwargs)
+
+    def max(self, e, *args, **kwargs):
+        self._past_deadline(e)
+        return super().max(e, *args, **kwargs)
+
+
+#: Milliseconds a solver call may run past the deadline before its solver is made again.
+SOLVER_SLACK_MS = 200
 
 
 class ArchBPF(archinfo.Arch):
@@ -145,6 +247,10 @@ class ArchBPF(archinfo.Arch):
 
 class AngrEngineError(Exception):
     """The angr engine cannot run this program (message names the place)."""
+
+
+class PathCut(Exception):
+    """The state cannot go on exactly: it ends UNKNOWN with this reason (not a budget)."""
 
 
 # --- what a path carries (in state.globals; immutable values only) -----------------------
@@ -231,6 +337,23 @@ class AngrExploration:
     budget: Budget | None = None  # what a budget cut (Options' and `Limits`), when one did or was given
 
 
+@dataclass(frozen=True)
+class Concrete:
+    """One concrete input for `explore_angr(concrete=...)`: the packet, the ctx fields, and
+    per map the entries a lookup finds (key -> value bytes; None or unlisted: absent, an
+    array's unlisted index reads zeros). Global data is as the object initialises it.
+    Nothing is symbolic then but helper results (time, random numbers) and keys built from
+    them, so the exploration runs the one path the input takes, its branches decided
+    without the solver."""
+
+    packet: bytes
+    ifindex: int
+    rx_queue: int = 0
+    egress: int = 0
+    frags: int = 0
+    entries: dict = field(default_factory=dict)  # map name -> {key: bytes | None}
+
+
 # --- the project ---------------------------------------------------------------------------
 
 
@@ -252,6 +375,8 @@ class Context:
     rank: dict[int, int] = field(default_factory=dict)
     functions_run: set = field(default_factory=set)
     deadline: float | None = None  # Options.timeout (else Limits.max_seconds) as a perf_counter() time
+    products: dict = field(default_factory=dict)  # term hash -> nested products (`products`)
+    concrete: Concrete | None = None  # the input of a concrete run (`explore_angr`)
     limits: Limits | None = None
     sites: dict[tuple[str, int], BranchSite] = field(default_factory=dict)
     written_maps: set[str] = field(default_factory=set)
@@ -336,7 +461,20 @@ class BpfEngine(SuccessorsEngine):
                 state.globals["cut"] = True
                 outs = [(state, EXIT_ADDR, claripy.true())]
                 break
-            outs = Step(ctx, state, func, insn).run()
+            try:
+                outs = Step(ctx, state, func, insn).run()
+            except (PathCut, SimMemoryAddressError) as cut:
+                section, pc = ctx.where(addr)
+                state.globals["ended"] = End(UNKNOWN, None, str(cut), pc, section)
+                outs = [(state, EXIT_ADDR, claripy.true())]
+                break
+            except claripy.ClaripySolverInterruptError:
+                # a solver call ran into the time left (TimedSolver): the budget is spent
+                section, pc = ctx.where(addr)
+                state.globals["ended"] = End(UNKNOWN, None, cut_reason(ctx, "time", state, addr), pc, section)
+                state.globals["cut"] = True
+                outs = [(state, EXIT_ADDR, claripy.true())]
+                break
             nxt = addr + 8 * slots(insn)
             if (
                 len(outs) == 1
@@ -441,7 +579,12 @@ class Step:
                 else v,
             )
         elif isinstance(insn, Store):
-            self.store(self.reg(insn.base) + insn.off, self.operand(insn.src)[8 * insn.size - 1 : 0])
+            addr = self.reg(insn.base) + insn.off
+            value = self.operand(insn.src)[8 * insn.size - 1 : 0]
+            cases = address_cases(addr) if addr.symbolic else []
+            if len(cases) > 1:
+                return self.split_store(cases, value)
+            self.store(addr, value)
         elif isinstance(insn, Atomic):
             self.atomic()
         elif isinstance(insn, LoadImm64):
@@ -470,12 +613,12 @@ class Step:
     def bounded(self, value):
         """`value`, or a fresh unknown once it is nested deeper than MAX_DEPTH operations (long
         hashes: the solver would need minutes to invert them); the path says so."""
-        if value.depth <= MAX_DEPTH:
+        if value.depth <= MAX_DEPTH and products(value, self.ctx.products) <= MAX_PRODUCTS:
             return value
         if not any(n.startswith("values too large") for n in self.s.globals["notes"]):
             self.note(
-                f"values too large to track exactly (over {MAX_DEPTH} nested operations), first at "
-                f"{self.where()}: treated as unknowns"
+                f"values too large to track exactly (over {MAX_DEPTH} nested operations or {MAX_PRODUCTS} "
+                f"nested products), first at {self.where()}: treated as unknowns"
             )
         return self.fresh("unknown.large-term")
 
@@ -525,10 +668,13 @@ class Step:
     # --- memory --------------------------------------------------------------------
 
     def region(self, addr, state=None) -> tuple[str, int] | None:
-        """(kind, base) of the region an address falls in (one solution decides)."""
+        """(kind, base) of the region an address falls in (one solution decides); a stack
+        frame's base is its r10."""
         a = addr.concrete_value if not addr.symbolic else (state or self.s).solver.eval(addr)
         if PKT_BASE - 0x1000 <= a < PKT_BASE + 0x10000:
             return "packet", PKT_BASE
+        if STACK_TOP - MAX_CALL_DEPTH * STACK_SPAN <= a < STACK_TOP:
+            return "stack", STACK_TOP - (STACK_TOP - 1 - a) // STACK_SPAN * STACK_SPAN
         for name, base in self.ctx.global_addr.items():
             if base <= a < base + REGION_SPAN:
                 return "global:" + name, base
@@ -538,11 +684,69 @@ class Step:
             return "mem", MEM_BASE
         return None
 
-    def load(self, addr, size: int):
-        region = self.region(addr)
+    def load(self, addr, size: int, state=None):
+        """`size` bytes at `addr`, little-endian. A symbolic address is read exactly
+        (`load_anywhere`), never handed to angr: past 1024 possible addresses angr's read
+        strategy pins the address to one of them, which narrows the path silently."""
+        st = state or self.s
+        region = self.region(addr, st)
         if region and region[0].startswith("global:"):
             self.ctx.read_maps.add(region[0][7:])
-        return self.s.memory.load(addr, size, endness=Endness.LE)
+        if addr.symbolic:
+            return self.load_anywhere(addr, size, region, st)
+        return st.memory.load(addr, size, endness=Endness.LE)
+
+    def window(self, region: tuple[str, int] | None, st) -> tuple[int, int] | None:
+        """[lo, hi): the memory the program may read in `region` (from `region`): the
+        packet from data_meta (HEADROOM before the packet when the head moved by an
+        unknown amount) to --max-len, or further to a data_end moved there; a stack
+        frame's 512 bytes; a map value's or global section's value_size bytes."""
+        if region is None:
+            return None
+        kind, base = region
+        g = st.globals
+        if kind == "packet":
+            h, m, e = g["head"], g["meta"], g["end"]
+            lo = h.concrete_value - m.concrete_value if not (h.symbolic or m.symbolic) else -HEADROOM
+            hi = max(self.ctx.options.max_len, 0 if e.symbolic else e.concrete_value)
+            return PKT_BASE + _signed(lo), PKT_BASE + hi
+        if kind == "stack":
+            return base - MAX_STACK, base
+        if kind.startswith("global:"):
+            return base, base + (self.ctx.maps[kind[7:]].value_size or 0)
+        if kind == "value":
+            entry = next((e for e in g["entries"] if e.addr == base), None)
+            return None if entry is None else (base, base + (self.ctx.maps[entry.map].value_size or 0))
+        return None
+
+    def load_anywhere(self, addr, size: int, region, st):
+        """The bytes at a symbolic address, exactly: the address must fall in one memory
+        object (`window`, the object of one solution; a path that can read outside it ends
+        UNKNOWN here) and the value is a selection, by the bits of the offset, among the
+        object's contents at every offset (`select`): no solver call enumerates addresses,
+        none is pinned."""
+        window = self.window(region, st)
+        if window is None or window[1] - window[0] < size:
+            raise PathCut(f"unsupported: load through an address that depends on the input at {self.where()}")
+        lo, hi = window
+        span = interval(addr)  # the addresses it can take at most, from its form alone
+        within = span is not None and lo <= span[0] and span[1] + size <= hi
+        if span is not None:  # only the bytes it can reach: a few for an IHL-relative offset
+            lo, hi = max(lo, span[0]), min(hi, span[1] + size)
+            if hi - lo < size:
+                raise PathCut(f"unsupported: load through an address that depends on the input at {self.where()}")
+        count = hi - lo - size + 1
+        off = addr - lo
+        inside = claripy.ULT(off, _bv(count))
+        if not within and st.solver.satisfiable(extra_constraints=[claripy.Not(inside)]):
+            srcs = ", ".join(sorted({f"{x.kind} {x.name}".strip() for x in sources(addr, self.ctx)})) or "merged paths"
+            raise PathCut(
+                f"unsupported: load through an address that depends on the input ({srcs}) and can fall "
+                f"outside the {region[0].split(':')[0]} at {self.where()}"
+            )
+        data = byte_list(st.memory.load(lo, hi - lo))  # first byte first
+        leaves = [data[i] if size == 1 else claripy.Concat(*reversed(data[i : i + size])) for i in range(count)]
+        return select(off, leaves)
 
     def split_load(self, cases: list):
         """A load through a merged pointer (an If-term over the merged states' addresses):
@@ -563,8 +767,33 @@ class Step:
             out += self.next(t, cond)
         return out
 
+    def split_store(self, cases: list, value):
+        """A store through a merged pointer: one successor per address, as `split_load`."""
+        out = []
+        for cond, leaf in cases:
+            if not self.s.solver.satisfiable(extra_constraints=[cond]):
+                continue
+            t = self.s.copy()
+            t.solver.add(cond)
+            self.store(leaf, value, t)
+            out += self.next(t, cond)
+        return out
+
     def store(self, addr, value, state=None) -> None:
+        """Store `value` at `addr`. An address that can take several values is not given to
+        angr, which would pin it to its maximum and so silently narrow the path: the path
+        ends UNKNOWN here (`PathCut`); an address with one value is stored at that value."""
         st = state or self.s
+        if addr.symbolic:
+            values = st.solver.eval_upto(addr, 2)
+            if len(values) > 1:
+                srcs = (
+                    ", ".join(sorted({f"{x.kind} {x.name}".strip() for x in sources(addr, self.ctx)})) or "merged paths"
+                )
+                raise PathCut(
+                    f"unsupported: store through an address that depends on the input ({srcs}) at {self.where()}"
+                )
+            addr = _bv(values[0])
         region = self.region(addr, st)
         if region is not None:
             kind, base = region
@@ -771,9 +1000,16 @@ class Step:
         n = len(state.globals["entries"]) + 1
         bits = 8 * (mdef.value_size or 0)
         init_val = _sym(f"map.{mdef.name}.v{n}", bits) if bits else None
+        given = self.ctx.concrete is not None and not key.symbolic
+        if given:  # a concrete run: the input's entry (absent unless listed)
+            value = self.ctx.concrete.entries.get(mdef.name, {}).get(key.concrete_value)
+            if bits:
+                init_val = _bv(int.from_bytes((value or bytes(bits // 8))[: bits // 8], "big"), bits)
         if mdef.type is not None and mdef.type.keyed == "index" and mdef.type.holds == "data":
             init_found = None
             found = claripy.ULT(key, _bv(mdef.max_entries or 0, key.size())) if key.size() >= 32 else claripy.true()
+        elif given:
+            init_found = found = claripy.true() if value is not None else claripy.false()
         else:
             init_found = found = claripy.BoolS(f"map.{mdef.name}.f{n}", explicit_name=True)
         addr = VALUE_BASE + REGION_SPAN * n
@@ -1026,11 +1262,15 @@ class Step:
 
     def h_load_bytes(self, name):
         size, buf = self.reg(4), self.reg(3)
-        if size.symbolic:
-            return self.h_havoc_mem(name)
+        if size.symbolic or buf.symbolic:  # (h_havoc_mem reads r1/r2 as the buffer: not this helper's)
+            self.note(f"bpf_xdp_load_bytes arguments not modelled at {self.where()}")
+            return self.h_fresh64(name)
         n = size.concrete_value
         src, ok = self.packet_span(2, n)
-        return self.resize(name, ok, lambda t: t.memory.store(buf, t.memory.load(src, n)) if n else None)
+        # copied as loaded: little-endian both ways (memory order)
+        return self.resize(
+            name, ok, lambda t: t.memory.store(buf, self.load(src, n, t), endness=Endness.LE) if n else None
+        )
 
     def h_store_bytes(self, name):
         size, buf = self.reg(4), self.reg(3)
@@ -1155,22 +1395,41 @@ def csum_from32to16(x):
 MAX_ADDRESS_CASES = 16
 
 
+def products(e, memo: dict) -> int:
+    """The most products, divisions and remainders of symbolic values nested in `e`
+    (memoised by the term's hash: a term is a DAG that shares its subterms)."""
+    if not e.symbolic:
+        return 0
+    h = e.hash()
+    n = memo.get(h)
+    if n is None:
+        n = max((products(a, memo) for a in e.args if hasattr(a, "op")), default=0)
+        n = memo[h] = n + (e.op in PRODUCT_OPS)
+    return n
+
+
 def address_cases(addr) -> list:
     """[(condition, address)] for an address built of If-terms (a pointer merged from states
-    that held different ones) and additions: the If-terms pushed out, each address free of
-    them, the same addresses' conditions joined; [] when it has none or more than
-    MAX_ADDRESS_CASES of them."""
+    that held different ones), additions and concatenations: the If-terms pushed out, each
+    address free of them, the same addresses' conditions joined; [] when it has none or more
+    than MAX_ADDRESS_CASES of them. Cases may be infeasible (a selector value no merged state
+    has): the caller drops those."""
     if addr.op == "If":
         c, a, b = addr.args
         inner = [(claripy.And(c, ca), x) for ca, x in address_cases(a) or [(claripy.true(), a)]]
         inner += [(claripy.And(claripy.Not(c), cb), x) for cb, x in address_cases(b) or [(claripy.true(), b)]]
-    elif addr.op == "__add__" and any(x.op == "If" for x in addr.args):
-        inner = [(claripy.true(), _bv(0, addr.size()))]
+    elif addr.op in ("__add__", "Concat") and any(x.op in ("If", "Concat") for x in addr.args):
+        # claripy writes PKT_BASE + If(sel, 14, 18) as Concat(PKT_BASE's high bits, If(sel,
+        # 14, 18)): the parts of a concatenation are pushed out like those of a sum.
+        combine = (lambda x, y: x + y) if addr.op == "__add__" else (lambda x, y: claripy.Concat(x, y))
+        inner = []
         for arg in addr.args:
             parts = address_cases(arg) or [(claripy.true(), arg)]
-            inner = [(claripy.And(c, ca), x + y) for c, x in inner for ca, y in parts]
+            inner = [(claripy.And(c, ca), combine(x, y)) for c, x in inner for ca, y in parts] if inner else list(parts)
             if len(inner) > MAX_ADDRESS_CASES:
                 return []
+        if len(inner) < 2:
+            return []
     else:
         return []
     joined: dict = {}
@@ -1179,6 +1438,80 @@ def address_cases(addr) -> list:
         joined[x.hash()] = (c if prev is None else claripy.Or(prev[0], c), x)
     out = list(joined.values())
     return out if len(out) <= MAX_ADDRESS_CASES else []
+
+
+def select(off, leaves: list):
+    """leaves[off] for a symbolic `off` known to be below len(leaves): a tree of If-terms
+    on the bits of `off`, lowest bit at the leaves (exact, and as deep as `off` has bits)."""
+    level, bit = list(leaves), 0
+    while len(level) > 1:
+        b = off[bit:bit] == 1
+        level = [
+            claripy.If(b, level[i + 1], level[i]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)
+        ]
+        bit += 1
+    return level[0]
+
+
+def interval(e) -> tuple[int, int] | None:
+    """Unsigned bounds [lo, hi] of a claripy value from its form alone (constants, symbols
+    by width, sums, shifts and masks by constants, extensions, concatenations, If-terms);
+    None when an operation could wrap or is not one of those. Sound, not tight."""
+    n = e.size()
+    top = (1 << n) - 1
+    if not e.symbolic:
+        v = e.concrete_value
+        return v, v
+    op, args = e.op, e.args
+    if op == "BVS":
+        return 0, top
+    if op == "ZeroExt":
+        return interval(args[1])
+    if op == "If":
+        a, b = interval(args[1]), interval(args[2])
+        return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+    if op == "Concat":
+        lo = hi = 0
+        for a in args:
+            r = interval(a)
+            if r is None:
+                return None
+            lo, hi = (lo << a.size()) + r[0], (hi << a.size()) + r[1]
+        return lo, hi
+    if op == "Extract" and args[1] == 0:
+        r = interval(args[2])
+        return r if r is not None and r[1] <= top else (0, top)
+    if op == "__add__":
+        rs = [interval(a) for a in args]
+        if any(r is None for r in rs) or sum(r[1] for r in rs) > top:
+            return None
+        return sum(r[0] for r in rs), sum(r[1] for r in rs)
+    if op == "__sub__" and len(args) == 2:
+        a, b = interval(args[0]), interval(args[1])
+        return None if a is None or b is None or a[0] < b[1] else (a[0] - b[1], a[1] - b[0])
+    if op == "__lshift__" and not args[1].symbolic:
+        a, k = interval(args[0]), args[1].concrete_value
+        return None if a is None or a[1] << k > top else (a[0] << k, a[1] << k)
+    if op == "LShR" and not args[1].symbolic:
+        a, k = interval(args[0]), args[1].concrete_value
+        return None if a is None else (a[0] >> k, a[1] >> k)
+    if op == "__and__":
+        his = [a.concrete_value if not a.symbolic else (interval(a) or (0, top))[1] for a in args]
+        return 0, min(his)
+    return 0, top
+
+
+def byte_list(v) -> list:
+    """The bytes of a claripy value, most significant first: the parts of a concatenation
+    as they are (the packet is a concatenation of its byte symbols), else extracted."""
+    if v.op == "Concat" and all(a.size() % 8 == 0 for a in v.args):
+        return [b for a in v.args for b in byte_list(a)]
+    n = v.size() // 8
+    return [v] if n == 1 else [v[8 * (n - i) - 1 : 8 * (n - i - 1)] for i in range(n)]
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def compare(cond: Cond, wide: bool, a, b):
@@ -1543,13 +1876,16 @@ def explore_angr(
     options: Options | None = None,
     progress=None,
     limits: Limits | None = None,
+    concrete: Concrete | None = None,
 ) -> AngrExploration:
-    """Explore every path of `program` with angr (see the module docstring)."""
+    """Explore every path of `program` with angr (see the module docstring); with
+    `concrete`, only the path that input takes (helper results stay symbolic)."""
     options = options or Options()
     limits = limits or Limits()
     start = time.perf_counter()
     project, ctx = make_project(obj, options)
     ctx.limits = limits
+    ctx.concrete = concrete
     seconds = options.timeout if options.timeout is not None else limits.max_seconds
     ctx.deadline = None if seconds is None else start + seconds
     ctx.programs_seen.append(program.name)
@@ -1559,16 +1895,29 @@ def explore_angr(
             angr.options.SYMBOL_FILL_UNCONSTRAINED_MEMORY,
             angr.options.SYMBOL_FILL_UNCONSTRAINED_REGISTERS,
             angr.options.LAZY_SOLVES,
+            # no read is pinned to one address (Step.load reads symbolic addresses itself)
+            angr.options.CONSERVATIVE_READ_STRATEGY,
         },  # Step.fork checks
         remove_options={angr.options.SIMPLIFY_EXIT_STATE},
     )
     packet = [_sym(f"pkt.{i}", 8) for i in range(max(options.max_len, 1))]
     packet_len = _sym("pkt.len", 64)
     frags = _sym("pkt.frags", 64)
+    given: dict = {}  # ctx field -> its value in a concrete run
+    if concrete is not None:
+        n = len(concrete.packet)
+        packet = [_bv(b, 8) for b in concrete.packet] + packet[n:]
+        packet_len, frags = _bv(n), _bv(concrete.frags)
+        given = {"ingress_ifindex": concrete.ifindex, "rx_queue_index": concrete.rx_queue}
+        given["egress_ifindex"] = concrete.egress
     state.memory.store(PKT_BASE, claripy.Concat(*packet))
     state.solver.add(claripy.UGE(packet_len, options.min_len), claripy.ULE(packet_len, options.max_len))
     state.solver.add(claripy.ULE(frags, MAX_FRAGS_BYTES) if program.attach == "xdp.frags" else frags == 0)
-    ctxf = {name: _sym(f"ctx.{name}", 32) for off, name in XDP_MD_FIELDS.items() if off >= 12}
+    ctxf = {
+        name: _bv(given[name], 32) if name in given else _sym(f"ctx.{name}", 32)
+        for off, name in XDP_MD_FIELDS.items()
+        if off >= 12
+    }
     for off, name in XDP_MD_FIELDS.items():
         if off >= 12:
             state.memory.store(CTX_BASE + off, ctxf[name], endness=Endness.LE)
@@ -1576,7 +1925,11 @@ def explore_angr(
     for name, base in ctx.global_addr.items():
         mdef = ctx.maps[name]
         if mdef.value_size:
-            globals_[name] = _sym(f"map.{name}.v0", 8 * mdef.value_size)
+            globals_[name] = (
+                _sym(f"map.{name}.v0", 8 * mdef.value_size)
+                if concrete is None
+                else _bv(int.from_bytes(mdef.initial or bytes(mdef.value_size), "big"), 8 * mdef.value_size)
+            )
             state.memory.store(base, globals_[name])
     for k, v in {
         "program": program.name,
@@ -1597,6 +1950,9 @@ def explore_angr(
         "frags": frags,
     }.items():
         state.globals[k] = v
+    initial = list(state.solver.constraints)
+    state.register_plugin("solver", TimedSolver(ctx.deadline))
+    state.solver.add(*initial)
     step = Step(ctx, state, program.entry, program.entry.insns[0])
     step.set_packet(state)
     for r in range(10):
@@ -1607,6 +1963,8 @@ def explore_angr(
     simgr.use_technique(LoopBound(ctx, options.loop_bound))
     scheduler = Scheduler(ctx, options, limits)
     scheduler.run(simgr, progress)
+    for st in simgr.stashes.get("ended", []):
+        st.solver.deadline = None  # the report's and the cross-check's calls are not the exploration's
     paths = [_path(i, st, ctx, program) for i, st in enumerate(simgr.stashes.get("ended", []))]
     programs = [program] + [p for p in obj.programs if p.name in ctx.programs_seen and p is not program]
     return AngrExploration(

@@ -20,6 +20,23 @@ packets, an existing ingress device, queue 0, no fragments.
 angr explores without state merging when the program fits in UNMERGED_STATES open states
 (each unmerged path gives a model of its own: the z3 engine is tested on more inputs), else
 with merging (angr_engine.py), which keeps OR-heavy programs to a few exact, larger paths.
+
+Two modes (`CrossCheckReport.mode`; `cross_check(mode=...)`, "auto" picks by whether angr's
+symbolic exploration finished within its budget):
+
+* "symbolic": angr explored the program completely. Both directions as above: z3's witnesses
+  against angr's path constraints, angr's models against z3's conditions. It checks that the
+  two path sets cover the same inputs with the same outcomes, on one input per path (a path
+  of either engine that the other lacks shows on that path's own input).
+* "replay": angr's exploration was cut by its budget (xdp-filter's IPv6 walks: minutes).
+  Every z3 path's witness is executed by the angr engine concretely (`explore_angr` with
+  `Concrete`: packet, ctx and map entries fixed, nothing forks but helper results, no
+  solver on the way) and must end with the same outcome: every z3 path is checked by the
+  second engine's semantics. angr's paths that finished within the budget are checked
+  against z3 as in "symbolic" (`angr_compared` of `angr_paths`; the cut ones are listed as
+  skipped). What it does not check: inputs that neither engine's paths were made from,
+  i.e. a path z3 missed entirely shows only if angr finished the path that covers it;
+  the report says the angr side is partial (`angr_complete` false).
 """
 
 from __future__ import annotations
@@ -130,6 +147,11 @@ class CrossCheckReport:
     z3_seconds: float = 0.0
     angr_seconds: float = 0.0
     angr_merged: bool = False  # whether angr merged states (crosscheck.angr_exploration)
+    mode: str = "symbolic"  # "symbolic" | "replay" (module docstring)
+    angr_complete: bool = True  # angr's symbolic exploration finished within its budget
+    angr_budget: str | None = None  # what cut it, in words, when it did not finish
+    z3_replayed: int = 0  # z3 witnesses executed concretely by angr (mode "replay")
+    replay_seconds: float = 0.0
     skipped: list[tuple[str, int, str]] = field(default_factory=list)  # (engine, path, why)
     disagreements: list[Disagreement] = field(default_factory=list)
 
@@ -146,7 +168,14 @@ class CrossCheck:
     """Both engines on one program of one object; `run` fills a CrossCheckReport."""
 
     def __init__(
-        self, obj: BpfObject, program: Program, options: Options, z3e: Exploration, angre, test_run: bool = True
+        self,
+        obj: BpfObject,
+        program: Program,
+        options: Options,
+        z3e: Exploration,
+        angre,
+        test_run: bool = True,
+        mode: str = "auto",
     ):
         self.obj, self.program, self.options, self.test_run = obj, program, options, test_run
         self.z3e, self.angre = z3e, angre
@@ -161,6 +190,14 @@ class CrossCheck:
             angr_seconds=angre.seconds,
             angr_merged=angre.options.merge,
         )
+        budget = angre.budget
+        cut = budget is not None and (bool(budget.cut) or budget.ran_out or budget.limit is not None)
+        self.report.angr_complete = not cut
+        if cut:
+            self.report.angr_budget = budget.limit or (
+                f"time budget ({budget.timeout:g} s)" if budget.timeout else "time budget"
+            )
+        self.report.mode = mode if mode != "auto" else ("replay" if cut else "symbolic")
 
     def run(self) -> CrossCheckReport:
         for path in self.z3e.paths:
@@ -280,19 +317,38 @@ class CrossCheck:
         retval, out = output_of(path, lambda x: ev(x).as_long(), packet)
         expected = Outcome(retval, out, tuple(t.target for t in path.tail_calls))
         self.report.z3_compared += 1
-        allowed, cut = self._angr_outcomes(inp, expected)
+        replay = self.report.mode == "replay"
+        allowed, cut = self._replay(inp, expected) if replay else self._angr_outcomes(inp, expected)
         if cut:
             self._skip("z3", path, "angr cut the path this witness takes: " + cut)
             self.report.z3_compared -= 1
         elif expected not in allowed:
             self.report.disagreements.append(Disagreement("z3", path.id, inp, expected, allowed))
 
-    def _angr_bindings(self, st, inp: Input) -> list | None:
-        """Constraints fixing the angr inputs to `inp` (helper results stay free); None when
-        the packet and ctx alone already contradict the path."""
-        from angr import claripy
+    def _replay(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
+        """What the angr engine does with `inp` run concretely (mode "replay")."""
+        import time
 
-        a = self.angre
+        from .angr_engine import Concrete, Limits, explore_angr
+
+        start = time.process_time()
+        conc = Concrete(inp.packet, inp.ifindex, inp.rx_queue, inp.egress, inp.frags, inp.entries)
+        opts = replace(self.options, timeout=None, merge=False, max_len=max(self.options.max_len, len(inp.packet)))
+        run = explore_angr(self.obj, self.program, opts, limits=Limits(max_seconds=REPLAY_SECONDS), concrete=conc)
+        self.report.z3_replayed += 1
+        try:
+            return self._angr_outcomes(inp, expected, run)
+        finally:
+            self.report.replay_seconds += time.process_time() - start
+
+    def _angr_bindings(self, st, inp: Input, a=None) -> list | None:
+        """Constraints fixing the angr inputs to `inp` (helper results stay free); None when
+        the packet and ctx alone, or with the map entries of `inp`, contradict the path.
+        `a`: the angr exploration the path is of (default: the cross-check's)."""
+        from angr import claripy
+        from angr.errors import SimUnsatError
+
+        a = a or self.angre
         n = len(inp.packet)
         cons = [
             a.packet_len == n,
@@ -310,7 +366,10 @@ class CrossCheck:
         for e in st.globals["entries"]:
             mdef = self.maps[e.map]
             if e.key.symbolic:
-                keys = st.solver.eval_upto(e.key, 2, extra_constraints=cons)
+                try:
+                    keys = st.solver.eval_upto(e.key, 2, extra_constraints=cons)
+                except SimUnsatError:  # an earlier entry's presence in the input rules this path out
+                    return None
                 if len(keys) != 1:
                     continue  # the key depends on helper results: the entry stays free
                 key = keys[0]
@@ -332,12 +391,14 @@ class CrossCheck:
 
         return claripy.Concat(*[path.state.memory.load(PKT_BASE + path.head + i, 1) for i in range(n)])
 
-    def _angr_outcomes(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
+    def _angr_outcomes(self, inp: Input, expected: Outcome, a=None) -> tuple[list[Outcome], str | None]:
         """What angr allows for `inp`: [expected] if some path allows it, else the outcome of
         every path the input satisfies. Also the reason when the input falls into a path
-        angr cut. Paths with the expected verdict are tried first: one solver call each."""
+        angr cut. Paths with the expected verdict are tried first: one solver call each.
+        `a`: the angr exploration to ask (default: the cross-check's; a concrete replay's)."""
+        a = a or self.angre
         verdict = VERDICTS.get(expected.retval, "INVALID")
-        order = sorted(self.angre.paths, key=lambda p: p.verdict != verdict)
+        order = sorted(a.paths, key=lambda p: p.verdict != verdict)
         bindings = {}
         for path in order:
             if path.verdict != verdict:
@@ -345,7 +406,7 @@ class CrossCheck:
             if tuple(t[3] for t in path.tail_calls) != expected.tail_calls or path.notes:
                 continue
             st = path.state
-            cons = bindings[path.id] = self._angr_bindings(st, inp)
+            cons = bindings[path.id] = self._angr_bindings(st, inp, a)
             if cons is None:
                 continue
             n = len(expected.packet)
@@ -357,7 +418,7 @@ class CrossCheck:
         allowed = []
         for path in order:
             st = path.state
-            cons = bindings[path.id] if path.id in bindings else self._angr_bindings(st, inp)
+            cons = bindings[path.id] if path.id in bindings else self._angr_bindings(st, inp, a)
             if cons is None or not st.solver.satisfiable(extra_constraints=cons):
                 continue
             if path.verdict == UNKNOWN or path.notes:
@@ -569,31 +630,52 @@ class CrossCheck:
 #: Open states the angr engine may keep without merging before the cross-check explores the
 #: program again with merging (see `angr_exploration`).
 UNMERGED_STATES = 64
+#: Share of `--timeout` the unmerged try may take (on xdp-filter it took all of a 60 s budget,
+#: leaving the merged run nothing).
+UNMERGED_SHARE = 0.25
 
 
 def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=None):
     """The angr exploration the cross-check compares: without state merging when the
     program's paths fit in UNMERGED_STATES open states (one model per unmerged path tests
     more of the z3 engine), else with merging (exact, fewer and larger paths). `limits`
-    (angr_engine.Limits) bound the merged run."""
+    (angr_engine.Limits) bound the merged run; `options.timeout` bounds both runs together
+    (the unmerged try gets UNMERGED_SHARE of it, the merged run what it left)."""
     from .angr_engine import Limits, explore_angr  # angr is imported only when a cross-check is asked for
 
     if options.merge:
         tight = replace(limits or Limits(), max_active=UNMERGED_STATES)
-        unmerged = explore_angr(obj, program, replace(options, merge=False), limits=tight)
+        first = replace(options, merge=False)
+        if options.timeout is not None:  # the unmerged try gets a share, the merged run the rest
+            first = replace(first, timeout=options.timeout * UNMERGED_SHARE)
+        unmerged = explore_angr(obj, program, first, limits=tight)
         if unmerged.budget is None or not unmerged.budget.cut:
             return unmerged
+        if options.timeout is not None:  # one budget for both tries
+            options = replace(options, timeout=max(options.timeout - unmerged.seconds, 0.001))
     return explore_angr(obj, program, options, limits=limits)
 
 
+#: Wall-time limit of one concrete replay (mode "replay"): it runs one path; only a helper's
+#: result forks it.
+REPLAY_SECONDS = 60.0
+
+
 def cross_check(
-    obj: BpfObject, program: Program, options: Options | None = None, test_run: bool = True, limits=None
+    obj: BpfObject,
+    program: Program,
+    options: Options | None = None,
+    test_run: bool = True,
+    limits=None,
+    mode: str = "auto",
 ) -> CrossCheck:
     """Explore `program` with both engines and compare them (kernel confirmation is separate:
     `CrossCheck.confirm`). Without `test_run` (programs the kernel cannot test-run) inputs
-    are not restricted to what BPF_PROG_TEST_RUN takes."""
+    are not restricted to what BPF_PROG_TEST_RUN takes. `mode`: "symbolic", "replay" or
+    "auto" (replay when angr's exploration was cut by its budget; module docstring)."""
     options = options or Options()
     z3e = explore(obj, program, options)
-    check = CrossCheck(obj, program, options, z3e, angr_exploration(obj, program, options, limits), test_run)
+    angre = angr_exploration(obj, program, options, limits)
+    check = CrossCheck(obj, program, options, z3e, angre, test_run, mode)
     check.run()
     return check

@@ -7,13 +7,21 @@ paid by an untimed warm-up on the first program): `explore` (z3) and `explore_an
 states, the default), each timed REPEAT times, the median kept, with both engines' path
 counts and how many paths a budget cut; --unmerged adds angr without merging; then, unless
 --no-cross-check, the whole cross-check (both explorations, unmerged angr when it fits in
-crosscheck.UNMERGED_STATES, plus the comparison; one run): its time, comparisons and
-disagreements. --timeout bounds each exploration with the engines' own budget (the run
-then ends PARTIAL, shown as cut paths). Results in bench/results/angr-<date>[-<filter>].json,
-with the machine's load (`os.getloadavg`) before and after.
+crosscheck.UNMERGED_STATES, plus the comparison; one run): its time, comparisons,
+agreements and disagreements, and the paths each of its explorations finished (not cut);
+--repeat 0 runs the cross-check alone (the table of issue 16: paths finished, agreements,
+disagreements, time per engine). Disagreements are run through the kernel (untimed) and the
+row says which engine it finds wrong. --timeout bounds each exploration with the engines' own budget (the run
+then ends PARTIAL, shown as cut paths). Then, unless --no-replay, the cross-check in mode
+"replay" (analyzer/crosscheck.py: every z3 witness run concretely by the angr engine; angr's
+symbolic exploration bounded by --replay-angr-seconds, as tests/test_angr.py does for the
+objects angr cannot finish): the replays' own time (`replay_s`), how many, and disagreements.
+Times are CPU seconds of this process (`time.process_time`; the machine is shared, wall time
+is noisy). Results in bench/results/angr-<date>[-<filter>].json, with the machine's load
+(`os.getloadavg`) before and after.
 
-    .venv/bin/python bench/engines.py [--repeat 3] [--filter SUBSTRING] [--toolchain clang|all]
-        [--timeout 300] [--unmerged] [--no-cross-check]
+    .venv/bin/python bench/engines.py [--repeat 3|0] [--filter SUBSTRING] [--skip SUBSTRING] [--toolchain clang|all]
+        [--timeout 300] [--unmerged] [--no-cross-check] [--no-replay] [--replay-angr-seconds 10]
 """
 
 from __future__ import annotations
@@ -36,45 +44,104 @@ from analyzer.explore import Options, explore  # noqa: E402
 from lifter.program import load_object  # noqa: E402
 
 
-def run_one(path: Path, program: str, repeat: int, cross: bool, unmerged: bool, timeout: float) -> dict:
-    """One program's row: each engine's median time and paths, then the cross-check."""
-    from analyzer.angr_engine import explore_angr
+def run_one(
+    path: Path, program: str, repeat: int, cross: bool, unmerged: bool, timeout: float, replay: float | None = None
+) -> dict:
+    """One program's row: each engine's median time and paths, then the cross-check, then
+    (`replay`: angr's symbolic budget in seconds) the cross-check in mode "replay"."""
+    from analyzer.angr_engine import Limits, explore_angr
     from analyzer.crosscheck import cross_check
 
     obj = load_object(path)
     prog = obj.program(program)
     options = Options(timeout=timeout)
     row = {"object": str(path.relative_to(ROOT)), "program": program}
-    engines = [("z3", explore, options), ("angr", explore_angr, options)]
-    if unmerged:
+    engines = [("z3", explore, options), ("angr", explore_angr, options)] if repeat else []
+    if unmerged and repeat:
         engines.append(("angr_unmerged", explore_angr, replace(options, merge=False)))
     for engine, fn, opts in engines:
         times, paths = [], 0
         for _ in range(repeat):
-            start = time.perf_counter()
+            start = time.process_time()
             e = fn(obj, prog, opts)
-            times.append(time.perf_counter() - start)
+            times.append(time.process_time() - start)
             paths = len(e.paths)
         row[engine] = {"median_s": statistics.median(times), "paths": paths}
         if e.budget is not None and e.budget.cut:
             row[engine]["cut"] = len(e.budget.cut)
     if cross:
-        start = time.perf_counter()
-        r = cross_check(obj, prog, options).report
+        start = time.process_time()
+        check = cross_check(obj, prog, options)
+        r = check.report
+        seconds = time.process_time() - start
+        confirmed = confirm(path, prog, check)
         row["cross_check"] = {
-            "s": time.perf_counter() - start,
+            "s": seconds,
             "disagreements": len(r.disagreements),
+            # which engine the kernel (BPF_PROG_TEST_RUN) says is wrong, per disagreement
+            "wrong": confirmed,
             "compared": r.z3_compared + r.angr_compared,
+            "agreements": r.z3_compared + r.angr_compared - len(r.disagreements),
             "skipped": len(r.skipped),
             "angr_merged": r.angr_merged,
+            # paths each engine finished (not cut by a budget) in the cross-check's own explorations
+            "z3_finished": len(check.z3e.paths) - len(check.z3e.budget.cut if check.z3e.budget else []),
+            "z3_s": r.z3_seconds,
+            "angr_finished": len(check.angre.paths) - len(check.angre.budget.cut if check.angre.budget else []),
+            "angr_s": r.angr_seconds,
+            "why_skipped": sorted({why[:90] for _, _, why in r.skipped}),
+            "disagreeing": [str(d) for d in r.disagreements],
+            "mode": r.mode,
+        }
+    if replay is not None:
+        check = cross_check(obj, prog, options, limits=Limits(max_seconds=replay), mode="replay")
+        r = check.report
+        row["replay"] = {
+            "replay_s": r.replay_seconds,
+            "replayed": r.z3_replayed,
+            "disagreements": len(r.disagreements),
+            "wrong": confirm(path, prog, check),
+            "angr_complete": r.angr_complete,
+            "angr_compared": r.angr_compared,
+            "angr_paths": r.angr_paths,
         }
     return row
+
+
+def confirm(path: Path, prog, check) -> dict:
+    """Run the disagreements' inputs through the kernel (untimed): {engine found wrong: count},
+    or {"not run": reason} when the kernel cannot load or run the program."""
+    from analyzer import kernel
+
+    if not check.report.disagreements:
+        return {}
+    if prog.section.startswith(("xdp/devmap", "xdp/cpumap")):
+        return {"not run": "devmap/cpumap programs cannot be test-run"}
+    try:
+        kernel.check_kernel()
+        with kernel.load(path, programs=[prog.name]) as loaded:
+            check.confirm(loaded)
+    except (kernel.KernelUnavailable, kernel.KernelLoadError) as err:
+        return {"not run": str(err).splitlines()[0]}
+    out: dict = {}
+    for d in check.report.disagreements:
+        out[d.wrong] = out.get(d.wrong, 0) + 1
+    return out
 
 
 def line(row: dict) -> str:
     """The row as a table line."""
     if "error" in row:
         return f"{row['object']:<44} {row['program']:<22} {row['error'][:60]}"
+
+    if "z3" not in row:  # --repeat 0: the cross-check's explorations only
+        c = row["cross_check"]
+        return (
+            f"{row['object']:<44} z3 {c['z3_finished']:3} paths {c['z3_s']:7.2f} s, angr {c['angr_finished']:3} "
+            f"paths {c['angr_s']:7.2f} s{' merged' if c['angr_merged'] else ''}; compared {c['compared']}, "
+            f"agree {c['agreements']}, disagree {c['disagreements']}, skipped {c['skipped']}"
+            + (f"; kernel says wrong: {c['wrong']}" if c.get("wrong") else "")
+        )
 
     def cell(engine: str) -> str:
         if engine not in row:
@@ -86,6 +153,9 @@ def line(row: dict) -> str:
     if "cross_check" in row:
         c = row["cross_check"]
         cc = f"{c['s']:8.2f} {c['compared']:4} {c['disagreements']:3} {'merged' if c['angr_merged'] else ''}"
+    if "replay" in row:
+        r = row["replay"]
+        cc += f" | replay {r['replay_s']:6.2f} s {r['replayed']:3} runs {r['disagreements']} dis"
     return f"{row['object']:<44} {row['program']:<22} {cell('z3')} {cell('angr')} {cell('angr_unmerged')} {cc}"
 
 
@@ -98,16 +168,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--filter", default="")
+    ap.add_argument("--skip", default=None, help="leave out objects whose path contains this")
     ap.add_argument("--toolchain", choices=("clang", "all"), default="clang")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--unmerged", action="store_true")
     ap.add_argument("--no-cross-check", action="store_true")
+    ap.add_argument("--no-replay", action="store_true")
+    ap.add_argument("--replay-angr-seconds", type=float, default=10.0)
     args = ap.parse_args()
     load0 = os.getloadavg()
-    start = time.perf_counter()
+    start = time.process_time()
     import analyzer.angr_engine  # noqa: F401
 
-    import_s = time.perf_counter() - start
+    import_s = time.process_time() - start
     print(f"import angr (and the engine): {import_s:.2f} s; load: {load0}")
     builds = ("clang", "gcc", "clang-v4", "nobtf") if args.toolchain == "all" else ("clang",)
     objs = sorted(corpus.external_objects()) + [p for b in builds for p in sorted((corpus.BUILD_DIR / b).glob("*.o"))]
@@ -119,25 +192,33 @@ def main() -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     suffix = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.filter)
     out = out_dir / f"angr-{datetime.date.today().isoformat()}{'-' + suffix if suffix else ''}.json"
-    rows, warm, began = [], False, time.perf_counter()
+    rows, warm, began = [], False, time.process_time()
     for path in objs:
-        if args.filter not in str(path):
+        if args.filter not in str(path) or (args.skip and args.skip in str(path)):
             continue
         for prog in load_object(path).programs:
             if not prog.is_xdp:
                 continue
             try:
-                if not warm:
+                if not warm and args.repeat:
                     run_one(path, prog.name, 1, False, False, args.timeout)
                     warm = True
-                row = run_one(path, prog.name, args.repeat, not args.no_cross_check, args.unmerged, args.timeout)
+                row = run_one(
+                    path,
+                    prog.name,
+                    args.repeat,
+                    not args.no_cross_check,
+                    args.unmerged,
+                    args.timeout,
+                    None if args.no_replay else args.replay_angr_seconds,
+                )
             except Exception as e:  # noqa: BLE001 - a failing program is a row of the table
                 row = {"object": str(path.relative_to(ROOT)), "program": prog.name, "error": f"{type(e).__name__}: {e}"}
             rows.append(row)
             print(line(row), flush=True)
             save(out, import_s, load0, rows)  # after each row: a stopped run keeps what it measured
-    ok = [r for r in rows if "error" not in r]
-    total = time.perf_counter() - began
+    ok = [r for r in rows if "error" not in r and "z3" in r]
+    total = time.process_time() - began
     if ok:
         cc = [r["cross_check"] for r in ok if "cross_check" in r]
         print(
@@ -149,6 +230,13 @@ def main() -> int:
             f"cross-checked {len(cc)} in {sum(c['s'] for c in cc):.0f} s, "
             f"{sum(c['disagreements'] for c in cc)} disagreements; {len(rows) - len(ok)} failed"
         )
+        rp = [r["replay"] for r in ok if "replay" in r]
+        if rp:
+            print(
+                f"replay: median per program {statistics.median(r['replay_s'] for r in rp):.3f} s CPU "
+                f"({statistics.median(r['replayed'] for r in rp)} runs), sum {sum(r['replay_s'] for r in rp):.1f} s, "
+                f"{sum(r['disagreements'] for r in rp)} disagreements"
+            )
     load1 = os.getloadavg()
     print(f"load before {load0}, after {load1}")
     save(out, import_s, load0, rows, load1)

@@ -2,7 +2,9 @@
 
 angr is imported here only inside the commands, so the other commands never pay its import
 time. `--cross-check` exits 1 when the engines disagree on some input (each disagreement is
-printed with the packet, the map entries, both engines' answers and the kernel's).
+printed with the packet, the map entries, both engines' answers and the kernel's). It prints
+which mode ran (`--cross-check-mode`, analyzer/crosscheck.py) and, when angr's exploration was
+cut by its budget, a PARTIAL line with how many angr paths were compared.
 """
 
 from __future__ import annotations
@@ -30,6 +32,14 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         "--cross-check",
         action="store_true",
         help="run both engines and compare them on every path's model; exit 1 on a disagreement",
+    )
+    p.add_argument(
+        "--cross-check-mode",
+        choices=("auto", "symbolic", "replay"),
+        default="auto",
+        help="with --cross-check: symbolic (both engines' paths against each other), replay (every z3 "
+        "witness run concretely by angr, plus the angr paths finished within its budget), or auto "
+        "(replay when angr's exploration is cut by its budget; default)",
     )
     p.add_argument(
         "--angr-max-states",
@@ -79,7 +89,12 @@ def analyze(args: argparse.Namespace) -> int:
     engine = _angr_module(obj.path)
     if args.cross_check:
         return _cross_check(
-            obj, xdp_programs(obj, args.program), exploration_options(args), engine, limits(args, engine)
+            obj,
+            xdp_programs(obj, args.program),
+            exploration_options(args),
+            engine,
+            limits(args, engine),
+            args.cross_check_mode,
         )
     docs = []
     for prog in xdp_programs(obj, args.program):
@@ -97,14 +112,19 @@ def analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cross_check(obj, programs, options, engine, angr_limits) -> int:
+def _cross_check(obj, programs, options, engine, angr_limits, mode: str = "auto") -> int:
     from analyzer.crosscheck import cross_check
 
     disagreements = 0
     for prog in programs:
         try:
             check = cross_check(
-                obj, prog, options, test_run=not prog.section.startswith(EGRESS_SECTIONS), limits=angr_limits
+                obj,
+                prog,
+                options,
+                test_run=not prog.section.startswith(EGRESS_SECTIONS),
+                limits=angr_limits,
+                mode=mode,
             )
         except engine.AngrEngineError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
@@ -117,6 +137,15 @@ def _cross_check(obj, programs, options, engine, angr_limits) -> int:
             f"compared {r.z3_compared} z3 witnesses and "
             f"{r.angr_compared} angr models: {len(r.disagreements)} disagreements"
         )
+        if r.mode == "replay":
+            print(f"  mode replay: {r.z3_replayed} z3 witnesses run concretely by angr ({r.replay_seconds:.2f} s CPU)")
+        else:
+            print("  mode symbolic: both engines' paths checked against each other")
+        if not r.angr_complete:
+            print(
+                f"  PARTIAL: angr's exploration was cut ({r.angr_budget}): {r.angr_compared} of "
+                f"{r.angr_paths} angr paths compared with z3"
+            )
         for eng, path, why in r.skipped:
             print(f"  {eng} path #{path} not compared: {why}")
         for d in r.disagreements:
