@@ -121,6 +121,19 @@ MIX_OPS = 3
 LONG_OPS = 12
 
 
+#: Order comparisons by z3 operation, as printed.
+_ORDERS = {
+    z3.Z3_OP_ULEQ: "<=",
+    z3.Z3_OP_SLEQ: "<=s",
+    z3.Z3_OP_UGEQ: ">=",
+    z3.Z3_OP_ULT: "<",
+    z3.Z3_OP_UGT: ">",
+    z3.Z3_OP_SGEQ: ">=s",
+    z3.Z3_OP_SLT: "<s",
+    z3.Z3_OP_SGT: ">s",
+}
+
+
 @dataclass
 class Layout:
     """Where each header of a path starts: an int, or a z3 offset term (TCP after an IPv4
@@ -399,18 +412,19 @@ class Decoder:
 
     def read(self, t: z3.ExprRef, lay: Layout, cond: z3.BoolRef) -> Read | None:
         """The packet read `t` is (its numeric value), or None."""
-        if z3.is_select(t) and t.arg(0).eq(PACKET):
+        kind = t.decl().kind() if z3.is_app(t) else None  # one lookup for the tests below
+        if kind == z3.Z3_OP_SELECT and t.arg(0).eq(PACKET):
             place = self._place(lay, t.arg(1), cond)
             return None if place[0] == "?" else Read((place,), 7, 0)
-        if z3.is_app_of(t, z3.Z3_OP_ZERO_EXT):
+        if kind == z3.Z3_OP_ZERO_EXT:
             return self.read(t.arg(0), lay, cond)
-        if z3.is_app_of(t, z3.Z3_OP_EXTRACT):
+        if kind == z3.Z3_OP_EXTRACT:
             inner = self.read(t.arg(0), lay, cond)
             hi, lo = t.params()
             if inner is None or inner.lo + hi > inner.hi:
                 return None
             return Read(inner.offs, inner.lo + hi, inner.lo + lo)
-        if z3.is_app_of(t, z3.Z3_OP_CONCAT):
+        if kind == z3.Z3_OP_CONCAT:
             offs: list = []
             for i, part in enumerate(t.children()):
                 if z3.is_bv_value(part) and part.as_long() == 0 and i == 0:
@@ -511,14 +525,15 @@ class Decoder:
         return text
 
     def _bool_text(self, t: z3.BoolRef, lay: Layout, cond) -> str:
-        if z3.is_true(t):
+        kind = t.decl().kind() if z3.is_app(t) else None  # one lookup for the tests below
+        if kind == z3.Z3_OP_TRUE:
             return "true"
-        if z3.is_false(t):
+        if kind == z3.Z3_OP_FALSE:
             return "false"
-        if z3.is_and(t):
+        if kind == z3.Z3_OP_AND:
             parts = self._joined(list(t.children()), lay, cond)
             return " ∧ ".join(parts)
-        if z3.is_or(t):
+        if kind == z3.Z3_OP_OR:
             parts, size = [], 0
             for c in t.children():  # a branch may say more about the headers
                 if size > MAX_TEXT:
@@ -531,7 +546,7 @@ class Decoder:
                 parts.append(self._bool(c, lay if same else self.layout(sub, lay), sub))
                 size += len(parts[-1])
             return "(" + " ∨ ".join(parts) + ")"
-        if z3.is_not(t):
+        if kind == z3.Z3_OP_NOT:
             inner = t.arg(0)
             if z3.is_eq(inner) and inner.arg(0).sort().kind() == z3.Z3_BV_SORT:
                 return self._compare("!=", inner.arg(0), inner.arg(1), lay, cond)
@@ -545,27 +560,17 @@ class Decoder:
                     return parts[0].replace(" == ", " != ")  # one field, byte by byte
             text = self._bool(inner, lay, cond)
             return "¬" + (text if text.startswith("(") or " " not in text else f"({text})")
-        if z3.is_eq(t) and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
+        if kind == z3.Z3_OP_EQ and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
             return self._compare("==", t.arg(0), t.arg(1), lay, cond)
-        if z3.is_distinct(t) and t.num_args() == 2 and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
+        if kind == z3.Z3_OP_DISTINCT and t.num_args() == 2 and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
             return self._compare("!=", t.arg(0), t.arg(1), lay, cond)
-        for op, sym in (
-            (z3.Z3_OP_ULEQ, "<="),
-            (z3.Z3_OP_SLEQ, "<=s"),
-            (z3.Z3_OP_UGEQ, ">="),
-            (z3.Z3_OP_ULT, "<"),
-            (z3.Z3_OP_UGT, ">"),
-            (z3.Z3_OP_SGEQ, ">=s"),
-            (z3.Z3_OP_SLT, "<s"),
-            (z3.Z3_OP_SGT, ">s"),
-        ):
-            if z3.is_app_of(t, op):
-                return self._compare(sym, t.arg(0), t.arg(1), lay, cond)
-        if z3.is_app(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED and t.num_args():
+        if kind in _ORDERS:
+            return self._compare(_ORDERS[kind], t.arg(0), t.arg(1), lay, cond)
+        if kind == z3.Z3_OP_UNINTERPRETED and t.num_args():
             name = t.decl().name()
             if name.startswith("map.") and name.endswith(".found"):
                 return f"{name[4:-6]}[{self._key(t.arg(0), lay, cond)}] exists"
-        if z3.is_app_of(t, z3.Z3_OP_ITE):
+        if kind == z3.Z3_OP_ITE:
             return (
                 f"({self._bool(t.arg(0), lay, cond)} ? {self._bool(t.arg(1), lay, cond)} : "
                 f"{self._bool(t.arg(2), lay, cond)})"
@@ -722,13 +727,14 @@ class Decoder:
             return name
         if _long(t) and not _peeled(t):
             return self._long_text(t, lay, cond)
-        if z3.is_app(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+        kind = t.decl().kind() if z3.is_app(t) else None  # one lookup for the tests below
+        if kind == z3.Z3_OP_UNINTERPRETED:
             name = t.decl().name()
             if name.startswith("map.") and name.endswith(".val"):
                 return f"{name[4:-4]}[{self._key(t.arg(0), lay, cond)}].byte[{self._term(t.arg(1), lay, cond)}]"
             if name.startswith("map.") and name.endswith(".found"):
                 return f"{name[4:-6]}[{self._key(t.arg(0), lay, cond)}] exists"
-        if z3.is_select(t) and t.arg(0).eq(PACKET):
+        if kind == z3.Z3_OP_SELECT and t.arg(0).eq(PACKET):
             return f"pkt[{self._term(t.arg(1), lay, cond)}]"
         ops = {
             z3.Z3_OP_BADD: "+",
@@ -745,24 +751,24 @@ class Decoder:
             z3.Z3_OP_BUDIV: "/",
             z3.Z3_OP_BUDIV_I: "/",
         }
-        if z3.is_app_of(t, z3.Z3_OP_BAND) and t.num_args() == 2 and z3.is_bv_value(t.arg(1)):
+        if kind == z3.Z3_OP_BAND and t.num_args() == 2 and z3.is_bv_value(t.arg(1)):
             r = self.read(t.arg(0), lay, cond)
             d = self.describe(r, lay) if r is not None else None
             named = self._subfield(d[0], t.arg(1).as_long(), 0) if d is not None and d[1] else None
             if named is not None and named[2] == 0:
                 return named[0]
-        if z3.is_app(t) and t.decl().kind() in ops:
-            return "(" + f" {ops[t.decl().kind()]} ".join(self._term(c, lay, cond) for c in t.children()) + ")"
-        if z3.is_app_of(t, z3.Z3_OP_ZERO_EXT):
+        if kind in ops:
+            return "(" + f" {ops[kind]} ".join(self._term(c, lay, cond) for c in t.children()) + ")"
+        if kind == z3.Z3_OP_ZERO_EXT:
             return self._term(t.arg(0), lay, cond)
-        if z3.is_app_of(t, z3.Z3_OP_BNOT):
+        if kind == z3.Z3_OP_BNOT:
             return f"~{self._term(t.arg(0), lay, cond)}"
-        if z3.is_app_of(t, z3.Z3_OP_BNEG):
+        if kind == z3.Z3_OP_BNEG:
             return f"-{self._term(t.arg(0), lay, cond)}"
-        if z3.is_app_of(t, z3.Z3_OP_EXTRACT):
+        if kind == z3.Z3_OP_EXTRACT:
             hi, lo = t.params()
             return f"{self._term(t.arg(0), lay, cond)}[{hi}:{lo}]"
-        if z3.is_app_of(t, z3.Z3_OP_CONCAT):
+        if kind == z3.Z3_OP_CONCAT:
             kids = list(t.children())
             while kids and z3.is_bv_value(kids[0]) and kids[0].as_long() == 0:
                 kids = kids[1:]
@@ -771,7 +777,7 @@ class Decoder:
             if len(kids) == 1:
                 return self._term(kids[0], lay, cond)
             return "concat(" + ", ".join(self._term(c, lay, cond) for c in t.children()) + ")"
-        if z3.is_app_of(t, z3.Z3_OP_ITE):
+        if kind == z3.Z3_OP_ITE:
             return (
                 f"({self._bool(t.arg(0), lay, cond)} ? {self._term(t.arg(1), lay, cond)} : "
                 f"{self._term(t.arg(2), lay, cond)})"
