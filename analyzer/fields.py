@@ -26,12 +26,14 @@ The result is for people: it is not parsed back by anything.
 
 from __future__ import annotations
 
+import ctypes
 import ipaddress
 import re
 import time
 from dataclasses import dataclass, field
 
 import z3
+from z3 import z3core
 
 from .symbolic import PACKET, PACKET_LEN, symbols
 
@@ -117,6 +119,19 @@ FIXED_NOTE = " [L4 fields at fixed offsets: as named only without IPv4 options]"
 #: remainders: then `hash`) or LONG_OPS arithmetic operations (`f`), counted over its tree.
 MIX_OPS = 3
 LONG_OPS = 12
+
+
+#: Order comparisons by z3 operation, as printed.
+_ORDERS = {
+    z3.Z3_OP_ULEQ: "<=",
+    z3.Z3_OP_SLEQ: "<=s",
+    z3.Z3_OP_UGEQ: ">=",
+    z3.Z3_OP_ULT: "<",
+    z3.Z3_OP_UGT: ">",
+    z3.Z3_OP_SGEQ: ">=s",
+    z3.Z3_OP_SLT: "<s",
+    z3.Z3_OP_SGT: ">s",
+}
 
 
 @dataclass
@@ -397,18 +412,19 @@ class Decoder:
 
     def read(self, t: z3.ExprRef, lay: Layout, cond: z3.BoolRef) -> Read | None:
         """The packet read `t` is (its numeric value), or None."""
-        if z3.is_select(t) and t.arg(0).eq(PACKET):
+        kind = t.decl().kind() if z3.is_app(t) else None  # one lookup for the tests below
+        if kind == z3.Z3_OP_SELECT and t.arg(0).eq(PACKET):
             place = self._place(lay, t.arg(1), cond)
             return None if place[0] == "?" else Read((place,), 7, 0)
-        if z3.is_app_of(t, z3.Z3_OP_ZERO_EXT):
+        if kind == z3.Z3_OP_ZERO_EXT:
             return self.read(t.arg(0), lay, cond)
-        if z3.is_app_of(t, z3.Z3_OP_EXTRACT):
+        if kind == z3.Z3_OP_EXTRACT:
             inner = self.read(t.arg(0), lay, cond)
             hi, lo = t.params()
             if inner is None or inner.lo + hi > inner.hi:
                 return None
             return Read(inner.offs, inner.lo + hi, inner.lo + lo)
-        if z3.is_app_of(t, z3.Z3_OP_CONCAT):
+        if kind == z3.Z3_OP_CONCAT:
             offs: list = []
             for i, part in enumerate(t.children()):
                 if z3.is_bv_value(part) and part.as_long() == 0 and i == 0:
@@ -509,14 +525,15 @@ class Decoder:
         return text
 
     def _bool_text(self, t: z3.BoolRef, lay: Layout, cond) -> str:
-        if z3.is_true(t):
+        kind = t.decl().kind() if z3.is_app(t) else None  # one lookup for the tests below
+        if kind == z3.Z3_OP_TRUE:
             return "true"
-        if z3.is_false(t):
+        if kind == z3.Z3_OP_FALSE:
             return "false"
-        if z3.is_and(t):
+        if kind == z3.Z3_OP_AND:
             parts = self._joined(list(t.children()), lay, cond)
             return " ∧ ".join(parts)
-        if z3.is_or(t):
+        if kind == z3.Z3_OP_OR:
             parts, size = [], 0
             for c in t.children():  # a branch may say more about the headers
                 if size > MAX_TEXT:
@@ -529,7 +546,7 @@ class Decoder:
                 parts.append(self._bool(c, lay if same else self.layout(sub, lay), sub))
                 size += len(parts[-1])
             return "(" + " ∨ ".join(parts) + ")"
-        if z3.is_not(t):
+        if kind == z3.Z3_OP_NOT:
             inner = t.arg(0)
             if z3.is_eq(inner) and inner.arg(0).sort().kind() == z3.Z3_BV_SORT:
                 return self._compare("!=", inner.arg(0), inner.arg(1), lay, cond)
@@ -543,27 +560,17 @@ class Decoder:
                     return parts[0].replace(" == ", " != ")  # one field, byte by byte
             text = self._bool(inner, lay, cond)
             return "¬" + (text if text.startswith("(") or " " not in text else f"({text})")
-        if z3.is_eq(t) and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
+        if kind == z3.Z3_OP_EQ and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
             return self._compare("==", t.arg(0), t.arg(1), lay, cond)
-        if z3.is_distinct(t) and t.num_args() == 2 and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
+        if kind == z3.Z3_OP_DISTINCT and t.num_args() == 2 and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
             return self._compare("!=", t.arg(0), t.arg(1), lay, cond)
-        for op, sym in (
-            (z3.Z3_OP_ULEQ, "<="),
-            (z3.Z3_OP_SLEQ, "<=s"),
-            (z3.Z3_OP_UGEQ, ">="),
-            (z3.Z3_OP_ULT, "<"),
-            (z3.Z3_OP_UGT, ">"),
-            (z3.Z3_OP_SGEQ, ">=s"),
-            (z3.Z3_OP_SLT, "<s"),
-            (z3.Z3_OP_SGT, ">s"),
-        ):
-            if z3.is_app_of(t, op):
-                return self._compare(sym, t.arg(0), t.arg(1), lay, cond)
-        if z3.is_app(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED and t.num_args():
+        if kind in _ORDERS:
+            return self._compare(_ORDERS[kind], t.arg(0), t.arg(1), lay, cond)
+        if kind == z3.Z3_OP_UNINTERPRETED and t.num_args():
             name = t.decl().name()
             if name.startswith("map.") and name.endswith(".found"):
                 return f"{name[4:-6]}[{self._key(t.arg(0), lay, cond)}] exists"
-        if z3.is_app_of(t, z3.Z3_OP_ITE):
+        if kind == z3.Z3_OP_ITE:
             return (
                 f"({self._bool(t.arg(0), lay, cond)} ? {self._bool(t.arg(1), lay, cond)} : "
                 f"{self._bool(t.arg(2), lay, cond)})"
@@ -720,13 +727,14 @@ class Decoder:
             return name
         if _long(t) and not _peeled(t):
             return self._long_text(t, lay, cond)
-        if z3.is_app(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+        kind = t.decl().kind() if z3.is_app(t) else None  # one lookup for the tests below
+        if kind == z3.Z3_OP_UNINTERPRETED:
             name = t.decl().name()
             if name.startswith("map.") and name.endswith(".val"):
                 return f"{name[4:-4]}[{self._key(t.arg(0), lay, cond)}].byte[{self._term(t.arg(1), lay, cond)}]"
             if name.startswith("map.") and name.endswith(".found"):
                 return f"{name[4:-6]}[{self._key(t.arg(0), lay, cond)}] exists"
-        if z3.is_select(t) and t.arg(0).eq(PACKET):
+        if kind == z3.Z3_OP_SELECT and t.arg(0).eq(PACKET):
             return f"pkt[{self._term(t.arg(1), lay, cond)}]"
         ops = {
             z3.Z3_OP_BADD: "+",
@@ -743,24 +751,24 @@ class Decoder:
             z3.Z3_OP_BUDIV: "/",
             z3.Z3_OP_BUDIV_I: "/",
         }
-        if z3.is_app_of(t, z3.Z3_OP_BAND) and t.num_args() == 2 and z3.is_bv_value(t.arg(1)):
+        if kind == z3.Z3_OP_BAND and t.num_args() == 2 and z3.is_bv_value(t.arg(1)):
             r = self.read(t.arg(0), lay, cond)
             d = self.describe(r, lay) if r is not None else None
             named = self._subfield(d[0], t.arg(1).as_long(), 0) if d is not None and d[1] else None
             if named is not None and named[2] == 0:
                 return named[0]
-        if z3.is_app(t) and t.decl().kind() in ops:
-            return "(" + f" {ops[t.decl().kind()]} ".join(self._term(c, lay, cond) for c in t.children()) + ")"
-        if z3.is_app_of(t, z3.Z3_OP_ZERO_EXT):
+        if kind in ops:
+            return "(" + f" {ops[kind]} ".join(self._term(c, lay, cond) for c in t.children()) + ")"
+        if kind == z3.Z3_OP_ZERO_EXT:
             return self._term(t.arg(0), lay, cond)
-        if z3.is_app_of(t, z3.Z3_OP_BNOT):
+        if kind == z3.Z3_OP_BNOT:
             return f"~{self._term(t.arg(0), lay, cond)}"
-        if z3.is_app_of(t, z3.Z3_OP_BNEG):
+        if kind == z3.Z3_OP_BNEG:
             return f"-{self._term(t.arg(0), lay, cond)}"
-        if z3.is_app_of(t, z3.Z3_OP_EXTRACT):
+        if kind == z3.Z3_OP_EXTRACT:
             hi, lo = t.params()
             return f"{self._term(t.arg(0), lay, cond)}[{hi}:{lo}]"
-        if z3.is_app_of(t, z3.Z3_OP_CONCAT):
+        if kind == z3.Z3_OP_CONCAT:
             kids = list(t.children())
             while kids and z3.is_bv_value(kids[0]) and kids[0].as_long() == 0:
                 kids = kids[1:]
@@ -769,7 +777,7 @@ class Decoder:
             if len(kids) == 1:
                 return self._term(kids[0], lay, cond)
             return "concat(" + ", ".join(self._term(c, lay, cond) for c in t.children()) + ")"
-        if z3.is_app_of(t, z3.Z3_OP_ITE):
+        if kind == z3.Z3_OP_ITE:
             return (
                 f"({self._bool(t.arg(0), lay, cond)} ? {self._term(t.arg(1), lay, cond)} : "
                 f"{self._term(t.arg(2), lay, cond)})"
@@ -937,35 +945,96 @@ def _byte(o: int) -> z3.BitVecRef:
 #: resource limit, not a time, bounds each query; answers stopped by the deadline are not kept.
 _ANSWERS: dict[frozenset[int], tuple[list[z3.BoolRef], z3.CheckSatResult, z3.ModelRef | None]] = {}
 
-#: AST id -> (the term, kept alive so its id is not reused; its constant offsets).
-_OFFSETS: dict[int, tuple[z3.ExprRef, frozenset[int] | None]] = {}
+
+def _native(wrapper, restype, nargs: int = 2):
+    """z3's C function behind a z3core wrapper, called without the wrapper's per-call error
+    check and without a Python ExprRef per term (as symbolic.symbols does: the walks below
+    read whole conditions); None when this z3 build lays its wrappers out differently."""
+    try:
+        address = ctypes.cast(wrapper.__defaults__[0].f, ctypes.c_void_p).value
+    except (AttributeError, IndexError, TypeError, ctypes.ArgumentError):
+        return None
+    return ctypes.CFUNCTYPE(restype, *[ctypes.c_void_p] * 2, *[ctypes.c_uint] * (nargs - 2))(address)
+
+
+_C = [
+    _native(z3core.Z3_get_ast_kind, ctypes.c_uint),
+    _native(z3core.Z3_get_ast_id, ctypes.c_uint),
+    _native(z3core.Z3_get_app_num_args, ctypes.c_uint),
+    _native(z3core.Z3_get_app_arg, ctypes.c_void_p, 3),
+    _native(z3core.Z3_get_app_decl, ctypes.c_void_p),
+    _native(z3core.Z3_get_decl_kind, ctypes.c_uint),
+    _native(z3core.Z3_get_numeral_string, ctypes.c_char_p),
+    _native(z3core.Z3_get_sort, ctypes.c_void_p),
+    _native(z3core.Z3_get_sort_kind, ctypes.c_uint),
+]
+_RAW = all(_C)
+if _RAW:
+    _AST_KIND, _AST_ID, _NUM_ARGS, _ARG, _DECL, _DECL_KIND, _NUMERAL, _SORT, _SORT_KIND = _C
+else:  # z3's own checked wrappers: the same walks, slower
+    _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = (
+        z3.Z3_get_ast_kind,
+        z3.Z3_get_ast_id,
+        z3.Z3_get_app_num_args,
+        z3.Z3_get_app_arg,
+    )
+    _DECL, _DECL_KIND, _NUMERAL = z3.Z3_get_app_decl, z3.Z3_get_decl_kind, z3.Z3_get_numeral_string
+    _SORT, _SORT_KIND = z3.Z3_get_sort, z3.Z3_get_sort_kind
+
+#: Terms `_offsets` walked: AST id -> the term, kept alive so that neither its id nor the ids
+#: of the nodes under it (`_NODE_OFFSETS`) are given to another term.
+_OFFSET_ROOTS: dict[int, z3.ExprRef] = {}
+#: AST id of every node under a term in `_OFFSET_ROOTS` -> its constant offsets (None: it reads
+#: one at a computed index). Terms share nodes (a branch is `cond ∧ c`): each is walked once.
+_NODE_OFFSETS: dict[int, frozenset[int] | None] = {}
+_NO_OFFSETS: frozenset[int] = frozenset()
 
 
 def _offsets(t: z3.ExprRef) -> frozenset[int] | None:
     """The constant packet offsets `t` reads; None when it reads one at a computed index
-    (an IHL-relative read may be any byte). Cached by z3 AST id (terms are hash-consed)."""
+    (an IHL-relative read may be any byte). Memoised per node by z3 AST id (terms are
+    hash-consed), walked through z3's C API."""
     key = t.get_id()
-    if key in _OFFSETS:
-        return _OFFSETS[key][1]
-    if len(_OFFSETS) > 100_000:
-        _OFFSETS.clear()
-    out: set[int] = set()
-    seen: set[int] = set()
-    todo = [t]
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
+    memo = _NODE_OFFSETS
+    if key in memo:
+        return memo[key]
+    if len(memo) > 1_000_000:
+        memo.clear()
+        _OFFSET_ROOTS.clear()
+    _OFFSET_ROOTS[key] = t
+    ctx = t.ctx_ref().value if _RAW else t.ctx_ref()
+    packet = PACKET.get_id()
+    stack: list = [(t.as_ast().value if _RAW else t.as_ast(), None)]
+    while stack:
+        a, kids = stack.pop()
+        if kids is not None:  # its children are done
+            out: frozenset[int] | None = _NO_OFFSETS
+            for k in kids:
+                sub = memo[k]
+                if sub is None:
+                    out = None
+                    break
+                if sub and not sub <= out:
+                    out = sub if not out or out <= sub else out | sub
+            memo[_AST_ID(ctx, a)] = out
             continue
-        seen.add(x.get_id())
-        if z3.is_select(x) and x.arg(0).eq(PACKET):
-            if not z3.is_bv_value(x.arg(1)):
-                _OFFSETS[key] = (t, None)
-                return None
-            out.add(x.arg(1).as_long())
-        if z3.is_app(x):
-            todo.extend(x.children())
-    _OFFSETS[key] = (t, frozenset(out))
-    return _OFFSETS[key][1]
+        aid = _AST_ID(ctx, a)
+        if aid in memo:
+            continue
+        if _AST_KIND(ctx, a) != z3.Z3_APP_AST:  # numerals, variables, quantifiers
+            memo[aid] = _NO_OFFSETS
+            continue
+        n = _NUM_ARGS(ctx, a)
+        args = [_ARG(ctx, a, i) for i in range(n)]
+        if n == 2 and _DECL_KIND(ctx, _DECL(ctx, a)) == z3.Z3_OP_SELECT and _AST_ID(ctx, args[0]) == packet:
+            index = args[1]
+            numeral = _AST_KIND(ctx, index) == z3.Z3_NUMERAL_AST
+            memo[aid] = frozenset({int(_NUMERAL(ctx, index))}) if numeral else None
+            continue
+        ids = [_AST_ID(ctx, c) for c in args]
+        stack.append((a, ids))
+        stack.extend((c, None) for c, cid in zip(args, ids) if cid not in memo)
+    return memo[key]
 
 
 def _unique(formulas: list[z3.BoolRef]) -> list[z3.BoolRef]:
@@ -1026,41 +1095,72 @@ _ARITHMETIC = _MIXING | {
 _KEPT_AROUND = frozenset({z3.Z3_OP_BUREM, z3.Z3_OP_BUREM_I, z3.Z3_OP_BAND, z3.Z3_OP_EXTRACT, z3.Z3_OP_ZERO_EXT})
 #: Counts are capped (a hash's tree is exponential in its steps).
 _CAP = 1 << 20
-#: AST id -> (the term, kept alive so its id is not reused; (mixing, arithmetic, if-then-else in it)).
-_SHAPES: dict[int, tuple[z3.ExprRef, tuple[int, int, bool]]] = {}
+#: Terms `_node_shape` walked: AST id -> the term, kept alive (see _OFFSET_ROOTS).
+_SHAPE_ROOTS: dict[int, z3.ExprRef] = {}
+#: AST id of every node under a term in `_SHAPE_ROOTS` -> (mixing operations, arithmetic
+#: operations, whether an if-then-else is in it, whether a long computation is in it).
+_NODE_SHAPES: dict[int, tuple[int, int, bool, bool]] = {}
+_LEAF = (0, 0, False, False)
+
+
+def _node_shape(t: z3.ExprRef) -> tuple[int, int, bool, bool]:
+    """`_shape(t)` and `_has_long(t)` in one walk of `t` through z3's C API, memoised per
+    node by AST id. Packet reads and symbols are leaves of the computation (a read's index
+    is not part of it); a map lookup is one too, but a long computation in its key counts
+    for `_has_long`."""
+    key = t.get_id()
+    memo = _NODE_SHAPES
+    if key in memo:
+        return memo[key]
+    if len(memo) > 1_000_000:
+        memo.clear()
+        _SHAPE_ROOTS.clear()
+    _SHAPE_ROOTS[key] = t
+    ctx = t.ctx_ref().value if _RAW else t.ctx_ref()
+    stack: list = [(t.as_ast().value if _RAW else t.as_ast(), None)]
+    while stack:
+        a, meta = stack.pop()
+        if meta is not None:  # its children are done
+            ids, op = meta
+            found = any(memo[i][3] for i in ids)
+            if op == z3.Z3_OP_UNINTERPRETED:
+                memo[_AST_ID(ctx, a)] = (0, 0, False, found)
+                continue
+            mix = arith = 0
+            ite = op == z3.Z3_OP_ITE
+            for i in ids:
+                cm, ca, ci, _ = memo[i]
+                mix, arith, ite = mix + cm, arith + ca, ite or ci
+            ops = max(1, len(ids) - 1)  # an n-ary sum is n - 1 additions
+            mix = min(mix + (ops if op in _MIXING else 0), _CAP)
+            arith = min(arith + (ops if op in _ARITHMETIC else 0), _CAP)
+            if not found and not ite and (mix >= MIX_OPS or arith >= LONG_OPS):
+                found = _SORT_KIND(ctx, _SORT(ctx, a)) == z3.Z3_BV_SORT  # a value, not a condition
+            memo[_AST_ID(ctx, a)] = (mix, arith, ite, found)
+            continue
+        aid = _AST_ID(ctx, a)
+        if aid in memo:
+            continue
+        if _AST_KIND(ctx, a) != z3.Z3_APP_AST:  # numerals, variables, quantifiers
+            memo[aid] = _LEAF
+            continue
+        op = _DECL_KIND(ctx, _DECL(ctx, a))
+        n = _NUM_ARGS(ctx, a)
+        if op == z3.Z3_OP_SELECT or n == 0:
+            memo[aid] = _LEAF
+            continue
+        args = [_ARG(ctx, a, i) for i in range(n)]
+        ids = [_AST_ID(ctx, c) for c in args]
+        stack.append((a, (ids, op)))
+        stack.extend((c, None) for c, cid in zip(args, ids) if cid not in memo)
+    return memo[key]
 
 
 def _shape(t: z3.ExprRef) -> tuple[int, int, bool]:
     """(mixing operations, arithmetic operations, whether an if-then-else is in it) of `t`,
     counted over its tree (capped at _CAP): packet reads, map values and symbols are
     leaves (a read's index is not part of the computation)."""
-    key = t.get_id()
-    if key in _SHAPES:
-        return _SHAPES[key][1]
-    if len(_SHAPES) > 200_000:
-        _SHAPES.clear()
-    order, stack = [], [t]
-    while stack:  # children before parents, without recursion (hash chains are deep)
-        x = stack.pop()
-        if x.get_id() in _SHAPES or not z3.is_app(x):
-            continue
-        order.append(x)
-        if not (z3.is_select(x) or x.decl().kind() == z3.Z3_OP_UNINTERPRETED):
-            stack.extend(c for c in x.children() if c.get_id() not in _SHAPES)
-    for x in reversed(order):
-        if x.get_id() in _SHAPES:
-            continue
-        mix = arith = 0
-        ite = z3.is_app_of(x, z3.Z3_OP_ITE)
-        if not (z3.is_select(x) or x.decl().kind() == z3.Z3_OP_UNINTERPRETED):
-            for c in x.children():
-                cm, ca, ci = _SHAPES[c.get_id()][1] if c.get_id() in _SHAPES else (0, 0, False)
-                mix, arith, ite = mix + cm, arith + ca, ite or ci
-        kind, ops = x.decl().kind(), max(1, x.num_args() - 1)  # an n-ary sum is n - 1 additions
-        mix += ops if kind in _MIXING else 0
-        arith += ops if kind in _ARITHMETIC else 0
-        _SHAPES[x.get_id()] = (x, (min(mix, _CAP), min(arith, _CAP), ite))
-    return _SHAPES[key][1] if key in _SHAPES else (0, 0, False)
+    return _node_shape(t)[:3]
 
 
 def _long(t: z3.ExprRef) -> bool:
@@ -1081,27 +1181,9 @@ def _peeled(t: z3.ExprRef) -> bool:
     return len(inner) == 1 and _long(inner[0])
 
 
-#: AST id -> (the condition, kept alive so its id is not reused; whether `_has_long`).
-_HAS_LONG: dict[int, tuple[z3.ExprRef, bool]] = {}
-
-
 def _has_long(f: z3.ExprRef) -> bool:
     """Whether a long computation is in `f` (a condition; outside packet read indices)."""
-    if f.get_id() in _HAS_LONG:
-        return _HAS_LONG[f.get_id()][1]
-    if len(_HAS_LONG) > 100_000:
-        _HAS_LONG.clear()
-    todo, seen, found = [f], set(), False
-    while todo and not found:
-        x = todo.pop()
-        if x.get_id() in seen or not z3.is_app(x):
-            continue
-        seen.add(x.get_id())
-        found = _long(x)
-        if not z3.is_select(x):
-            todo.extend(x.children())
-    _HAS_LONG[f.get_id()] = (f, found)
-    return found
+    return _node_shape(f)[3]
 
 
 def _be(o: int, n: int) -> z3.BitVecRef:
