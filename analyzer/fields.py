@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import z3
 from z3 import z3core
 
-from .symbolic import PACKET, PACKET_LEN, symbols
+from .symbolic import PACKET, PACKET_LEN, native, symbols
 
 #: Per header: field -> (offset, size in bytes).
 HEADERS: dict[str, dict[str, tuple[int, int]]] = {
@@ -946,27 +946,16 @@ def _byte(o: int) -> z3.BitVecRef:
 _ANSWERS: dict[frozenset[int], tuple[list[z3.BoolRef], z3.CheckSatResult, z3.ModelRef | None]] = {}
 
 
-def _native(wrapper, restype, nargs: int = 2):
-    """z3's C function behind a z3core wrapper, called without the wrapper's per-call error
-    check and without a Python ExprRef per term (as symbolic.symbols does: the walks below
-    read whole conditions); None when this z3 build lays its wrappers out differently."""
-    try:
-        address = ctypes.cast(wrapper.__defaults__[0].f, ctypes.c_void_p).value
-    except (AttributeError, IndexError, TypeError, ctypes.ArgumentError):
-        return None
-    return ctypes.CFUNCTYPE(restype, *[ctypes.c_void_p] * 2, *[ctypes.c_uint] * (nargs - 2))(address)
-
-
 _C = [
-    _native(z3core.Z3_get_ast_kind, ctypes.c_uint),
-    _native(z3core.Z3_get_ast_id, ctypes.c_uint),
-    _native(z3core.Z3_get_app_num_args, ctypes.c_uint),
-    _native(z3core.Z3_get_app_arg, ctypes.c_void_p, 3),
-    _native(z3core.Z3_get_app_decl, ctypes.c_void_p),
-    _native(z3core.Z3_get_decl_kind, ctypes.c_uint),
-    _native(z3core.Z3_get_numeral_string, ctypes.c_char_p),
-    _native(z3core.Z3_get_sort, ctypes.c_void_p),
-    _native(z3core.Z3_get_sort_kind, ctypes.c_uint),
+    native(z3core.Z3_get_ast_kind, ctypes.c_uint),
+    native(z3core.Z3_get_ast_id, ctypes.c_uint),
+    native(z3core.Z3_get_app_num_args, ctypes.c_uint),
+    native(z3core.Z3_get_app_arg, ctypes.c_void_p, 3),
+    native(z3core.Z3_get_app_decl, ctypes.c_void_p),
+    native(z3core.Z3_get_decl_kind, ctypes.c_uint),
+    native(z3core.Z3_get_numeral_string, ctypes.c_char_p),
+    native(z3core.Z3_get_sort, ctypes.c_void_p),
+    native(z3core.Z3_get_sort_kind, ctypes.c_uint),
 ]
 _RAW = all(_C)
 if _RAW:

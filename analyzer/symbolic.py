@@ -214,10 +214,12 @@ def source_of(symbol: str) -> Source | None:
     return Source("unknown", rest.rsplit(".", 1)[0] if rest else symbol)
 
 
-def _native(wrapper, restype, nargs: int = 2):
+def native(wrapper, restype, nargs: int = 2):
     """z3's C function behind a z3core wrapper, called without the wrapper's per-call error
-    check and without making a Python ExprRef per term (symbols walks whole DAGs: ~10x).
-    None when this z3 build's wrappers are laid out differently: symbols then uses them."""
+    check and without making a Python ExprRef per term (symbols walks whole DAGs: ~10x;
+    fields' walks read whole conditions). `nargs` counts the context: two pointers, then
+    unsigned ints. None when this z3 build's wrappers are laid out differently: callers then
+    use z3's checked wrappers."""
     try:
         address = ctypes.cast(wrapper.__defaults__[0].f, ctypes.c_void_p).value
     except (AttributeError, IndexError, TypeError, ctypes.ArgumentError):
@@ -226,15 +228,15 @@ def _native(wrapper, restype, nargs: int = 2):
 
 
 _NATIVE = [
-    _native(z3core.Z3_get_ast_kind, ctypes.c_uint),
-    _native(z3core.Z3_get_ast_id, ctypes.c_uint),
-    _native(z3core.Z3_get_app_num_args, ctypes.c_uint),
-    _native(z3core.Z3_get_app_arg, ctypes.c_void_p, 3),
-    _native(z3core.Z3_get_app_decl, ctypes.c_void_p),
-    _native(z3core.Z3_get_decl_kind, ctypes.c_uint),
-    _native(z3core.Z3_get_decl_name, ctypes.c_void_p),
-    _native(z3core.Z3_get_symbol_string, ctypes.c_char_p),
-    _native(z3core.Z3_get_quantifier_body, ctypes.c_void_p),
+    native(z3core.Z3_get_ast_kind, ctypes.c_uint),
+    native(z3core.Z3_get_ast_id, ctypes.c_uint),
+    native(z3core.Z3_get_app_num_args, ctypes.c_uint),
+    native(z3core.Z3_get_app_arg, ctypes.c_void_p, 3),
+    native(z3core.Z3_get_app_decl, ctypes.c_void_p),
+    native(z3core.Z3_get_decl_kind, ctypes.c_uint),
+    native(z3core.Z3_get_decl_name, ctypes.c_void_p),
+    native(z3core.Z3_get_symbol_string, ctypes.c_char_p),
+    native(z3core.Z3_get_quantifier_body, ctypes.c_void_p),
 ]
 if all(_NATIVE):
     _AST_KIND, _AST_ID, _NUM_ARGS, _ARG, _DECL, _DECL_KIND, _DECL_NAME, _SYMBOL, _BODY = _NATIVE
