@@ -26,16 +26,14 @@ The result is for people: it is not parsed back by anything.
 
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import re
 import time
 from dataclasses import dataclass, field
 
 import z3
-from z3 import z3core
 
-from .symbolic import PACKET, PACKET_LEN, native, symbols
+from .symbolic import PACKET, PACKET_LEN, Z3_C, symbols
 
 #: Per header: field -> (offset, size in bytes).
 HEADERS: dict[str, dict[str, tuple[int, int]]] = {
@@ -946,29 +944,10 @@ def _byte(o: int) -> z3.BitVecRef:
 _ANSWERS: dict[frozenset[int], tuple[list[z3.BoolRef], z3.CheckSatResult, z3.ModelRef | None]] = {}
 
 
-_C = [
-    native(z3core.Z3_get_ast_kind, ctypes.c_uint),
-    native(z3core.Z3_get_ast_id, ctypes.c_uint),
-    native(z3core.Z3_get_app_num_args, ctypes.c_uint),
-    native(z3core.Z3_get_app_arg, ctypes.c_void_p, 3),
-    native(z3core.Z3_get_app_decl, ctypes.c_void_p),
-    native(z3core.Z3_get_decl_kind, ctypes.c_uint),
-    native(z3core.Z3_get_numeral_string, ctypes.c_char_p),
-    native(z3core.Z3_get_sort, ctypes.c_void_p),
-    native(z3core.Z3_get_sort_kind, ctypes.c_uint),
-]
-_RAW = all(_C)
-if _RAW:
-    _AST_KIND, _AST_ID, _NUM_ARGS, _ARG, _DECL, _DECL_KIND, _NUMERAL, _SORT, _SORT_KIND = _C
-else:  # z3's own checked wrappers: the same walks, slower
-    _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = (
-        z3.Z3_get_ast_kind,
-        z3.Z3_get_ast_id,
-        z3.Z3_get_app_num_args,
-        z3.Z3_get_app_arg,
-    )
-    _DECL, _DECL_KIND, _NUMERAL = z3.Z3_get_app_decl, z3.Z3_get_decl_kind, z3.Z3_get_numeral_string
-    _SORT, _SORT_KIND = z3.Z3_get_sort, z3.Z3_get_sort_kind
+_RAW = Z3_C.raw
+_AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
+_DECL, _DECL_KIND, _NUMERAL = Z3_C.decl, Z3_C.decl_kind, Z3_C.numeral
+_SORT, _SORT_KIND = Z3_C.sort, Z3_C.sort_kind
 
 #: Terms `_offsets` walked: AST id -> the term, kept alive so that neither its id nor the ids
 #: of the nodes under it (`_NODE_OFFSETS`) are given to another term.

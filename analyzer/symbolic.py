@@ -227,30 +227,55 @@ def native(wrapper, restype, nargs: int = 2):
     return ctypes.CFUNCTYPE(restype, *[ctypes.c_void_p] * 2, *[ctypes.c_uint] * (nargs - 2))(address)
 
 
-_NATIVE = [
-    native(z3core.Z3_get_ast_kind, ctypes.c_uint),
-    native(z3core.Z3_get_ast_id, ctypes.c_uint),
-    native(z3core.Z3_get_app_num_args, ctypes.c_uint),
-    native(z3core.Z3_get_app_arg, ctypes.c_void_p, 3),
-    native(z3core.Z3_get_app_decl, ctypes.c_void_p),
-    native(z3core.Z3_get_decl_kind, ctypes.c_uint),
-    native(z3core.Z3_get_decl_name, ctypes.c_void_p),
-    native(z3core.Z3_get_symbol_string, ctypes.c_char_p),
-    native(z3core.Z3_get_quantifier_body, ctypes.c_void_p),
-]
-if all(_NATIVE):
-    _AST_KIND, _AST_ID, _NUM_ARGS, _ARG, _DECL, _DECL_KIND, _DECL_NAME, _SYMBOL, _BODY = _NATIVE
-    _RAW = True
-else:  # z3's own checked wrappers: the same walk, slower
-    _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = (
-        z3.Z3_get_ast_kind,
-        z3.Z3_get_ast_id,
-        z3.Z3_get_app_num_args,
-        z3.Z3_get_app_arg,
-    )
-    _DECL, _DECL_KIND, _DECL_NAME = z3.Z3_get_app_decl, z3.Z3_get_decl_kind, z3.Z3_get_decl_name
-    _SYMBOL, _BODY = z3.Z3_get_symbol_string, z3.Z3_get_quantifier_body
-    _RAW = False
+@dataclass(frozen=True)
+class Z3C:
+    """z3's C functions the term walks call on raw ASTs (`symbols` here, fields' offset and
+    shape walks), one table for both. With `raw` each is the C function itself (`native`:
+    callers pass `ctx_ref().value` and `as_ast().value`); else z3's checked wrappers, which
+    take the ExprRef's `ctx_ref()` and `as_ast()`."""
+
+    raw: bool
+    ast_kind: object
+    ast_id: object
+    num_args: object
+    arg: object
+    decl: object
+    decl_kind: object
+    decl_name: object
+    symbol: object
+    body: object
+    numeral: object
+    sort: object
+    sort_kind: object
+
+
+def _z3c() -> Z3C:
+    table = [  # (z3core wrapper, C return type, arguments counting the context)
+        (z3core.Z3_get_ast_kind, ctypes.c_uint, 2),
+        (z3core.Z3_get_ast_id, ctypes.c_uint, 2),
+        (z3core.Z3_get_app_num_args, ctypes.c_uint, 2),
+        (z3core.Z3_get_app_arg, ctypes.c_void_p, 3),
+        (z3core.Z3_get_app_decl, ctypes.c_void_p, 2),
+        (z3core.Z3_get_decl_kind, ctypes.c_uint, 2),
+        (z3core.Z3_get_decl_name, ctypes.c_void_p, 2),
+        (z3core.Z3_get_symbol_string, ctypes.c_char_p, 2),
+        (z3core.Z3_get_quantifier_body, ctypes.c_void_p, 2),
+        (z3core.Z3_get_numeral_string, ctypes.c_char_p, 2),
+        (z3core.Z3_get_sort, ctypes.c_void_p, 2),
+        (z3core.Z3_get_sort_kind, ctypes.c_uint, 2),
+    ]
+    natives = [native(wrapper, restype, nargs) for wrapper, restype, nargs in table]
+    if all(natives):
+        return Z3C(True, *natives)
+    return Z3C(False, *[getattr(z3, wrapper.__name__) for wrapper, _, _ in table])
+
+
+#: The C functions of this z3 build (see Z3C).
+Z3_C = _z3c()
+_RAW = Z3_C.raw
+_AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
+_DECL, _DECL_KIND, _DECL_NAME = Z3_C.decl, Z3_C.decl_kind, Z3_C.decl_name
+_SYMBOL, _BODY = Z3_C.symbol, Z3_C.body
 
 
 _NONE: frozenset[str] = frozenset()
