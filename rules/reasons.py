@@ -13,10 +13,9 @@ import weakref
 from dataclasses import dataclass
 
 import z3
-import z3.z3core as zc
 
 from analyzer.fields import HEADERS, L4, VLAN_TPIDS, Decoder, decode
-from analyzer.symbolic import PACKET, source_of, symbols
+from analyzer.symbolic import PACKET, Z3_C, source_of, symbols
 
 
 @dataclass(frozen=True)
@@ -187,10 +186,13 @@ def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] 
         return Reason("ctx-field", ", ".join(sorted(f"ctx->{s.name}" for s in sources if s.kind == "ctx")))
     if maps:
         decoder = Decoder(e.environment(), None, e.summaries)
+        # the condition as `decode` renders it (simplified): its layout's z3 questions are
+        # then the ones the printed `when` asks, answered once (fields' memo of answers)
+        simple = z3.simplify(cond)
         keys = []
         for m in maps:
             key = next((a.key for a in path.accesses if a.map == m), None)
-            keys.append(f"map {m}" + (f" keyed by {decoder.key_fields(key, cond)}" if key is not None else ""))
+            keys.append(f"map {m}" + (f" keyed by {decoder.key_fields(key, simple)}" if key is not None else ""))
         return Reason("map-dependent", "; ".join(keys))
     if "summary" in kinds:
         return Reason(
@@ -285,40 +287,37 @@ def _l4_starts(reads: set[int]) -> list[int]:
 
 def _constant_reads(t: z3.ExprRef) -> set[int]:
     """The packet offsets `t` reads at a constant index (a select on the packet array at a
-    bit-vector numeral). Walked through z3's C API on raw ASTs, each shared subterm once:
-    wrapping every node in a Python ExprRef cost more than the rest of `fixed_l4_reads`."""
-    ctx = t.ctx_ref()
-    packet = PACKET.decl().name()
+    bit-vector numeral). Walked on raw ASTs through symbolic's table of z3's C functions
+    (`Z3_C`), each shared subterm once: wrapping every node in a Python ExprRef cost more
+    than the rest of `fixed_l4_reads`. The array is known by its name: `t` may live in
+    another context than PACKET (fixed_l4_reads asks in one of its own)."""
+    raw = Z3_C.raw
+    ctx = t.ctx_ref().value if raw else t.ctx_ref()
+    name = PACKET.decl().name()
+    packet = name.encode() if raw else name  # the raw C function returns bytes
     out: set[int] = set()
     seen: set[int] = set()
-    todo = [t.as_ast()]
+    todo = [t.as_ast().value if raw else t.as_ast()]
     while todo:
         a = todo.pop()
-        i = zc.Z3_get_ast_id(ctx, a)
+        i = Z3_C.ast_id(ctx, a)
         if i in seen:
             continue
         seen.add(i)
-        if zc.Z3_get_ast_kind(ctx, a) != z3.Z3_APP_AST:
+        if Z3_C.ast_kind(ctx, a) != z3.Z3_APP_AST:
             continue  # numerals, variables, quantifiers: no reads below
-        app = zc.Z3_to_app(ctx, a)
-        n = zc.Z3_get_app_num_args(ctx, app)
-        if n == 2 and zc.Z3_get_decl_kind(ctx, zc.Z3_get_app_decl(ctx, app)) == z3.Z3_OP_SELECT:
-            arr, index = zc.Z3_get_app_arg(ctx, app, 0), zc.Z3_get_app_arg(ctx, app, 1)
+        n = Z3_C.num_args(ctx, a)
+        if n == 2 and Z3_C.decl_kind(ctx, Z3_C.decl(ctx, a)) == z3.Z3_OP_SELECT:
+            arr, index = Z3_C.arg(ctx, a, 0), Z3_C.arg(ctx, a, 1)
             if (
-                zc.Z3_get_ast_kind(ctx, arr) == z3.Z3_APP_AST
-                and _decl_name(ctx, arr) == packet
-                and zc.Z3_get_ast_kind(ctx, index) == z3.Z3_NUMERAL_AST
-                and zc.Z3_get_sort_kind(ctx, zc.Z3_get_sort(ctx, index)) == z3.Z3_BV_SORT
+                Z3_C.ast_kind(ctx, arr) == z3.Z3_APP_AST
+                and Z3_C.symbol(ctx, Z3_C.decl_name(ctx, Z3_C.decl(ctx, arr))) == packet
+                and Z3_C.ast_kind(ctx, index) == z3.Z3_NUMERAL_AST
+                and Z3_C.sort_kind(ctx, Z3_C.sort(ctx, index)) == z3.Z3_BV_SORT
             ):
-                out.add(int(zc.Z3_get_numeral_string(ctx, index)))
-        todo.extend(zc.Z3_get_app_arg(ctx, app, k) for k in range(n))
+                out.add(int(Z3_C.numeral(ctx, index)))
+        todo.extend(Z3_C.arg(ctx, a, k) for k in range(n))
     return out
-
-
-def _decl_name(ctx, a) -> str:
-    """The name of the function symbol at the head of raw application AST `a`."""
-    decl = zc.Z3_get_app_decl(ctx, zc.Z3_to_app(ctx, a))
-    return zc.Z3_get_symbol_string(ctx, zc.Z3_get_decl_name(ctx, decl))
 
 
 @dataclass
