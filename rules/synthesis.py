@@ -464,19 +464,26 @@ class Synthesizer:
     ) -> list[Block] | None:
         """The blocks of each protocol chain (_extract_all), or None as soon as a VLAN chain's
         blocks constrain no key beyond the chain's own (CHAIN_KEYS). `model`: a model of `s`
-        (used where it also satisfies a chain's constraints)."""
-        out: list[Block] = []
-        for protocol, chain in chains:
+        (used where it also satisfies a chain's constraints).
+
+        The chains are extracted tagged ones first, two tags before one (a chain whose tags
+        decide nothing is most often one the program's tag walk does not look into), so a
+        None costs as few extractions as can be; the blocks come out in `chains`' order."""
+        order = sorted(
+            range(len(chains)), key=lambda i: (not chains[i][1], chains[i][1].get("vlan_ethtype") not in VLAN_TYPES, i)
+        )
+        got: dict[int, list[Block]] = {}
+        for i in order:
+            protocol, chain = chains[i]
             s.push()
             added = [self.d.skb_protocol == PROTOCOLS[protocol]] if protocol != "all" else []
             added += [self.d.keys[name] == value for name, value in chain.items()]
             s.add(*added)
-            got = self._extract_chain(s, p, outcome, protocol, chain, frags, _still(model, added))
+            got[i] = self._extract_chain(s, p, outcome, protocol, chain, frags, _still(model, added))
             s.pop()
-            if chain and not any(_decides_beyond_chain(b) for b in got):
+            if chain and not any(_decides_beyond_chain(b) for b in got[i]):
                 return None
-            out += got
-        return out
+        return [b for i in range(len(chains)) for b in got[i]]
 
     def _one_chain(self, s: z3.Solver, model: z3.ModelRef | None = None) -> tuple[str, dict[str, int]]:
         """The protocol of all models of `s`, or `all` (no split into VLAN chains). `model`:
@@ -664,17 +671,17 @@ class Synthesizer:
     def _fixed_keys(self, p: Path) -> tuple[str, dict[str, int]] | None:
         """path_block's work: extraction's first steps (extract_all, unsplit) asking each
         key for two values, not for its whole value set."""
-        found = self._typical_solver(p)
+        found = self._unsplit(p)
         if found is None:
             return None
-        s, frags = found
-        protocol, _ = self._one_chain(s)
+        s, frags, model, (protocol, _) = found
         s.push()
-        if protocol != "all":
-            s.add(self.d.skb_protocol == PROTOCOLS[protocol])
+        added = [self.d.skb_protocol == PROTOCOLS[protocol]] if protocol != "all" else []
+        s.add(*added)
+        model = _still(model, added)
         sets = {}
         for name in _key_names(protocol, {}, frags):
-            values = _values(s, self.d.keys[name], 2)
+            values = _values(s, self.d.keys[name], 2, _seen(model, self.d.keys[name]))
             if len(values) == 1:
                 sets[name] = (values[0],)
         s.pop()
