@@ -444,6 +444,9 @@ class Dissection:
     reaches_tc: z3.BoolRef
     skb_protocol: z3.BitVecRef
     _model: _Model = field(repr=False)
+    #: match_formula's memo for this packet (a FlowerMatch -> its formula): layout,
+    #: minimisation and the printed script's proof ask for the same filters' formulas
+    _formulas: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def keys(self) -> dict[str, z3.BitVecRef]:
@@ -591,6 +594,10 @@ def _conditions(match: FlowerMatch, values, symbolic=None) -> tuple[list[z3.Bool
     return conds, used
 
 
+#: Formulas kept per Dissection by match_formula (the default one lives as long as the process).
+MAX_FORMULAS = 4096
+
+
 def match_formula(
     match: FlowerMatch, d: Dissection | None = None, symbolic: dict[str, z3.BitVecRef] | None = None
 ) -> z3.BoolRef:
@@ -598,7 +605,14 @@ def match_formula(
     check, then cls_flower's masked compare and port ranges). For a rule template (a map key
     that becomes the value), `symbolic` maps key names to terms of the key's width; those keys
     stay in `match` with a placeholder Exact whose mask is the template's."""
-    return _match(match, d or dissect(), symbolic)[0]
+    d = d or dissect()
+    if symbolic is not None:
+        return _match(match, d, symbolic)[0]
+    if match not in d._formulas:
+        if len(d._formulas) >= MAX_FORMULAS:  # a long-lived process (sync, lsp) starts over
+            d._formulas.clear()
+        d._formulas[match] = _match(match, d)[0]
+    return d._formulas[match]
 
 
 def _match(match: FlowerMatch, d: Dissection, symbolic=None) -> tuple[z3.BoolRef, z3.BoolRef]:

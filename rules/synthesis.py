@@ -400,22 +400,52 @@ class Synthesizer:
     def _typical_solver(self, p: Path) -> tuple[z3.Solver, bool] | None:
         """A solver holding path `p` under typical packets (else typical fragments: then
         True), or None when only atypical packets take it."""
+        found = self._typical(p)
+        return None if found is None else found[:2]
+
+    def _typical(self, p: Path) -> tuple[z3.Solver, bool, z3.ModelRef] | None:
+        """_typical_solver with the model of its satisfiable check: the queries after it
+        start from that model instead of asking the solver for one again (each check of the
+        path's whole condition costs as much as the first)."""
         cond = z3.And(self.conds[p.id], *self.env)
         s = solver(cond, self.typical)
         if s.check() == z3.sat:
-            return s, False
+            return s, False, s.model()
         s = solver(cond, self.typical_fragment)
-        return (s, True) if s.check() == z3.sat else None
+        return (s, True, s.model()) if s.check() == z3.sat else None
+
+    def _unsplit(self, p: Path) -> tuple[z3.Solver, bool, z3.ModelRef, tuple[str, dict[str, int]]] | None:
+        """_typical and _one_chain together (None: only atypical packets take the path).
+        First one query: a typical packet of the path whose protocol is no family's (a
+        VLAN tag, another ethertype) makes the chain `all` whatever other protocols the
+        path takes, and is a model of the path under typical packets (xdp-filter's paths
+        all take tagged frames: one check of the whole condition instead of two)."""
+        cond = z3.And(self.conds[p.id], *self.env)
+        probe = solver(cond, self.typical, *[self.d.skb_protocol != f for f in FAMILIES])
+        if probe.check() == z3.sat:
+            return solver(cond, self.typical), False, probe.model(), ("all", {})
+        found = self._typical(p)
+        if found is None:
+            return None
+        s, frags, model = found
+        return s, frags, model, self._one_chain(s, model)
 
     def _extract_all(self, p: Path, outcome: Outcome, split: bool) -> tuple[list[Block] | None, bool]:
         """extract_all's work: None when only atypical packets take the path; and whether
         the result is also the unsplit one (split asked, but one chain without a VLAN tag)."""
-        found = self._typical_solver(p)
-        if found is None:
-            return None, True
-        s, frags = found
-        chains = self._chains(s) if split else [self._one_chain(s)]
-        out = self._extract_chains(s, p, outcome, chains, frags)
+        if split:
+            found = self._typical(p)
+            if found is None:
+                return None, True
+            s, frags, model = found
+            chains = self._chains(s, model)
+        else:
+            found = self._unsplit(p)
+            if found is None:
+                return None, True
+            s, frags, model, chain = found
+            chains = [chain]
+        out = self._extract_chains(s, p, outcome, chains, frags, model)
         if out is None:
             # A VLAN chain's blocks constrain nothing beyond the chain itself: the program's
             # tag parsing decides nothing there (generic parsers such as xdp-filter's walk the
@@ -423,42 +453,52 @@ class Synthesizer:
             # Extraction only proposes blocks, the proofs decide, so this can lose a VLAN
             # filter but never make one wrong; each chain costs a full key enumeration.
             self.chain_budget = 0
-            return self._extract_chains(s, p, outcome, [self._one_chain(s)], frags), True
+            return self._extract_chains(s, p, outcome, [self._one_chain(s, model)], frags, model), True
         if len(chains) > 1 or chains[0][1]:
             self.chain_budget -= len(chains)
         one = len(chains) == 1 and not chains[0][1] and PROTOCOLS.get(chains[0][0]) not in VLAN_TYPES
         return out, one
 
-    def _extract_chains(self, s: z3.Solver, p: Path, outcome: Outcome, chains, frags: bool) -> list[Block] | None:
+    def _extract_chains(
+        self, s: z3.Solver, p: Path, outcome: Outcome, chains, frags: bool, model: z3.ModelRef | None = None
+    ) -> list[Block] | None:
         """The blocks of each protocol chain (_extract_all), or None as soon as a VLAN chain's
-        blocks constrain no key beyond the chain's own (CHAIN_KEYS)."""
-        out: list[Block] = []
-        for protocol, chain in chains:
-            s.push()
-            if protocol != "all":
-                s.add(self.d.skb_protocol == PROTOCOLS[protocol])
-            for name, value in chain.items():
-                s.add(self.d.keys[name] == value)
-            got = self._extract_chain(s, p, outcome, protocol, chain, frags)
-            s.pop()
-            if chain and not any(_decides_beyond_chain(b) for b in got):
-                return None
-            out += got
-        return out
+        blocks constrain no key beyond the chain's own (CHAIN_KEYS). `model`: a model of `s`
+        (used where it also satisfies a chain's constraints).
 
-    def _one_chain(self, s: z3.Solver) -> tuple[str, dict[str, int]]:
-        """The protocol of all models of `s`, or `all` (no split into VLAN chains)."""
-        protocols = _values(s, self.d.skb_protocol, 2)
+        The chains are extracted tagged ones first, two tags before one (a chain whose tags
+        decide nothing is most often one the program's tag walk does not look into), so a
+        None costs as few extractions as can be; the blocks come out in `chains`' order."""
+        order = sorted(
+            range(len(chains)), key=lambda i: (not chains[i][1], chains[i][1].get("vlan_ethtype") not in VLAN_TYPES, i)
+        )
+        got: dict[int, list[Block]] = {}
+        for i in order:
+            protocol, chain = chains[i]
+            s.push()
+            added = [self.d.skb_protocol == PROTOCOLS[protocol]] if protocol != "all" else []
+            added += [self.d.keys[name] == value for name, value in chain.items()]
+            s.add(*added)
+            got[i] = self._extract_chain(s, p, outcome, protocol, chain, frags, _still(model, added))
+            s.pop()
+            if chain and not any(_decides_beyond_chain(b) for b in got[i]):
+                return None
+        return [b for i in range(len(chains)) for b in got[i]]
+
+    def _one_chain(self, s: z3.Solver, model: z3.ModelRef | None = None) -> tuple[str, dict[str, int]]:
+        """The protocol of all models of `s`, or `all` (no split into VLAN chains). `model`:
+        one model of `s`, whose protocol need not be asked again."""
+        protocols = _values(s, self.d.skb_protocol, 2, _seen(model, self.d.skb_protocol))
         eth = protocols[0] if len(protocols) == 1 else None
         return (protocol_name(eth) if eth in FAMILIES else "all", {})
 
-    def _chains(self, s: z3.Solver) -> list[tuple[str, dict[str, int]]]:
+    def _chains(self, s: z3.Solver, model: z3.ModelRef | None = None) -> list[tuple[str, dict[str, int]]]:
         """(protocol, fixed vlan_ethtype/cvlan_ethtype) per protocol chain the models of `s`
         take: one chain when no VLAN tag is involved (protocol `all` when the ethertype
         varies), else every combination of nameable ethertypes (at most MAX_CHAINS per level;
-        a level with more, or with another ethertype, is left free)."""
+        a level with more, or with another ethertype, is left free). `model`: a model of `s`."""
         d = self.d
-        protocols = _values(s, d.skb_protocol, MAX_CHAINS + 1)
+        protocols = _values(s, d.skb_protocol, MAX_CHAINS + 1, _seen(model, d.skb_protocol))
         if not VLAN_TYPES & set(protocols) or len(protocols) > MAX_CHAINS or not set(protocols) <= _NAMEABLE:
             eth = protocols[0] if len(protocols) == 1 else None
             return [(protocol_name(eth) if eth in FAMILIES else "all", {})]
@@ -469,17 +509,18 @@ class Synthesizer:
                 continue
             s.push()
             s.add(d.skb_protocol == eth)
-            out += [(protocol_name(eth), chain) for chain in self._levels(s, ("vlan_ethtype", "cvlan_ethtype"))]
+            levels = self._levels(s, ("vlan_ethtype", "cvlan_ethtype"), _still(model, [d.skb_protocol == eth]))
+            out += [(protocol_name(eth), chain) for chain in levels]
             s.pop()
         return out
 
-    def _levels(self, s: z3.Solver, names: tuple[str, ...]) -> list[dict[str, int]]:
+    def _levels(self, s: z3.Solver, names: tuple[str, ...], model: z3.ModelRef | None = None) -> list[dict[str, int]]:
         """The combinations of values of the ethertype keys `names` (vlan_ethtype, then
-        cvlan_ethtype under a VLAN type) in the models of `s`."""
+        cvlan_ethtype under a VLAN type) in the models of `s` (`model`: one of them)."""
         if not names:
             return [{}]
         term = self.d.keys[names[0]]
-        values = _values(s, term, MAX_CHAINS + 1)
+        values = _values(s, term, MAX_CHAINS + 1, _seen(model, term))
         nameable = _NAMEABLE if len(names) > 1 else set(FAMILIES)  # flower matches two tags, no third
         if not values or len(values) > MAX_CHAINS or not set(values) <= nameable:
             return [{}]
@@ -487,16 +528,24 @@ class Synthesizer:
         for v in sorted(values):
             s.push()
             s.add(term == v)
-            deeper = self._levels(s, names[1:]) if v in VLAN_TYPES else [{}]
+            deeper = self._levels(s, names[1:], _still(model, [term == v])) if v in VLAN_TYPES else [{}]
             out += [{names[0]: v, **rest} for rest in deeper]
             s.pop()
         return out
 
     def _extract_chain(
-        self, s: z3.Solver, p: Path, outcome: Outcome, protocol: str, chain: dict[str, int], frags: bool
+        self,
+        s: z3.Solver,
+        p: Path,
+        outcome: Outcome,
+        protocol: str,
+        chain: dict[str, int],
+        frags: bool,
+        model: z3.ModelRef | None = None,
     ) -> list[Block]:
         """The block(s) of one protocol chain: per key, its value set (few values), its
-        prefixes or fixed bits (many), or a union of masked values (a flag key)."""
+        prefixes or fixed bits (many), or a union of masked values (a flag key). `model`: a
+        model of `s` if one is known (else z3 is asked for one)."""
         fixed = {n: exact(n, v) for n, v in chain.items()}
         names = _key_names(protocol, fixed, frags)
         vlan = PROTOCOLS[protocol] in VLAN_TYPES  # a chain view only where tags are: smaller terms
@@ -505,7 +554,8 @@ class Synthesizer:
         masked: dict[str, Exact] = {}
         set_masks: dict[str, int] = {}
         free: list[str] = []
-        model = s.model() if s.check() == z3.sat else None
+        if model is None:
+            model = s.model() if s.check() == z3.sat else None
         for name in names:
             term = keys[name]
             values = _key_values(s, model, term, MAX_VALUES + 1)
@@ -520,7 +570,8 @@ class Synthesizer:
             if len(values) <= MAX_VALUES:
                 sets[name] = tuple(sorted(values))
                 continue
-            prefixes = _prefix_set(s, term, FLOWER_KEYS[name]) if FLOWER_KEYS[name].mask == "prefix" else None
+            row = FLOWER_KEYS[name]
+            prefixes = _prefix_set(s, term, row, values) if row.mask == "prefix" else None
             if prefixes is not None:
                 sets[name], set_masks[name] = prefixes
             elif FLOWER_KEYS[name].mask != "none":
@@ -583,8 +634,7 @@ class Synthesizer:
         region = b.formula(self.d)
         for _ in range(MAX_SHIELDS):
             shields = [match_formula(m, self.d) for m in b.shields]
-            s = solver(*self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good))
-            r = s.check()
+            r, model = _isolated(self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good))
             if r == z3.unsat:
                 # Proved - but vacuously if the shields (or earlier blocks) take every packet
                 # of the block's own paths: then nothing is offloaded, say so here.
@@ -601,7 +651,7 @@ class Synthesizer:
             if r == z3.unknown:
                 b.why = Reason("unknown", "z3 gave no answer in time")
                 return
-            shield = self.shield(b, s.model(), good)
+            shield = self.shield(b, model, good)
             b.shields = self.widen(b, good, shield)
         b.why = Reason(
             "not-expressible",
@@ -621,17 +671,17 @@ class Synthesizer:
     def _fixed_keys(self, p: Path) -> tuple[str, dict[str, int]] | None:
         """path_block's work: extraction's first steps (extract_all, unsplit) asking each
         key for two values, not for its whole value set."""
-        found = self._typical_solver(p)
+        found = self._unsplit(p)
         if found is None:
             return None
-        s, frags = found
-        protocol, _ = self._one_chain(s)
+        s, frags, model, (protocol, _) = found
         s.push()
-        if protocol != "all":
-            s.add(self.d.skb_protocol == PROTOCOLS[protocol])
+        added = [self.d.skb_protocol == PROTOCOLS[protocol]] if protocol != "all" else []
+        s.add(*added)
+        model = _still(model, added)
         sets = {}
         for name in _key_names(protocol, {}, frags):
-            values = _values(s, self.d.keys[name], 2)
+            values = _values(s, self.d.keys[name], 2, _seen(model, self.d.keys[name]))
             if len(values) == 1:
                 sets[name] = (values[0],)
         s.pop()
@@ -846,6 +896,23 @@ def solver(*constraints, timeout_ms: int = QUERY_TIMEOUT_MS, rlimit: int | None 
     return s
 
 
+def _isolated(*constraints) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
+    """check() of the constraints (lists are flattened) in a z3 context of their own, and
+    the model (back in the main context) when satisfiable. Which model z3 returns depends
+    on the terms its context made before (their ids order its choices); asked here, it
+    depends on the constraints alone, so the shields a counterexample leads to do not
+    change with the queries synthesis happened to ask earlier (extraction, reports)."""
+    flat = [c for x in constraints for c in (x if isinstance(x, list) else [x])]
+    ctx = z3.Context()
+    s = z3.Solver(ctx=ctx)
+    s.set("timeout", QUERY_TIMEOUT_MS)
+    s.add(*[c.translate(ctx) for c in flat])
+    r = s.check()
+    if r == z3.sat:
+        return z3.sat, s.model().translate(z3.main_ctx())
+    return (z3.unsat if r == z3.unsat else z3.unknown), None
+
+
 def maybe_sat(*constraints) -> bool:
     """False only when z3 proves the constraints unsatisfiable (a timeout counts as sat)."""
     return solver(*constraints).check() != z3.unsat
@@ -876,7 +943,7 @@ def _key_values(s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, lim
         s.pop()  # the claim is about s itself: the value excluded here is one of them
         claim = _around(s, other, term) if other is not None else False
     if claim is None or claim is False:
-        return _values(s, term, limit)
+        return _values(s, term, limit, _seen(model, term))
     # the shortcut's own timeout: an unknown answer proves nothing and finds no value, and
     # `_values` on the path does the rest
     if solver(z3.Not(claim), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
@@ -984,6 +1051,19 @@ def _value_bytes(term: z3.ExprRef, model: z3.ModelRef) -> list[int]:
     return sorted(out)
 
 
+def _still(model: z3.ModelRef | None, added: list[z3.BoolRef]) -> z3.ModelRef | None:
+    """`model` if it satisfies the constraints `added` to its solver too, else None."""
+    if model is None or all(z3.is_true(model.eval(c, model_completion=True)) for c in added):
+        return model
+    return None
+
+
+def _seen(model: z3.ModelRef | None, term: z3.BitVecRef) -> list[int]:
+    """The value `term` takes in `model` (a model of the solver asked next), as `_values`'
+    known values: one check fewer than asking the solver for a model again."""
+    return [] if model is None else [model.eval(term, model_completion=True).as_long()]
+
+
 def _values(s: z3.Solver, term: z3.BitVecRef, limit: int, known: list[int] = ()) -> list[int]:
     """Up to `limit` values `term` takes in models of `s` (s is restored): `known` ones
     (values it is known to take) and more."""
@@ -1005,21 +1085,28 @@ def _values(s: z3.Solver, term: z3.BitVecRef, limit: int, known: list[int] = ())
 PREFIX_LENGTHS = (24, 16, 8)
 
 
-def _prefix_set(s: z3.Solver, term: z3.BitVecRef, row) -> tuple[tuple[int, ...], int] | None:
+def _prefix_set(s: z3.Solver, term: z3.BitVecRef, row, seen: list[int] = ()) -> tuple[tuple[int, ...], int] | None:
     """(values, mask) when the address's top bits take 2..MAX_VALUES values in the models
     of `s` (the longest such prefix); None otherwise (a single prefix is `_fixed_bits`'s).
     A longer prefix takes at least as many values as a shorter one: when the shortest
-    already takes too many, none fits (one enumeration, not one per length)."""
+    already takes too many, none fits (one enumeration, not one per length). `seen`:
+    values the address is known to take (their prefixes are not asked again)."""
     lengths = [n for n in PREFIX_LENGTHS if n < row.width]
     if not lengths:
         return None
-    found = {lengths[-1]: _values(s, z3.Extract(row.width - 1, row.width - lengths[-1], term), MAX_VALUES + 1)}
+
+    def prefixes(length: int) -> list[int]:
+        shift = row.width - length
+        known = list(dict.fromkeys(v >> shift for v in seen))[: MAX_VALUES + 1]
+        return _values(s, z3.Extract(row.width - 1, shift, term), MAX_VALUES + 1, known)
+
+    found = {lengths[-1]: prefixes(lengths[-1])}
     if len(found[lengths[-1]]) > MAX_VALUES:
         return None
     for length in lengths:
         shift = row.width - length
         if length not in found:
-            found[length] = _values(s, z3.Extract(row.width - 1, shift, term), MAX_VALUES + 1)
+            found[length] = prefixes(length)
         values = found[length]
         if len(values) <= 1:
             return None
