@@ -50,7 +50,11 @@ from .classify import CLASSES, BranchClass, classes, classify_sites, map_classes
 from .exploration import UNKNOWN, Exploration, Path
 from .fields import NOT_DECODED, Decoder, decode_deadline
 from .mapuse import MapUse, map_uses
-from .symbolic import const_value
+from .symbolic import Z3_C, const_value
+
+_RAW = Z3_C.raw
+_AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
+_DECL, _DECL_KIND, _NUMERAL = Z3_C.decl, Z3_C.decl_kind, Z3_C.numeral
 
 SCHEMA = "xdp2tc.analyze/1"
 
@@ -66,28 +70,45 @@ def insn_range(steps, memo: dict | None = None) -> tuple[int, int]:
 
 
 def _values(e: z3.ExprRef, memo: dict | None = None, limit: int = 256) -> set[int]:
-    """Possible values of a sum of if-then-else trees over constants (memoised per node;
-    past `limit` values only the extremes are kept, so min/max stay exact)."""
+    """Possible values of a sum of if-then-else trees over constants (memoised per node by
+    AST id; past `limit` values only the extremes are kept, so min/max stay exact). Walked
+    through z3's C API (symbolic.Z3_C), children before parents."""
     memo = {} if memo is None else memo
     key = e.get_id()
     if key in memo:
         return memo[key]
-    if z3.is_bv_value(e):
-        out = {e.as_long()}
-    elif z3.is_app_of(e, z3.Z3_OP_ITE):
-        out = _values(e.arg(1), memo, limit) | _values(e.arg(2), memo, limit)
-    elif z3.is_app_of(e, z3.Z3_OP_BADD):
-        out = {0}
-        for child in e.children():
-            out = {(a + b) % (1 << 64) for a in out for b in _values(child, memo, limit)}
-            if len(out) > limit:
-                out = {min(out), max(out)}
-    else:
-        out = set()
-    if len(out) > limit:
-        out = {min(out), max(out)}
-    memo[key] = out
-    return out
+    ctx = e.ctx_ref().value if _RAW else e.ctx_ref()
+    stack: list = [(e.as_ast().value if _RAW else e.as_ast(), None)]
+    while stack:
+        a, kids = stack.pop()
+        if kids is not None:  # its children are done
+            op, ids = kids
+            if op == z3.Z3_OP_ITE:
+                out = memo[ids[1]] | memo[ids[2]]
+            else:  # a sum
+                out = {0}
+                for i in ids:
+                    out = {(x + y) % (1 << 64) for x in out for y in memo[i]}
+                    if len(out) > limit:
+                        out = {min(out), max(out)}
+            memo[_AST_ID(ctx, a)] = {min(out), max(out)} if len(out) > limit else out
+            continue
+        aid = _AST_ID(ctx, a)
+        if aid in memo:
+            continue
+        kind = _AST_KIND(ctx, a)
+        if kind == z3.Z3_NUMERAL_AST:
+            memo[aid] = {int(_NUMERAL(ctx, a))}
+            continue
+        op = _DECL_KIND(ctx, _DECL(ctx, a)) if kind == z3.Z3_APP_AST else None
+        if op not in (z3.Z3_OP_ITE, z3.Z3_OP_BADD):
+            memo[aid] = set()
+            continue
+        args = [_ARG(ctx, a, i) for i in range(_NUM_ARGS(ctx, a))]
+        ids = [_AST_ID(ctx, c) for c in args]
+        stack.append((a, (op, ids)))
+        stack.extend((c, None) for c, cid in zip(args, ids) if cid not in memo)
+    return memo[key]
 
 
 def _line(e: Exploration, section: str, pc: int) -> str | None:
