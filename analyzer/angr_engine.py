@@ -437,6 +437,26 @@ def make_project(obj: BpfObject, options: Options) -> tuple[angr.Project, Contex
     return project, ctx
 
 
+def fresh_context(project: angr.Project, options: Options) -> tuple[angr.Project, Context]:
+    """`project` (from `make_project`) ready for another exploration: a new Context sharing
+    the old one's tables of the code (addresses, CFG ranks, back edges), not its counters."""
+    old: Context = project.xdp2tc
+    ctx = Context(
+        old.obj,
+        options,
+        old.section_base,
+        old.maps,
+        old.map_addr,
+        old.global_addr,
+        insn_at=old.insn_at,
+        leaders=old.leaders,
+        back_edges=old.back_edges,
+        rank=old.rank,
+    )
+    project.xdp2tc = ctx
+    return project, ctx
+
+
 # --- the engine ----------------------------------------------------------------------------
 
 
@@ -1877,13 +1897,18 @@ def explore_angr(
     progress=None,
     limits: Limits | None = None,
     concrete: Concrete | None = None,
+    shard=None,
+    project=None,
 ) -> AngrExploration:
     """Explore every path of `program` with angr (see the module docstring); with
-    `concrete`, only the path that input takes (helper results stay symbolic)."""
+    `concrete`, only the path that input takes (helper results stay symbolic); with `shard`
+    (analyzer/shards.py `Shard`), only the packets of that shard: its fixed bytes are
+    constants in the packet, its other atoms constraints on the initial state. `project`:
+    a `make_project` result to reuse (the cross-check's replays and shards of one program)."""
     options = options or Options()
     limits = limits or Limits()
     start = time.perf_counter()
-    project, ctx = make_project(obj, options)
+    project, ctx = make_project(obj, options) if project is None else fresh_context(project, options)
     ctx.limits = limits
     ctx.concrete = concrete
     seconds = options.timeout if options.timeout is not None else limits.max_seconds
@@ -1910,8 +1935,14 @@ def explore_angr(
         packet_len, frags = _bv(n), _bv(concrete.frags)
         given = {"ingress_ifindex": concrete.ifindex, "rx_queue_index": concrete.rx_queue}
         given["egress_ifindex"] = concrete.egress
+    if shard is not None:
+        for i, b in shard.fixed.items():
+            if i < len(packet):
+                packet[i] = _bv(b, 8)
     state.memory.store(PKT_BASE, claripy.Concat(*packet))
     state.solver.add(claripy.UGE(packet_len, options.min_len), claripy.ULE(packet_len, options.max_len))
+    if shard is not None:
+        state.solver.add(*shard.claripy(packet + [_bv(0, 8)] * 64))
     state.solver.add(claripy.ULE(frags, MAX_FRAGS_BYTES) if program.attach == "xdp.frags" else frags == 0)
     ctxf = {
         name: _bv(given[name], 32) if name in given else _sym(f"ctx.{name}", 32)

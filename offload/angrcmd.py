@@ -3,8 +3,9 @@
 angr is imported here only inside the commands, so the other commands never pay its import
 time. `--cross-check` exits 1 when the engines disagree on some input (each disagreement is
 printed with the packet, the map entries, both engines' answers and the kernel's). It prints
-which mode ran (`--cross-check-mode`, analyzer/crosscheck.py) and, when angr's exploration was
-cut by its budget, a PARTIAL line with how many angr paths were compared.
+which mode ran (`--cross-check-mode`, analyzer/crosscheck.py), in mode sharded one line per
+shard (angr paths finished and compared, and what cut the rest, where), and, when angr's
+exploration was cut by its budget, a PARTIAL line with how many angr paths were compared.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--cross-check-mode",
-        choices=("auto", "symbolic", "replay"),
+        choices=("auto", "symbolic", "replay", "sharded"),
         default="auto",
         help="with --cross-check: symbolic (both engines' paths against each other), replay (every z3 "
-        "witness run concretely by angr, plus the angr paths finished within its budget), or auto "
-        "(replay when angr's exploration is cut by its budget; default)",
+        "witness run concretely by angr, plus the angr paths finished within its budget), sharded (angr "
+        "explores the input space in shards that fix the bytes moving packet offsets: ethertype, VLAN tags, "
+        "IPv4 IHL, IPv6 extension headers; both directions per shard, z3 witnesses in cut parts replayed), "
+        "or auto (replay when angr's exploration is cut by its budget; default)",
     )
     p.add_argument(
         "--angr-max-states",
@@ -139,6 +142,14 @@ def _cross_check(obj, programs, options, engine, angr_limits, mode: str = "auto"
         )
         if r.mode == "replay":
             print(f"  mode replay: {r.z3_replayed} z3 witnesses run concretely by angr ({r.replay_seconds:.2f} s CPU)")
+        elif r.mode == "sharded":
+            finished = sum(s.finished for s in r.shards)
+            print(
+                f"  mode sharded: {len(r.shards)} shards, {finished} of {r.angr_paths} angr paths finished; "
+                f"{r.z3_replayed} z3 witnesses in cut parts run concretely by angr ({r.replay_seconds:.2f} s CPU)"
+            )
+            for s in r.shards:
+                print(f"    {s}")
         else:
             print("  mode symbolic: both engines' paths checked against each other")
         if not r.angr_complete:
