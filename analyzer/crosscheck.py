@@ -386,7 +386,9 @@ class CrossCheck:
         from .shards import shard_of
 
         shard = shard_of([s.shard for s in self.shards], inp.packet)
-        run = next(s for s in self.shards if s.shard is shard)
+        run = next((s for s in self.shards if s.shard is shard), None)
+        if run is None:
+            return self._replay(inp, expected)
         allowed, cut = self._angr_outcomes(inp, expected, run.exploration)
         return self._replay(inp, expected) if cut else (allowed, cut)
 
@@ -619,7 +621,9 @@ class CrossCheck:
             *[z3.Select(PACKET, i) == b for i, b in enumerate(inp.packet)],
         )
         allowed = []
-        for path in self.z3e.paths:
+        # the paths with the expected verdict first: an agreeing input stops at its path
+        verdict = VERDICTS.get(expected.retval, "INVALID")
+        for path in sorted(self.z3e.paths, key=lambda p: p.verdict != verdict):
             solver.push()
             solver.add(*[concrete(lit) for lit in path.literals])
             if solver.check() != z3.sat:
