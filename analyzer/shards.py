@@ -149,7 +149,9 @@ def split() -> list[Shard]:
         ipv6(l3 + w["ipv6_nexthdr_at"], l3 + w["ipv6_header"], 0, atoms + (Atom(off, 2, (w["ipv6"],)),), f"{name}ipv6")
         if depth < VLAN_SHARD_DEPTH:
             l2(off + w["vlan_tag"], depth + 1, atoms + (Atom(off, 2, w["vlan_tpids"]),), f"{name}vlan{depth + 1}/")
-        out.append(Shard(f"{name}other", atoms + (Atom(off, 2, tuple(known), False),), concrete=depth < VLAN_SHARD_DEPTH))
+        out.append(
+            Shard(f"{name}other", atoms + (Atom(off, 2, tuple(known), False),), concrete=depth < VLAN_SHARD_DEPTH)
+        )
 
     def ipv6(nh: int, hdr: int, depth: int, atoms: tuple, name: str) -> None:
         by_len = w["ipv6_ext_by_len8"]

@@ -157,8 +157,12 @@ def _cross_check(obj, programs, options, engine, angr_limits, mode: str = "auto"
                 f"  PARTIAL: angr's exploration was cut ({r.angr_budget}): {r.angr_compared} of "
                 f"{r.angr_paths} angr paths compared with z3"
             )
-        for eng, path, why in r.skipped:
-            print(f"  {eng} path #{path} not compared: {why}")
+        grouped: dict[tuple[str, str], list[int]] = {}
+        for eng, path, why in r.skipped:  # paths set aside for one reason: one line
+            grouped.setdefault((eng, why), []).append(path)
+        for (eng, why), paths in grouped.items():
+            ids = ", ".join(f"#{p}" for p in paths)
+            print(f"  {eng} path{'s' if len(paths) > 1 else ''} {ids} not compared: {why}")
         for d in r.disagreements:
             print(f"  DISAGREE {d}")
         disagreements += len(r.disagreements)
