@@ -458,6 +458,8 @@ class CrossCheck:
 
         from .angr_engine import PKT_BASE
 
+        if not path.head.symbolic:  # one load (first byte first): byte by byte, each slices the packet
+            return path.state.memory.load(PKT_BASE + path.head.concrete_value, n)
         return claripy.Concat(*[path.state.memory.load(PKT_BASE + path.head + i, 1) for i in range(n)])
 
     def _angr_outcomes(self, inp: Input, expected: Outcome, a=None) -> tuple[list[Outcome], str | None]:
