@@ -754,7 +754,7 @@ class ShardRun:
 
 #: Share of a "sharded" run's time budget kept for the shards that are not concrete.
 OPEN_SHARDS_SHARE = 0.25
-#: angr's time budget (wall seconds) of a "sharded" run when neither --timeout nor the
+#: angr's time budget (CPU seconds) of a "sharded" run when neither --timeout nor the
 #: engine's Limits give one.
 SHARDED_SECONDS = 600.0
 
@@ -762,7 +762,8 @@ SHARDED_SECONDS = 600.0
 def sharded_exploration(obj: BpfObject, program: Program, options: Options, limits=None, project=None) -> list:
     """angr's exploration of `program` shard by shard (analyzer/shards.py; the partition
     proved with z3 first): merged states (unless --no-merge), one Project for all. The time
-    budget (`options.timeout`, else `limits.max_seconds`) is shared: the concrete shards
+    budget (`options.timeout`, else `limits.max_seconds`; seconds of this process's CPU
+    time, Limits.cpu, so that the shards get their work done on a loaded machine) is shared: the concrete shards
     (shards.Shard.concrete) go first, each with what is left of the budget less
     OPEN_SHARDS_SHARE of it, divided by the concrete shards still to go; then the open ones,
     each with what is left divided by the shards still to go. Returns [ShardRun] in shard
@@ -771,15 +772,15 @@ def sharded_exploration(obj: BpfObject, program: Program, options: Options, limi
     from .shards import proven_split
 
     shards = proven_split()
-    limits = limits or Limits()
+    limits = replace(limits or Limits(), cpu=True)
     total = options.timeout if options.timeout is not None else (limits.max_seconds or SHARDED_SECONDS)
     opts = replace(options, timeout=None)
     if project is None:
         project, _ = make_project(obj, opts)
-    start, out = time.perf_counter(), []
+    start, out = time.process_time(), []
     n_concrete = sum(s.concrete for s in shards)
     for i, shard in enumerate(shards):
-        left = total - (time.perf_counter() - start)
+        left = total - (time.process_time() - start)
         if shard.concrete:
             share = (left - OPEN_SHARDS_SHARE * total) / (n_concrete - i)
         else:
