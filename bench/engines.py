@@ -17,7 +17,7 @@ then ends PARTIAL, shown as cut paths). Then, unless --no-replay, the cross-chec
 symbolic exploration bounded by --replay-angr-seconds, as tests/test_angr.py does for the
 objects angr cannot finish): the replays' own time (`replay_s`), how many, and disagreements.
 With --sharded S, angr's exploration in one piece and shard by shard (analyzer/shards.py),
-each with S wall seconds of budget, REPEAT times: the paths each finishes (median) and its
+each with S seconds of CPU time as budget (angr_engine.Limits.cpu), REPEAT times: the paths each finishes (median) and its
 CPU time (median); then the cross-check in mode "sharded" with that budget (one run): angr
 paths finished and compared, z3 witnesses replayed, disagreements, per-shard results.
 Times are CPU seconds of this process (`time.process_time`; the machine is shared, wall time
@@ -121,7 +121,7 @@ def run_sharded(path: Path, program: str, repeat: int, seconds: float) -> dict:
 
     obj = load_object(path)
     prog = obj.program(program)
-    limits = Limits(max_seconds=seconds)
+    limits = Limits(max_seconds=seconds, cpu=True)  # CPU seconds for both: the same work on a loaded machine
 
     def finished(a) -> int:
         return len(a.paths) - len(a.budget.cut if a.budget else [])
