@@ -17,9 +17,9 @@ then ends PARTIAL, shown as cut paths). Then, unless --no-replay, the cross-chec
 symbolic exploration bounded by --replay-angr-seconds, as tests/test_angr.py does for the
 objects angr cannot finish): the replays' own time (`replay_s`), how many, and disagreements.
 With --sharded S, angr's exploration in one piece and shard by shard (analyzer/shards.py),
-each with S seconds of CPU time as budget (angr_engine.Limits.cpu), REPEAT times: the paths each finishes (median) and its
-CPU time (median); then the cross-check in mode "sharded" with that budget (one run): angr
-paths finished and compared, z3 witnesses replayed, disagreements, per-shard results.
+each with S seconds of CPU time as budget (angr_engine.Limits.cpu), REPEAT times: the paths
+each finishes (median) and its CPU time (median); then the cross-check in mode "sharded"
+with that budget (one run): angr paths finished and compared, z3 witnesses replayed, disagreements, per-shard results.
 Times are CPU seconds of this process (`time.process_time`; the machine is shared, wall time
 is noisy). Results in bench/results/angr-<date>[-<filter>].json, with the machine's load
 (`os.getloadavg`) before and after.
