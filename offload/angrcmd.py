@@ -56,7 +56,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         type=seconds,
         default=600.0,
         metavar="SECONDS",
-        help="angr engine: wall time of one exploration when --timeout gives none (default 600)",
+        help="angr engine: wall time of one exploration when --timeout gives none (default 600; in "
+        "--cross-check-mode sharded: CPU seconds, shared by the shards)",
     )
     p.add_argument(
         "--angr-max-rss",
