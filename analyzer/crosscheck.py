@@ -458,8 +458,9 @@ class CrossCheck:
 
         from .angr_engine import PKT_BASE
 
-        if not path.head.symbolic:  # one load (first byte first): byte by byte, each slices the packet
-            return path.state.memory.load(PKT_BASE + path.head.concrete_value, n)
+        start = PKT_BASE + path.head  # 64-bit: a head moved before data wraps as the engine's does
+        if not start.symbolic:  # one load (first byte first): byte by byte, each slices the packet
+            return path.state.memory.load(start.concrete_value, n)
         return claripy.Concat(*[path.state.memory.load(PKT_BASE + path.head + i, 1) for i in range(n)])
 
     def _angr_outcomes(self, inp: Input, expected: Outcome, a=None) -> tuple[list[Outcome], str | None]:
