@@ -158,9 +158,9 @@ class TimedSolver(SimSolver):
     API stops it at 1.0 s): a single call is kept short by MAX_PRODUCTS instead.
     `deadline` None: no deadline (the cross-check's calls after the exploration)."""
 
-    def __init__(self, deadline: float | None = None, **kwargs):
+    def __init__(self, deadline: float | None = None, clock=time.perf_counter, **kwargs):
         super().__init__(**kwargs)
-        self.deadline = deadline
+        self.deadline, self.clock = deadline, clock
 
     @property
     def _solver(self):
@@ -171,7 +171,7 @@ class TimedSolver(SimSolver):
                 if stored is not None:
                     self._stored_solver.add(stored.constraints)
             return self._stored_solver
-        left = max(1, int((self.deadline - time.perf_counter()) * 1000))
+        left = max(1, int((self.deadline - self.clock()) * 1000))
         if stored is None or stored.timeout is None or stored.timeout > left + left // 4 + SOLVER_SLACK_MS:
             self._stored_solver = claripy.Solver(timeout=left)
             if stored is not None:
@@ -180,7 +180,7 @@ class TimedSolver(SimSolver):
 
     def copy(self, memo):
         c = super().copy(memo)
-        c.deadline = self.deadline
+        c.deadline, c.clock = self.deadline, self.clock
         return c
 
     def _past_deadline(self, e=None) -> None:
@@ -188,7 +188,7 @@ class TimedSolver(SimSolver):
         angr evaluates concrete values, the program counter, through the same calls)."""
         if e is not None and not getattr(e, "symbolic", False):
             return
-        if self.deadline is not None and time.perf_counter() >= self.deadline:
+        if self.deadline is not None and self.clock() >= self.deadline:
             raise claripy.ClaripySolverInterruptError("the exploration's time budget ran out")
 
     # No query starts past the deadline: angr 10's claripy solver does not stop a call at its
@@ -374,7 +374,8 @@ class Context:
     #: states are stepped in, so that every state bound for a join point is there together
     rank: dict[int, int] = field(default_factory=dict)
     functions_run: set = field(default_factory=set)
-    deadline: float | None = None  # Options.timeout (else Limits.max_seconds) as a perf_counter() time
+    deadline: float | None = None  # Options.timeout (else Limits.max_seconds) as a `clock` time
+    clock: object = time.perf_counter  # wall time; process CPU time with Limits.cpu
     products: dict = field(default_factory=dict)  # term hash -> nested products (`products`)
     concrete: Concrete | None = None  # the input of a concrete run (`explore_angr`)
     limits: Limits | None = None
@@ -437,6 +438,26 @@ def make_project(obj: BpfObject, options: Options) -> tuple[angr.Project, Contex
     return project, ctx
 
 
+def fresh_context(project: angr.Project, options: Options) -> tuple[angr.Project, Context]:
+    """`project` (from `make_project`) ready for another exploration: a new Context sharing
+    the old one's tables of the code (addresses, CFG ranks, back edges), not its counters."""
+    old: Context = project.xdp2tc
+    ctx = Context(
+        old.obj,
+        options,
+        old.section_base,
+        old.maps,
+        old.map_addr,
+        old.global_addr,
+        insn_at=old.insn_at,
+        leaders=old.leaders,
+        back_edges=old.back_edges,
+        rank=old.rank,
+    )
+    project.xdp2tc = ctx
+    return project, ctx
+
+
 # --- the engine ----------------------------------------------------------------------------
 
 
@@ -455,7 +476,7 @@ class BpfEngine(SuccessorsEngine):
             func, insn = ctx.insn_at[addr]
             steps += 1
             ctx.insns += 1
-            if steps % 1024 == 0 and ctx.deadline is not None and time.perf_counter() >= ctx.deadline:
+            if steps % 1024 == 0 and ctx.deadline is not None and ctx.clock() >= ctx.deadline:
                 section, pc = ctx.where(addr)
                 state.globals["ended"] = End(UNKNOWN, None, cut_reason(ctx, "time", state, addr), pc, section)
                 state.globals["cut"] = True
@@ -1597,11 +1618,15 @@ class Limits:
     `max_rss_mib`: growth of this process's resident memory during the exploration; None is
     half the memory available when it starts, at most DEFAULT_MAX_RSS_MIB.
     `max_seconds`: wall time of the exploration when `Options.timeout` gives none (angr's
-    solver calls on merged states can take seconds each: no run is open-ended)."""
+    solver calls on merged states can take seconds each: no run is open-ended).
+    `cpu`: the time budgets (`max_seconds`, `Options.timeout`) count this process's CPU time
+    (`time.process_time`) instead of wall time: on a shared machine a run then gets the
+    same work done however loaded the machine is (the cross-check's shards use it)."""
 
     max_active: int = 512
     max_rss_mib: int | None = None
     max_seconds: float | None = 600.0
+    cpu: bool = False
 
 
 DEFAULT_MAX_RSS_MIB = 4096
@@ -1629,7 +1654,7 @@ def cut_reason(ctx: Context, kind: str, state, addr: int | None = None, what: st
     at = f"{section}:{pc}" + (f" ({line.file_name}:{line.line})" if line else "")
     seconds = ctx.options.timeout if ctx.options.timeout is not None else ctx.limits.max_seconds
     budget = {
-        "time": f"time budget of {seconds:g} s",
+        "time": f"{'CPU ' if ctx.limits is not None and ctx.limits.cpu else ''}time budget of {seconds:g} s",
         "path": f"path time budget of {ctx.options.path_timeout:g} s" if ctx.options.path_timeout else "",
     }.get(kind, what)
     return f"{budget} ran out at {at}, {state.globals['steps'][1]} instructions in"
@@ -1825,8 +1850,7 @@ class Scheduler:
             self.limit = f"the exploration budget of {what} (--max-insns/--max-paths)"
             self.cut(simgr, list(simgr.active), lambda st: f"exploration budget of {what} reached")
             return True
-        now = time.perf_counter()
-        if ctx.deadline is not None and now >= ctx.deadline:
+        if ctx.deadline is not None and ctx.clock() >= ctx.deadline:
             self.ran_out = True
             if opts.timeout is None:
                 self.limit = f"the angr engine's time budget ({self.limits.max_seconds:g} s)"
@@ -1877,17 +1901,23 @@ def explore_angr(
     progress=None,
     limits: Limits | None = None,
     concrete: Concrete | None = None,
+    shard=None,
+    project=None,
 ) -> AngrExploration:
     """Explore every path of `program` with angr (see the module docstring); with
-    `concrete`, only the path that input takes (helper results stay symbolic)."""
+    `concrete`, only the path that input takes (helper results stay symbolic); with `shard`
+    (analyzer/shards.py `Shard`), only the packets of that shard: its fixed bytes are
+    constants in the packet, its other atoms constraints on the initial state. `project`:
+    a `make_project` result to reuse (the cross-check's replays and shards of one program)."""
     options = options or Options()
     limits = limits or Limits()
     start = time.perf_counter()
-    project, ctx = make_project(obj, options)
+    project, ctx = make_project(obj, options) if project is None else fresh_context(project, options)
     ctx.limits = limits
     ctx.concrete = concrete
+    ctx.clock = time.process_time if limits.cpu else time.perf_counter
     seconds = options.timeout if options.timeout is not None else limits.max_seconds
-    ctx.deadline = None if seconds is None else start + seconds
+    ctx.deadline = None if seconds is None else ctx.clock() + seconds
     ctx.programs_seen.append(program.name)
     state = project.factory.blank_state(
         addr=ctx.addr(program.section, program.entry.start),
@@ -1910,8 +1940,14 @@ def explore_angr(
         packet_len, frags = _bv(n), _bv(concrete.frags)
         given = {"ingress_ifindex": concrete.ifindex, "rx_queue_index": concrete.rx_queue}
         given["egress_ifindex"] = concrete.egress
+    if shard is not None:
+        for i, b in shard.fixed.items():
+            if i < len(packet):
+                packet[i] = _bv(b, 8)
     state.memory.store(PKT_BASE, claripy.Concat(*packet))
     state.solver.add(claripy.UGE(packet_len, options.min_len), claripy.ULE(packet_len, options.max_len))
+    if shard is not None:
+        state.solver.add(*shard.claripy(packet + [_bv(0, 8)] * 64))
     state.solver.add(claripy.ULE(frags, MAX_FRAGS_BYTES) if program.attach == "xdp.frags" else frags == 0)
     ctxf = {
         name: _bv(given[name], 32) if name in given else _sym(f"ctx.{name}", 32)
@@ -1951,7 +1987,7 @@ def explore_angr(
     }.items():
         state.globals[k] = v
     initial = list(state.solver.constraints)
-    state.register_plugin("solver", TimedSolver(ctx.deadline))
+    state.register_plugin("solver", TimedSolver(ctx.deadline, ctx.clock))
     state.solver.add(*initial)
     step = Step(ctx, state, program.entry, program.entry.insns[0])
     step.set_packet(state)

@@ -37,10 +37,21 @@ symbolic exploration finished within its budget):
   skipped). What it does not check: inputs that neither engine's paths were made from,
   i.e. a path z3 missed entirely shows only if angr finished the path that covers it;
   the report says the angr side is partial (`angr_complete` false).
+* "sharded": angr explores the input space in shards (analyzer/shards.py: the ethertype,
+  VLAN tags, IPv4 IHL and IPv6 extension-header bytes that move packet offsets fixed per
+  shard, so packet reads are at concrete addresses; the shards proved with z3 to cover every
+  packet once), each shard with merged states and a share of angr's time budget (what the
+  shards before it left, split evenly over the rest). Every angr path of a finished part of
+  a shard is checked against z3 as in "symbolic" (its model lies in the shard, so the z3
+  path it must satisfy is one whose condition meets the shard); every z3 witness is checked
+  against the angr paths of the shard it falls in, and replayed concretely as in "replay"
+  when it falls into a path the shard's budget cut. `CrossCheckReport.shards` says per
+  shard what finished and what was cut, and where.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 
 import z3
@@ -113,6 +124,7 @@ class Disagreement:
     other: list[Outcome]
     kernel: Outcome | None = None
     kernel_error: str | None = None
+    shard: str | None = None  # the angr shard the path is of (mode "sharded")
 
     @property
     def wrong(self) -> str:
@@ -131,10 +143,28 @@ class Disagreement:
         other = "angr" if self.found == "z3" else "z3"
         allowed = " or ".join(map(str, self.other)) if self.other else "no path for this input"
         kern = f"kernel: {self.kernel}" if self.kernel else f"kernel: not run ({self.kernel_error})"
+        where = f" (shard {self.shard})" if self.shard else ""
         return (
-            f"{self.found} path #{self.path}: {self.input}\n      {self.found}: {self.expected}\n"
+            f"{self.found} path #{self.path}{where}: {self.input}\n      {self.found}: {self.expected}\n"
             f"      {other}: {allowed}\n      {kern} -> wrong: {self.wrong}"
         )
+
+
+@dataclass
+class ShardResult:
+    """One shard of a "sharded" cross-check: its angr paths, how many finished (not cut by
+    its budget) and were compared with z3, its CPU time, and what cut the rest, where."""
+
+    name: str
+    paths: int
+    finished: int
+    compared: int = 0
+    seconds: float = 0.0
+    cut: str | None = None  # the first cut path's reason (budget, instruction, source line)
+
+    def __str__(self) -> str:
+        text = f"shard {self.name}: {self.finished} of {self.paths} angr paths finished, {self.compared} compared"
+        return text + f" ({self.seconds:.2f} s CPU)" + (f"; cut: {self.cut}" if self.cut else "")
 
 
 @dataclass
@@ -147,11 +177,12 @@ class CrossCheckReport:
     z3_seconds: float = 0.0
     angr_seconds: float = 0.0
     angr_merged: bool = False  # whether angr merged states (crosscheck.angr_exploration)
-    mode: str = "symbolic"  # "symbolic" | "replay" (module docstring)
+    mode: str = "symbolic"  # "symbolic" | "replay" | "sharded" (module docstring)
     angr_complete: bool = True  # angr's symbolic exploration finished within its budget
     angr_budget: str | None = None  # what cut it, in words, when it did not finish
     z3_replayed: int = 0  # z3 witnesses executed concretely by angr (mode "replay")
     replay_seconds: float = 0.0
+    shards: list[ShardResult] = field(default_factory=list)  # mode "sharded", in shard order
     skipped: list[tuple[str, int, str]] = field(default_factory=list)  # (engine, path, why)
     disagreements: list[Disagreement] = field(default_factory=list)
 
@@ -176,24 +207,38 @@ class CrossCheck:
         angre,
         test_run: bool = True,
         mode: str = "auto",
+        shards: list | None = None,
+        project=None,
     ):
+        """`angre`: the angr exploration (with `shards`, list of ShardRun: the first
+        shard's, for what all share: its inputs' names). `project`: an angr Project of the
+        object (angr_engine.make_project) for the replays to reuse."""
         self.obj, self.program, self.options, self.test_run = obj, program, options, test_run
-        self.z3e, self.angre = z3e, angre
+        self.z3e, self.angre, self.shards, self.project = z3e, angre, shards or [], project
         self.maps = {m.name: m for m in obj.maps}
         self.ifindexes = existing_ifindexes()
         self.max_len = min(options.max_len, MAX_TEST_LEN)
+        runs = [s.exploration for s in self.shards] or [angre]
         self.report = CrossCheckReport(
             program.name,
             len(z3e.paths),
-            len(angre.paths),
+            sum(len(a.paths) for a in runs),
             z3_seconds=z3e.seconds,
-            angr_seconds=angre.seconds,
+            angr_seconds=sum(a.seconds for a in runs),
             angr_merged=angre.options.merge,
         )
-        budget = angre.budget
-        cut = budget is not None and (bool(budget.cut) or budget.ran_out or budget.limit is not None)
+        cuts = [_cut_by_budget(a) for a in runs]
+        cut = any(cuts)
         self.report.angr_complete = not cut
+        if self.shards:
+            if cut:
+                self.report.angr_budget = f"{sum(cuts)} of {len(cuts)} shards cut by their share of the time budget"
+            for s in self.shards:
+                self.report.shards.append(s.result())
+            self.report.mode = "sharded"
+            return
         if cut:
+            budget = angre.budget
             self.report.angr_budget = budget.limit or (
                 f"time budget ({budget.timeout:g} s)" if budget.timeout else "time budget"
             )
@@ -202,19 +247,25 @@ class CrossCheck:
     def run(self) -> CrossCheckReport:
         for path in self.z3e.paths:
             self._check_z3_path(path)
-        for path in self.angre.paths:
-            self._check_angr_path(path)
+        if not self.shards:
+            for path in self.angre.paths:
+                self._check_angr_path(path)
+        for run, result in zip(self.shards, self.report.shards):
+            before = self.report.angr_compared
+            for path in run.exploration.paths:
+                self._check_angr_path(path, run.exploration, run.shard.name)
+            result.compared = self.report.angr_compared - before
         return self.report
 
-    def _skip(self, engine: str, path, why: str) -> None:
-        self.report.skipped.append((engine, path.id, why))
+    def _skip(self, engine: str, path, why: str, shard: str | None = None) -> None:
+        self.report.skipped.append((engine, path.id, f"shard {shard}: {why}" if shard else why))
 
-    def _comparable(self, engine: str, path) -> bool:
+    def _comparable(self, engine: str, path, shard: str | None = None) -> bool:
         if path.verdict == UNKNOWN:
-            self._skip(engine, path, path.truncated or "outcome unknown")
+            self._skip(engine, path, path.truncated or "outcome unknown", shard)
             return False
         if path.notes:
-            self._skip(engine, path, "approximated: " + "; ".join(path.notes))
+            self._skip(engine, path, "approximated: " + "; ".join(path.notes), shard)
             return False
         if engine == "z3" and self.z3e.summarised(path):
             self._skip(engine, path, "decides on summarised values: " + ", ".join(self.z3e.summarised(path)))
@@ -223,7 +274,7 @@ class CrossCheck:
         for name in maps:
             mdef = self.maps[name]
             if mdef.type is not None and mdef.type.name in UNFILLABLE:
-                self._skip(engine, path, f"needs {UNFILLABLE[mdef.type.name]} in {name}")
+                self._skip(engine, path, f"needs {UNFILLABLE[mdef.type.name]} in {name}", shard)
                 return False
         return True
 
@@ -317,24 +368,42 @@ class CrossCheck:
         retval, out = output_of(path, lambda x: ev(x).as_long(), packet)
         expected = Outcome(retval, out, tuple(t.target for t in path.tail_calls))
         self.report.z3_compared += 1
-        replay = self.report.mode == "replay"
-        allowed, cut = self._replay(inp, expected) if replay else self._angr_outcomes(inp, expected)
+        if self.report.mode == "replay":
+            allowed, cut = self._replay(inp, expected)
+        elif self.shards:
+            allowed, cut = self._sharded(inp, expected)
+        else:
+            allowed, cut = self._angr_outcomes(inp, expected)
         if cut:
             self._skip("z3", path, "angr cut the path this witness takes: " + cut)
             self.report.z3_compared -= 1
         elif expected not in allowed:
             self.report.disagreements.append(Disagreement("z3", path.id, inp, expected, allowed))
 
-    def _replay(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
-        """What the angr engine does with `inp` run concretely (mode "replay")."""
-        import time
+    def _sharded(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
+        """Mode "sharded": what the angr paths of the shard `inp` falls in allow; a concrete
+        replay when it falls into a path that shard's budget cut."""
+        from .shards import shard_of
 
-        from .angr_engine import Concrete, Limits, explore_angr
+        shard = shard_of([s.shard for s in self.shards], inp.packet)
+        run = next((s for s in self.shards if s.shard is shard), None)
+        if run is None:
+            return self._replay(inp, expected)
+        allowed, cut = self._angr_outcomes(inp, expected, run.exploration)
+        return self._replay(inp, expected) if cut else (allowed, cut)
+
+    def _replay(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
+        """What the angr engine does with `inp` run concretely (modes "replay", "sharded")."""
+        from .angr_engine import Concrete, Limits, explore_angr, make_project
 
         start = time.process_time()
         conc = Concrete(inp.packet, inp.ifindex, inp.rx_queue, inp.egress, inp.frags, inp.entries)
         opts = replace(self.options, timeout=None, merge=False, max_len=max(self.options.max_len, len(inp.packet)))
-        run = explore_angr(self.obj, self.program, opts, limits=Limits(max_seconds=REPLAY_SECONDS), concrete=conc)
+        if self.project is None:  # one Project per program: the replays only need a new Context
+            self.project, _ = make_project(self.obj, opts)
+        run = explore_angr(
+            self.obj, self.program, opts, limits=Limits(max_seconds=REPLAY_SECONDS), concrete=conc, project=self.project
+        )
         self.report.z3_replayed += 1
         try:
             return self._angr_outcomes(inp, expected, run)
@@ -389,6 +458,9 @@ class CrossCheck:
 
         from .angr_engine import PKT_BASE
 
+        start = PKT_BASE + path.head  # 64-bit: a head moved before data wraps as the engine's does
+        if not start.symbolic:  # one load (first byte first): byte by byte, each slices the packet
+            return path.state.memory.load(start.concrete_value, n)
         return claripy.Concat(*[path.state.memory.load(PKT_BASE + path.head + i, 1) for i in range(n)])
 
     def _angr_outcomes(self, inp: Input, expected: Outcome, a=None) -> tuple[list[Outcome], str | None]:
@@ -439,12 +511,13 @@ class CrossCheck:
 
     # --- angr paths, checked by z3 ----------------------------------------------------
 
-    def _check_angr_path(self, path) -> None:
+    def _check_angr_path(self, path, a=None, shard: str | None = None) -> None:
+        """`a`: the exploration `path` is of (default: the cross-check's), `shard` its name."""
         from angr import claripy
 
-        if not self._comparable("angr", path):
+        if not self._comparable("angr", path, shard):
             return
-        st, a = path.state, self.angre
+        st, a = path.state, a or self.angre
         strict = [
             claripy.UGE(a.packet_len, MIN_TEST_LEN),
             claripy.ULE(a.packet_len, self.max_len),
@@ -464,7 +537,7 @@ class CrossCheck:
             if st.solver.satisfiable(extra_constraints=extra):
                 break
         else:
-            self._skip("angr", path, "no input satisfies it")
+            self._skip("angr", path, "no input satisfies it", shard)
             return
         # One model for all inputs: packet, length, ifindex, and the entries' keys and contents.
         entries = [e for e in path.entries if self.maps[e.map].type is None or self.maps[e.map].type.holds != "program"]
@@ -504,10 +577,10 @@ class CrossCheck:
         self.report.angr_compared += 1
         allowed, cut = self._z3_outcomes(inp, expected)
         if cut:
-            self._skip("angr", path, "z3 cut the path this model takes: " + cut)
+            self._skip("angr", path, "z3 cut the path this model takes: " + cut, shard)
             self.report.angr_compared -= 1
         elif expected not in allowed:
-            self.report.disagreements.append(Disagreement("angr", path.id, inp, expected, allowed))
+            self.report.disagreements.append(Disagreement("angr", path.id, inp, expected, allowed, shard=shard))
 
     def _z3_functions(self, inp: Input) -> list[tuple]:
         """Map contents of `inp` as z3 functions (absent unless listed; globals as initialised)."""
@@ -551,7 +624,9 @@ class CrossCheck:
             *[z3.Select(PACKET, i) == b for i, b in enumerate(inp.packet)],
         )
         allowed = []
-        for path in self.z3e.paths:
+        # the paths with the expected verdict first: an agreeing input stops at its path
+        verdict = VERDICTS.get(expected.retval, "INVALID")
+        for path in sorted(self.z3e.paths, key=lambda p: p.verdict != verdict):
             solver.push()
             solver.add(*[concrete(lit) for lit in path.literals])
             if solver.check() != z3.sat:
@@ -604,7 +679,8 @@ class CrossCheck:
         for mdef in self.obj.maps:
             if mdef.type is None or is_global_data_section(mdef.section) or mdef.type.holds == "program":
                 continue
-            if mdef.name not in self.z3e.read_maps | self.z3e.written_maps | self.angre.read_maps:
+            angr_read = set().union(self.angre.read_maps, *[s.exploration.read_maps for s in self.shards])
+            if mdef.name not in self.z3e.read_maps | self.z3e.written_maps | angr_read:
                 continue
             rows = inp.entries.get(mdef.name, {})
             if mdef.type.keyed in ("hash", "lpm"):
@@ -656,6 +732,67 @@ def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=
     return explore_angr(obj, program, options, limits=limits)
 
 
+def _cut_by_budget(a) -> bool:
+    """Whether a budget cut angr's exploration `a` (or it ran out of one)."""
+    budget = a.budget
+    return budget is not None and (bool(budget.cut) or budget.ran_out or budget.limit is not None)
+
+
+@dataclass
+class ShardRun:
+    """angr's exploration of one shard (mode "sharded") and its CPU time."""
+
+    shard: object  # shards.Shard
+    exploration: object  # angr_engine.AngrExploration
+    seconds: float
+
+    def result(self) -> ShardResult:
+        a = self.exploration
+        cut = [p for p in a.paths if a.budget is not None and p.id in a.budget.cut]
+        why = cut[0].truncated if cut else (a.budget.limit if _cut_by_budget(a) else None)
+        return ShardResult(self.shard.name, len(a.paths), len(a.paths) - len(cut), seconds=self.seconds, cut=why)
+
+
+#: Share of a "sharded" run's time budget kept for the shards that are not concrete.
+OPEN_SHARDS_SHARE = 0.25
+#: angr's time budget (CPU seconds) of a "sharded" run when neither --timeout nor the
+#: engine's Limits give one.
+SHARDED_SECONDS = 600.0
+
+
+def sharded_exploration(obj: BpfObject, program: Program, options: Options, limits=None, project=None) -> list:
+    """angr's exploration of `program` shard by shard (analyzer/shards.py; the partition
+    proved with z3 first): merged states (unless --no-merge), one Project for all. The time
+    budget (`options.timeout`, else `limits.max_seconds`; seconds of this process's CPU
+    time, Limits.cpu, so that the shards get their work done on a loaded machine) is shared: the concrete shards
+    (shards.Shard.concrete) go first, each with what is left of the budget less
+    OPEN_SHARDS_SHARE of it, divided by the concrete shards still to go; then the open ones,
+    each with what is left divided by the shards still to go. Returns [ShardRun] in shard
+    order."""
+    from .angr_engine import Limits, explore_angr, make_project
+    from .shards import proven_split
+
+    shards = proven_split()
+    limits = replace(limits or Limits(), cpu=True)
+    total = options.timeout if options.timeout is not None else (limits.max_seconds or SHARDED_SECONDS)
+    opts = replace(options, timeout=None)
+    if project is None:
+        project, _ = make_project(obj, opts)
+    start, out = time.process_time(), []
+    n_concrete = sum(s.concrete for s in shards)
+    for i, shard in enumerate(shards):
+        left = total - (time.process_time() - start)
+        if shard.concrete:
+            share = (left - OPEN_SHARDS_SHARE * total) / (n_concrete - i)
+        else:
+            share = left / (len(shards) - i)
+        share = max(share, 0.001)
+        cpu = time.process_time()
+        a = explore_angr(obj, program, opts, limits=replace(limits, max_seconds=share), shard=shard, project=project)
+        out.append(ShardRun(shard, a, time.process_time() - cpu))
+    return out
+
+
 #: Wall-time limit of one concrete replay (mode "replay"): it runs one path; only a helper's
 #: result forks it.
 REPLAY_SECONDS = 60.0
@@ -671,11 +808,19 @@ def cross_check(
 ) -> CrossCheck:
     """Explore `program` with both engines and compare them (kernel confirmation is separate:
     `CrossCheck.confirm`). Without `test_run` (programs the kernel cannot test-run) inputs
-    are not restricted to what BPF_PROG_TEST_RUN takes. `mode`: "symbolic", "replay" or
-    "auto" (replay when angr's exploration was cut by its budget; module docstring)."""
+    are not restricted to what BPF_PROG_TEST_RUN takes. `mode`: "symbolic", "replay",
+    "sharded" or "auto" (replay when angr's exploration was cut by its budget; module
+    docstring)."""
     options = options or Options()
     z3e = explore(obj, program, options)
-    angre = angr_exploration(obj, program, options, limits)
-    check = CrossCheck(obj, program, options, z3e, angre, test_run, mode)
+    if mode == "sharded":
+        from .angr_engine import make_project
+
+        project, _ = make_project(obj, replace(options, timeout=None))
+        runs = sharded_exploration(obj, program, options, limits, project)
+        check = CrossCheck(obj, program, options, z3e, runs[0].exploration, test_run, mode, runs, project)
+    else:
+        angre = angr_exploration(obj, program, options, limits)
+        check = CrossCheck(obj, program, options, z3e, angre, test_run, mode)
     check.run()
     return check

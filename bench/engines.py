@@ -16,12 +16,17 @@ then ends PARTIAL, shown as cut paths). Then, unless --no-replay, the cross-chec
 "replay" (analyzer/crosscheck.py: every z3 witness run concretely by the angr engine; angr's
 symbolic exploration bounded by --replay-angr-seconds, as tests/test_angr.py does for the
 objects angr cannot finish): the replays' own time (`replay_s`), how many, and disagreements.
+With --sharded S, angr's exploration in one piece and shard by shard (analyzer/shards.py),
+each with S seconds of CPU time as budget (angr_engine.Limits.cpu), REPEAT times: the paths
+each finishes (median) and its CPU time (median); then the cross-check in mode "sharded"
+with that budget (one run): angr paths finished and compared, z3 witnesses replayed, disagreements, per-shard results.
 Times are CPU seconds of this process (`time.process_time`; the machine is shared, wall time
 is noisy). Results in bench/results/angr-<date>[-<filter>].json, with the machine's load
 (`os.getloadavg`) before and after.
 
     .venv/bin/python bench/engines.py [--repeat 3|0] [--filter SUBSTRING] [--skip SUBSTRING] [--toolchain clang|all]
         [--timeout 300] [--unmerged] [--no-cross-check] [--no-replay] [--replay-angr-seconds 10]
+        [--sharded 60]
 """
 
 from __future__ import annotations
@@ -108,6 +113,49 @@ def run_one(
     return row
 
 
+def run_sharded(path: Path, program: str, repeat: int, seconds: float) -> dict:
+    """angr in one piece vs shard by shard, each with `seconds` of budget: finished paths and
+    CPU medians over `repeat` runs; then the sharded cross-check (one run)."""
+    from analyzer.angr_engine import Limits
+    from analyzer.crosscheck import angr_exploration, cross_check, sharded_exploration
+
+    obj = load_object(path)
+    prog = obj.program(program)
+    limits = Limits(max_seconds=seconds, cpu=True)  # CPU seconds for both: the same work on a loaded machine
+
+    def finished(a) -> int:
+        return len(a.paths) - len(a.budget.cut if a.budget else [])
+
+    row: dict = {}
+    for name, fn in (
+        ("whole", lambda: [angr_exploration(obj, prog, Options(), limits)]),
+        ("shards", lambda: [r.exploration for r in sharded_exploration(obj, prog, Options(), limits)]),
+    ):
+        times, done = [], []
+        for _ in range(max(repeat, 1)):
+            start = time.process_time()
+            runs = fn()
+            times.append(time.process_time() - start)
+            done.append(sum(finished(a) for a in runs))
+        row[name] = {"cpu_s": statistics.median(times), "finished": statistics.median(done), "runs": done}
+    start = time.process_time()
+    check = cross_check(obj, prog, Options(), limits=limits, mode="sharded")
+    r = check.report
+    row["cross_check"] = {
+        "cpu_s": time.process_time() - start,
+        "angr_finished": sum(s.finished for s in r.shards),
+        "angr_paths": r.angr_paths,
+        "angr_compared": r.angr_compared,
+        "z3_compared": r.z3_compared,
+        "z3_replayed": r.z3_replayed,
+        "replay_s": r.replay_seconds,
+        "disagreements": len(r.disagreements),
+        "wrong": confirm(path, prog, check),
+        "shards": [str(s) for s in r.shards],
+    }
+    return row
+
+
 def confirm(path: Path, prog, check) -> dict:
     """Run the disagreements' inputs through the kernel (untimed): {engine found wrong: count},
     or {"not run": reason} when the kernel cannot load or run the program."""
@@ -175,6 +223,7 @@ def main() -> int:
     ap.add_argument("--no-cross-check", action="store_true")
     ap.add_argument("--no-replay", action="store_true")
     ap.add_argument("--replay-angr-seconds", type=float, default=10.0)
+    ap.add_argument("--sharded", type=float, default=None, metavar="SECONDS")
     args = ap.parse_args()
     load0 = os.getloadavg()
     start = time.process_time()
@@ -198,6 +247,20 @@ def main() -> int:
             continue
         for prog in load_object(path).programs:
             if not prog.is_xdp:
+                continue
+            if args.sharded is not None:
+                row = {"object": str(path.relative_to(ROOT)), "program": prog.name}
+                row.update(run_sharded(path, prog.name, args.repeat, args.sharded))
+                w, sh, c = row["whole"], row["shards"], row["cross_check"]
+                print(
+                    f"{row['object']:<44} whole: {w['finished']:5} finished {w['cpu_s']:7.2f} s CPU | sharded: "
+                    f"{sh['finished']:5} finished {sh['cpu_s']:7.2f} s CPU | cross-check {c['cpu_s']:7.2f} s: angr "
+                    f"{c['angr_compared']} compared, z3 {c['z3_compared']} ({c['z3_replayed']} replayed), "
+                    f"{c['disagreements']} disagreements",
+                    flush=True,
+                )
+                rows.append(row)
+                save(out, import_s, load0, rows)
                 continue
             try:
                 if not warm and args.repeat:

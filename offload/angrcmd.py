@@ -3,8 +3,9 @@
 angr is imported here only inside the commands, so the other commands never pay its import
 time. `--cross-check` exits 1 when the engines disagree on some input (each disagreement is
 printed with the packet, the map entries, both engines' answers and the kernel's). It prints
-which mode ran (`--cross-check-mode`, analyzer/crosscheck.py) and, when angr's exploration was
-cut by its budget, a PARTIAL line with how many angr paths were compared.
+which mode ran (`--cross-check-mode`, analyzer/crosscheck.py), in mode sharded one line per
+shard (angr paths finished and compared, and what cut the rest, where), and, when angr's
+exploration was cut by its budget, a PARTIAL line with how many angr paths were compared.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--cross-check-mode",
-        choices=("auto", "symbolic", "replay"),
+        choices=("auto", "symbolic", "replay", "sharded"),
         default="auto",
         help="with --cross-check: symbolic (both engines' paths against each other), replay (every z3 "
-        "witness run concretely by angr, plus the angr paths finished within its budget), or auto "
-        "(replay when angr's exploration is cut by its budget; default)",
+        "witness run concretely by angr, plus the angr paths finished within its budget), sharded (angr "
+        "explores the input space in shards that fix the bytes moving packet offsets: ethertype, VLAN tags, "
+        "IPv4 IHL, IPv6 extension headers; both directions per shard, z3 witnesses in cut parts replayed), "
+        "or auto (replay when angr's exploration is cut by its budget; default)",
     )
     p.add_argument(
         "--angr-max-states",
@@ -53,7 +56,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         type=seconds,
         default=600.0,
         metavar="SECONDS",
-        help="angr engine: wall time of one exploration when --timeout gives none (default 600)",
+        help="angr engine: wall time of one exploration when --timeout gives none (default 600; in "
+        "--cross-check-mode sharded: CPU seconds, shared by the shards)",
     )
     p.add_argument(
         "--angr-max-rss",
@@ -139,6 +143,14 @@ def _cross_check(obj, programs, options, engine, angr_limits, mode: str = "auto"
         )
         if r.mode == "replay":
             print(f"  mode replay: {r.z3_replayed} z3 witnesses run concretely by angr ({r.replay_seconds:.2f} s CPU)")
+        elif r.mode == "sharded":
+            finished = sum(s.finished for s in r.shards)
+            print(
+                f"  mode sharded: {len(r.shards)} shards, {finished} of {r.angr_paths} angr paths finished; "
+                f"{r.z3_replayed} z3 witnesses in cut parts run concretely by angr ({r.replay_seconds:.2f} s CPU)"
+            )
+            for s in r.shards:
+                print(f"    {s}")
         else:
             print("  mode symbolic: both engines' paths checked against each other")
         if not r.angr_complete:
@@ -146,8 +158,12 @@ def _cross_check(obj, programs, options, engine, angr_limits, mode: str = "auto"
                 f"  PARTIAL: angr's exploration was cut ({r.angr_budget}): {r.angr_compared} of "
                 f"{r.angr_paths} angr paths compared with z3"
             )
-        for eng, path, why in r.skipped:
-            print(f"  {eng} path #{path} not compared: {why}")
+        grouped: dict[tuple[str, str], list[int]] = {}
+        for eng, path, why in r.skipped:  # paths set aside for one reason: one line
+            grouped.setdefault((eng, why), []).append(path)
+        for (eng, why), paths in grouped.items():
+            ids = ", ".join(f"#{p}" for p in paths)
+            print(f"  {eng} path{'s' if len(paths) > 1 else ''} {ids} not compared: {why}")
         for d in r.disagreements:
             print(f"  DISAGREE {d}")
         disagreements += len(r.disagreements)

@@ -6,7 +6,8 @@ itself is shown to fail: a deliberately broken comparison in either engine gives
 disagreements that the kernel pins on that engine.
 
 Which objects: every program of the clang corpus build and of Debian's objects, except the
-few `REPLAY` ones (cross-checked by concrete replay, each says why), and from the gcc and clang-v4
+few `REPLAY` ones (cross-checked by concrete replay, each says why) and the `SHARDED` ones
+(angr explores them shard by shard, analyzer/shards.py), and from the gcc and clang-v4
 builds the `TOOLCHAIN_SAMPLE` (the whole of those builds is bench/engines.py --toolchain all:
 about three times the clang build's time). The nobtf build is the clang build's code without
 BTF: every nobtf object is checked to lift to the same instructions and maps as its clang
@@ -36,19 +37,20 @@ from analyzer import crosscheck  # noqa: E402
 #: cross-checked in mode "replay" (analyzer/crosscheck.py: every z3 witness run concretely by
 #: the angr engine, angr's paths finished within REPLAY_ANGR_SECONDS checked by z3; the
 #: report says the angr side is partial). bench/engines.py times their full exploration.
-REPLAY = {
-    "or_flags_tcp_k48": "K=48 ORs in nested ifs: ~23 s of angr on a loaded machine",
-    # Debian's xdp-filter: nested lookups in 5 maps per packet field, VLAN and IPv6
-    # extension-header walks; angr's exploration takes minutes (alw_ip ~110 s at load 12,
-    # alw_all cut by 200 s at load 19). The ethernet-only variants finish: symbolic mode.
-    **{
-        f"xdpfilt_{m}_{k}": "xdp-filter: minutes of angr per object"
-        for m in ("alw", "dny")
-        for k in ("all", "ip", "tcp", "udp")
-    },
-}
+REPLAY = {"or_flags_tcp_k48": "K=48 ORs in nested ifs: ~23 s of angr on a loaded machine"}
 #: angr's symbolic budget per run for the REPLAY objects (the unmerged and the merged try each).
 REPLAY_ANGR_SECONDS = 5.0
+#: Objects cross-checked in mode "sharded" (analyzer/crosscheck.py), with why: Debian's
+#: xdp-filter reads behind VLAN and IPv6 extension-header walks at offsets taken from the
+#: packet; in one piece angr finished none of its paths in 20 s (alw_ip ~110 s at load 12,
+#: alw_all cut by 200 s at load 19). The ethernet-only variants finish: symbolic mode.
+SHARDED = {
+    f"xdpfilt_{m}_{k}": "xdp-filter: header walks at packet-dependent offsets"
+    for m in ("alw", "dny")
+    for k in ("all", "ip", "tcp", "udp")
+}
+#: angr's time budget (wall seconds) of one sharded exploration, shared by the shards.
+SHARDED_ANGR_SECONDS = 40.0
 
 #: Objects of the gcc and clang-v4 builds cross-checked here: one per feature where the two
 #: compilers' code differs most from clang's (subprogram calls, loops, bpf_loop, atomics,
@@ -98,13 +100,18 @@ def test_cross_check(path):
         pytest.skip("no XDP program")
     for prog in progs:
         runnable = not prog.section.startswith(("xdp/devmap", "xdp/cpumap"))
-        slow = path.stem in REPLAY
-        limits = angr_engine.Limits(max_seconds=REPLAY_ANGR_SECONDS) if slow else None
-        check = crosscheck.cross_check(obj, prog, Options(), test_run=runnable, limits=limits)
+        slow, sharded = path.stem in REPLAY, path.stem in SHARDED
+        seconds = SHARDED_ANGR_SECONDS if sharded else REPLAY_ANGR_SECONDS if slow else None
+        limits = angr_engine.Limits(max_seconds=seconds) if seconds else None
+        mode = "sharded" if sharded else "auto"
+        check = crosscheck.cross_check(obj, prog, Options(), test_run=runnable, limits=limits, mode=mode)
         r = check.report
-        # auto mode: replay exactly when angr's exploration was cut (a loaded machine can
-        # push an object over angr's 600 s; the replay still checks every z3 path)
-        assert (r.mode == "replay") == (not r.angr_complete), (r.mode, r.angr_budget)
+        if sharded:
+            _sharded_counts(r)
+        else:
+            # auto mode: replay exactly when angr's exploration was cut (a loaded machine can
+            # push an object over angr's 600 s; the replay still checks every z3 path)
+            assert (r.mode == "replay") == (not r.angr_complete), (r.mode, r.angr_budget)
         if r.mode == "replay":  # every compared z3 witness was run by angr concretely
             assert r.z3_replayed >= r.z3_compared > 0 and not r.angr_complete, r
         if r.disagreements:
@@ -118,6 +125,50 @@ def test_cross_check(path):
         for engine, paths, compared in (("z3", r.z3_paths, r.z3_compared), ("angr", r.angr_paths, r.angr_compared)):
             skipped = [why for e, _, why in r.skipped if e == engine]
             assert all(skipped) and compared + len(skipped) == paths, (engine, paths, compared, r.skipped)
+
+
+def _sharded_counts(r: crosscheck.CrossCheckReport) -> None:
+    """Print a sharded cross-check's counts (pytest -s shows them) and check they add up: one
+    result per shard of the partition, the shards' paths are the report's angr paths, a
+    shard's compared paths are among its finished ones, a cut shard says where."""
+    from analyzer.shards import proven_split
+
+    print(
+        f"\n{r.program}: sharded, z3 {r.z3_paths} paths ({r.z3_compared} compared, {r.z3_replayed} replayed), "
+        f"angr {sum(s.finished for s in r.shards)} of {r.angr_paths} paths finished, {r.angr_compared} compared"
+    )
+    for s in r.shards:
+        print(f"  {s}")
+    assert r.mode == "sharded" and [s.name for s in r.shards] == [s.name for s in proven_split()]
+    assert sum(s.paths for s in r.shards) == r.angr_paths and sum(s.compared for s in r.shards) == r.angr_compared
+    assert all(s.compared <= s.finished <= s.paths and (s.cut is not None) == (s.finished < s.paths) for s in r.shards)
+    assert r.z3_compared > 0 and r.angr_compared > 0, "the sharded check compared nothing"
+
+
+def test_shards_partition_the_packets():
+    """The shards cover every packet once (z3), and hand-made packets fall in the shard
+    their headers say: an IPv4 frame with IHL 5, one behind two VLAN tags with IP options,
+    IPv6 with a hop-by-hop header of 8 bytes then TCP, and an ARP frame."""
+    from analyzer import shards
+
+    parts = shards.split()
+    shards.prove_partition(parts)
+    eth = bytes(12)
+    ipv6 = bytearray(eth + b"\x86\xdd" + bytes(40) + bytes(8))
+    ipv6[14 + 6], ipv6[54], ipv6[55] = 0, 6, 0  # next header hop-by-hop; it says TCP, 8 bytes long
+    cases = {
+        eth + b"\x08\x00\x45": "ipv4",
+        eth + b"\x81\x00\x00\x01\x88\xa8\x00\x02\x08\x00\x46": "vlan1/vlan2/ipv4-options",
+        bytes(ipv6): "ipv6/ext8/no-ext",
+        eth + b"\x08\x06": "other",
+    }
+    for packet, name in cases.items():
+        assert shards.shard_of(parts, packet).name == name
+    overlap = [*parts, shards.Shard("extra", (shards.Atom(12, 2, (0x0800,)),))]
+    with pytest.raises(AssertionError, match="overlap"):
+        shards.prove_partition(overlap)
+    with pytest.raises(AssertionError, match="miss"):
+        shards.prove_partition(parts[1:])
 
 
 def _static_rules():
