@@ -204,7 +204,7 @@ def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:
         for pid, tried in todo.items():
             a = tried.pop(0)
             if a not in again:
-                again[a] = _with_assumption(rs.synth, a)
+                again[a] = rs.synth.with_assumption(a)
             s = again[a]
             if rs.synth.out_of_time() is not None:  # a suggestion re-proves: the budget comes first
                 return
@@ -219,18 +219,6 @@ def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:
                 out[pid].suggestion = a
                 todo[pid] = []
         todo = {pid: tried for pid, tried in todo.items() if tried}
-
-
-def _with_assumption(s: Synthesizer, name: str) -> Synthesizer:
-    """`s.with_assumption(name)`, which shares `s`'s extractions when z3 proves that typical
-    packets and typical fragments already satisfy the assumption; then what `path_block`
-    found (`fixed_keys`: extraction's first steps, asked of the same packets, _typical_solver)
-    is the same too, and is shared with them: a shield the suggestion's proof makes through
-    a packet of a path the build already asked about asks nothing again."""
-    other = s.with_assumption(name)
-    if other.extracted is s.extracted:
-        other.fixed_keys = s.fixed_keys
-    return other
 
 
 def _shape(b: Block) -> tuple:

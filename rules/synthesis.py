@@ -390,11 +390,14 @@ class Synthesizer:
     def with_assumption(self, name: str) -> Synthesizer:
         """A synthesizer for the same program under one more assumption. When typical packets
         and typical fragments (the only ones extraction looks at) already satisfy it, the
-        extracted blocks are the same: they are shared (z3 proves that implication first)."""
+        extracted blocks are the same: they are shared (z3 proves that implication first), and
+        so is what `path_block` found (`fixed_keys`: extraction's first steps, asked of the
+        same packets), so a shield the other's proofs make asks nothing again."""
         other = Synthesizer(self.e, self.assume + (name,), self.ifnames)
         added = z3.And(assumption_constraints([name]))
         if not maybe_sat(*self.env, z3.Or(self.typical, self.typical_fragment), z3.Not(added)):
             other.extracted = self.extracted
+            other.fixed_keys = self.fixed_keys
         return other
 
     def _typical_solver(self, p: Path) -> tuple[z3.Solver, bool] | None:

@@ -1,9 +1,9 @@
-"""What the script phase of `rules` shares instead of asking z3 again (rules/counterexample.py,
+"""What the script phase of `rules` shares instead of asking z3 again (rules/synthesis.py,
 rules/reasons.py), checked against the work done afresh.
 
-- A suggestion's synthesizer takes the build's `path_block` findings (`fixed_keys`) where
-  `with_assumption` shares the extractions (z3 proved typical packets satisfy the
-  assumption): each must be what a synthesizer under that assumption finds on its own.
+- A synthesizer under one more assumption (a suggestion's) takes the build's `path_block`
+  findings (`fixed_keys`) where `with_assumption` shares the extractions (z3 proved typical
+  packets satisfy the assumption): each must be what a synthesizer under that assumption finds on its own.
 - The packet offsets a condition reads at constant indices (`_constant_reads`, on symbolic's
   table of z3's C functions): a term built by hand, in z3's main context and in another.
 """
@@ -16,9 +16,9 @@ from conftest import corpus_object
 from analyzer.explore import explore
 from analyzer.symbolic import PACKET
 from lifter.program import load_object
-from rules.counterexample import _with_assumption
 from rules.reasons import _constant_reads
 from rules.ruleset import build
+from rules.synthesis import Synthesizer
 
 
 def test_shared_path_blocks_are_what_the_assumption_finds():
@@ -30,14 +30,14 @@ def test_shared_path_blocks_are_what_the_assumption_finds():
     base = build(e, ()).synth
     for p in e.paths:
         base.fixed_keys.setdefault(p.id, base._fixed_keys(p))
-    shared = _with_assumption(base, "no-ip-options")
+    shared = base.with_assumption("no-ip-options")
     assert shared.fixed_keys is base.fixed_keys
-    fresh = base.with_assumption("no-ip-options")
+    fresh = Synthesizer(e, base.assume + ("no-ip-options",), base.ifnames)  # shares nothing
     assert fresh.fixed_keys == {}
     found = {p.id: fresh._fixed_keys(p) for p in e.paths}
     assert found == base.fixed_keys
     assert any(v is not None and v[1] for v in found.values())  # some path fixes keys
-    assert _with_assumption(base, "no-fragments").fixed_keys is not base.fixed_keys
+    assert base.with_assumption("no-fragments").fixed_keys is not base.fixed_keys
 
 
 def _byte(o) -> z3.BitVecRef:
