@@ -944,7 +944,6 @@ def _byte(o: int) -> z3.BitVecRef:
 _ANSWERS: dict[frozenset[int], tuple[list[z3.BoolRef], z3.CheckSatResult, z3.ModelRef | None]] = {}
 
 
-_RAW = Z3_C.raw
 _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
 _DECL, _DECL_KIND, _NUMERAL = Z3_C.decl, Z3_C.decl_kind, Z3_C.numeral
 _SORT, _SORT_KIND = Z3_C.sort, Z3_C.sort_kind
@@ -970,9 +969,9 @@ def _offsets(t: z3.ExprRef) -> frozenset[int] | None:
         memo.clear()
         _OFFSET_ROOTS.clear()
     _OFFSET_ROOTS[key] = t
-    ctx = t.ctx_ref().value if _RAW else t.ctx_ref()
+    ctx, root = Z3_C.handles(t)
     packet = PACKET.get_id()
-    stack: list = [(t.as_ast().value if _RAW else t.as_ast(), None)]
+    stack: list = [(root, None)]
     while stack:
         a, kids = stack.pop()
         if kids is not None:  # its children are done
@@ -1084,8 +1083,8 @@ def _node_shape(t: z3.ExprRef) -> tuple[int, int, bool, bool]:
         memo.clear()
         _SHAPE_ROOTS.clear()
     _SHAPE_ROOTS[key] = t
-    ctx = t.ctx_ref().value if _RAW else t.ctx_ref()
-    stack: list = [(t.as_ast().value if _RAW else t.as_ast(), None)]
+    ctx, root = Z3_C.handles(t)
+    stack: list = [(root, None)]
     while stack:
         a, meta = stack.pop()
         if meta is not None:  # its children are done

@@ -52,7 +52,6 @@ from .fields import NOT_DECODED, Decoder, decode_deadline
 from .mapuse import MapUse, map_uses
 from .symbolic import Z3_C, const_value
 
-_RAW = Z3_C.raw
 _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
 _DECL, _DECL_KIND, _NUMERAL = Z3_C.decl, Z3_C.decl_kind, Z3_C.numeral
 
@@ -77,8 +76,8 @@ def _values(e: z3.ExprRef, memo: dict | None = None, limit: int = 256) -> set[in
     key = e.get_id()
     if key in memo:
         return memo[key]
-    ctx = e.ctx_ref().value if _RAW else e.ctx_ref()
-    stack: list = [(e.as_ast().value if _RAW else e.as_ast(), None)]
+    ctx, root = Z3_C.handles(e)
+    stack: list = [(root, None)]
     while stack:
         a, kids = stack.pop()
         if kids is not None:  # its children are done

@@ -230,9 +230,10 @@ def native(wrapper, restype, nargs: int = 2):
 @dataclass(frozen=True)
 class Z3C:
     """z3's C functions the term walks call on raw ASTs (`symbols` here, fields' offset and
-    shape walks), one table for both. With `raw` each is the C function itself (`native`:
-    callers pass `ctx_ref().value` and `as_ast().value`); else z3's checked wrappers, which
-    take the ExprRef's `ctx_ref()` and `as_ast()`."""
+    shape walks, report's instruction ranges, reasons' constant reads), one table for all.
+    With `raw` each is the C function itself (`native`: it takes `ctx_ref().value` and
+    `as_ast().value`); else z3's checked wrappers, which take the ExprRef's `ctx_ref()` and
+    `as_ast()`. `handles` gives a walk's start in the form the table takes."""
 
     raw: bool
     ast_kind: object
@@ -247,6 +248,13 @@ class Z3C:
     numeral: object
     sort: object
     sort_kind: object
+
+    def handles(self, e: z3.AstRef) -> tuple:
+        """(context, AST) of `e` as this table's functions take them: the raw pointers for
+        the C functions, the ctypes objects for z3's wrappers (the walks' starting point)."""
+        if self.raw:
+            return e.ctx_ref().value, e.as_ast().value
+        return e.ctx_ref(), e.as_ast()
 
 
 def _z3c() -> Z3C:
@@ -272,7 +280,6 @@ def _z3c() -> Z3C:
 
 #: The C functions of this z3 build (see Z3C).
 Z3_C = _z3c()
-_RAW = Z3_C.raw
 _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
 _DECL, _DECL_KIND, _DECL_NAME = Z3_C.decl, Z3_C.decl_kind, Z3_C.decl_name
 _SYMBOL, _BODY = Z3_C.symbol, Z3_C.body
@@ -291,10 +298,10 @@ def symbols(expr: z3.ExprRef, cache: dict | None = None) -> frozenset[str]:
     eid = expr.get_id()
     if eid in cache:
         return cache[eid][0]
-    ctx = expr.ctx_ref().value if _RAW else expr.ctx_ref()
+    ctx, root = Z3_C.handles(expr)
     leaves: dict[int, frozenset[str]] = {}  # constants and leaf names met in this walk
     # post-order: (ast, id, None) first visit; (ast, id, child ids) once the children are done
-    stack: list = [(expr.as_ast().value if _RAW else expr.as_ast(), eid, None)]
+    stack: list = [(root, eid, None)]
     while stack:
         a, aid, kids = stack.pop()
         if kids is not None:

@@ -292,12 +292,12 @@ def _constant_reads(t: z3.ExprRef) -> set[int]:
     than the rest of `fixed_l4_reads`. The array is known by its name: `t` may live in
     another context than PACKET (fixed_l4_reads asks in one of its own)."""
     raw = Z3_C.raw
-    ctx = t.ctx_ref().value if raw else t.ctx_ref()
+    ctx, root = Z3_C.handles(t)
     name = PACKET.decl().name()
     packet = name.encode() if raw else name  # the raw C function returns bytes
     out: set[int] = set()
     seen: set[int] = set()
-    todo = [t.as_ast().value if raw else t.as_ast()]
+    todo = [root]
     while todo:
         a = todo.pop()
         i = Z3_C.ast_id(ctx, a)

@@ -6,6 +6,8 @@ first inside a larger term."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import z3
 
@@ -36,7 +38,8 @@ def _terms():
 
 
 def _fallback(monkeypatch) -> None:
-    monkeypatch.setattr(fields, "_RAW", False)
+    # the walks start from Z3_C.handles: the wrappers take ctypes objects, not raw pointers
+    monkeypatch.setattr(fields, "Z3_C", dataclasses.replace(fields.Z3_C, raw=False))
     for name, api in (
         ("_AST_KIND", z3.Z3_get_ast_kind),
         ("_AST_ID", z3.Z3_get_ast_id),
