@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import z3
+from z3 import z3core
 
 from lifter.program import BpfObject, Program
 
@@ -101,6 +102,9 @@ class Path:
     exit_pc: int
     exit_section: str
     map_writes: tuple[tuple[str, tuple[MapWrite, ...]], ...] = ()  # (map, its write log)
+    #: the model the exploring solver found of this path, when it was fetched (its inputs
+    #: satisfy the path's condition; synthesis starts from it instead of asking z3 again)
+    witness: z3.ModelRef | None = None
 
 
 @dataclass
@@ -141,7 +145,7 @@ class Exploration:
     insns_executed: int
     seconds: float
     programs: list[str]  # entry and every program reached by a tail call
-    _expanded: dict[str, z3.BoolRef] | None = None  # literal -> condition over inputs
+    _expanded: dict[str, tuple[z3.BoolRef, z3.BoolRef]] | None = None  # name -> (literal, condition over inputs)
     map_use: dict | None = None  # mapuse.map_uses, computed on first use
     classes: tuple | None = None  # classify.classes (branch and map classes), computed on first use
     #: summary symbol -> (the value it stands for, where it was made): see Explorer.bounded
@@ -185,12 +189,27 @@ class Exploration:
         if self._expanded is None:
             self._expanded = {}
             for lit, cond in self.definitions:  # each refers to earlier literals only
-                self._expanded[lit.decl().name()] = self._substitute_literals(cond)
+                name = lit.decl().name()
+                self._expanded[name] = (lit, self._substitute_literals(cond))
         return self._substitute_literals(expr)
 
     def _substitute_literals(self, expr: z3.ExprRef) -> z3.ExprRef:
-        pairs = [(z3.Bool(n), self._expanded[n]) for n in sorted(symbols(expr)) if n.startswith("b!")]
-        return z3.substitute(expr, *pairs) if pairs else expr
+        """z3.substitute(expr, (literal, its expansion)...) for the literals `expr` reads,
+        through z3's C API for a Boolean `expr` (no sort checks per pair), the literals
+        being the definitions' own terms (no z3.Bool per name). The same terms as before, made
+        in the same order: a symbol cache shared over the definitions would be faster but
+        keeps terms alive, which moves later terms' ids and with them z3's choices
+        (the printed conditions)."""
+        names = [n for n in sorted(symbols(expr)) if n.startswith("b!")]
+        if not names:
+            return expr
+        pairs = [self._expanded[n] for n in names]
+        if not z3.is_bool(expr):  # a value (a merged return code): z3's own wrapper picks its class
+            return z3.substitute(expr, *pairs)
+        src = (z3.Ast * len(pairs))(*[lit.as_ast() for lit, _ in pairs])
+        dst = (z3.Ast * len(pairs))(*[cond.as_ast() for _, cond in pairs])
+        ctx = expr.ctx
+        return z3.BoolRef(z3core.Z3_substitute(ctx.ref(), expr.as_ast(), len(pairs), src, dst), ctx)
 
     def base_constraints(self) -> list[z3.BoolRef]:
         return list(self.solver.assertions())

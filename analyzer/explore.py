@@ -1093,6 +1093,7 @@ class Explorer:
         self, s: State, verdict: str, retval: z3.BitVecRef | None, truncated: str | None = None, pc: int | None = None
     ) -> None:
         """End `s` as a path with this verdict (calls.py ends paths through it too)."""
+        w = s.witness  # kept when its model was fetched (fetching one more would change later terms' ids)
         self.paths.append(
             Path(
                 len(self.paths),
@@ -1117,6 +1118,7 @@ class Explorer:
                 s.pc if pc is None else pc,
                 s.func.section,
                 tuple(sorted(s.maps.items())),
+                None if w is None else w.model,
             )
         )
         self.observer.on_path_end(s, self.paths[-1])

@@ -81,7 +81,7 @@ from functools import lru_cache
 
 import z3
 
-from analyzer.symbolic import PACKET, PACKET_LEN
+from analyzer.symbolic import PACKET, PACKET_LEN, mk_ite, truth
 
 from .flower import FAMILIES, FLOWER_KEYS, PROTOCOLS, VLAN_TYPES, FlowerMatch, Range
 
@@ -162,11 +162,10 @@ def _fresh_part(names) -> _Part:
 def _ite(cond: z3.BoolRef, a, b):
     if a.eq(b):
         return a
-    if z3.is_true(cond):
-        return a
-    if z3.is_false(cond):
-        return b
-    return z3.If(cond, a, b)
+    known = truth(cond)
+    if known is not None:
+        return a if known else b
+    return mk_ite(cond, a, b)  # z3.If's term, without its sort coercions (same sorts here)
 
 
 def _merge(cond: z3.BoolRef, a: _Part, b: _Part, names) -> _Part:
@@ -175,7 +174,7 @@ def _merge(cond: z3.BoolRef, a: _Part, b: _Part, names) -> _Part:
     for n in names:
         out.values[n] = _ite(cond, a.get(n), b.get(n))
         ua, ub = a.unk(n), b.unk(n)
-        if not (z3.is_false(ua) and z3.is_false(ub)):
+        if not (truth(ua) is False and truth(ub) is False):
             out.unknown[n] = _ite(cond, ua, ub)
     return out
 
@@ -607,20 +606,22 @@ def match_formula(
     stay in `match` with a placeholder Exact whose mask is the template's."""
     d = d or dissect()
     if symbolic is not None:
-        return _match(match, d, symbolic)[0]
+        return _match(match, d, symbolic, unknown=False)[0]
     if match not in d._formulas:
         if len(d._formulas) >= MAX_FORMULAS:  # a long-lived process (sync, lsp) starts over
             d._formulas.clear()
-        d._formulas[match] = _match(match, d)[0]
+        d._formulas[match] = _match(match, d, unknown=False)[0]
     return d._formulas[match]
 
 
-def _match(match: FlowerMatch, d: Dissection, symbolic=None) -> tuple[z3.BoolRef, z3.BoolRef]:
-    """(formula, when it may read a fresh variable)."""
+def _match(match: FlowerMatch, d: Dissection, symbolic=None, unknown: bool = True) -> tuple[z3.BoolRef, z3.BoolRef]:
+    """(formula, when it may read a fresh variable; None unless `unknown` is asked)."""
     cond, part = _view(match, d)
     conds, used = _conditions(match, part.get, symbolic)
-    unk = [part.unk(n) for n in dict.fromkeys(used)]
-    maybe = z3.Or([u for u in unk if not z3.is_false(u)] or [_FALSE])
+    maybe = None
+    if unknown:
+        unk = [part.unk(n) for n in dict.fromkeys(used)]
+        maybe = z3.Or([u for u in unk if not z3.is_false(u)] or [_FALSE])
     return z3.And([d.reaches_tc, cond] + conds), maybe
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import z3
 
+from analyzer.symbolic import mk_and, mk_not
+
 from .actionmodel import ActionError, parse_actions
 from .dissector import match_formula
 from .script import Filter
@@ -89,6 +91,9 @@ def structure_errors(filters: list[Filter]) -> list[str]:
     return errors
 
 
+_TRUE = z3.BoolVal(True)
+
+
 class FirstMatch:
     """tc's first-match semantics as z3 terms, built filter by filter in classification order
     (per chain, in prio order; chains in any order as long as every goto is added before the
@@ -113,10 +118,10 @@ class FirstMatch:
         """Filter `key` of `chain` (after those added before in it) matching `match`, jumping
         to chain `goto` if given; returns its hit."""
         into = self.entry(chain)
-        n, none = self._missed.get(chain, (0, z3.BoolVal(True)))
-        self.hit[key] = z3.And(into, none, match)
+        n, none = self._missed.get(chain, (0, _TRUE))
+        self.hit[key] = mk_and([into, none, match])  # z3.And's term, through the C API (issue 14)
         self._at[key] = (chain, n, into, none, match)
-        self._missed[chain] = (n + 1, z3.And(none, z3.Not(match)))
+        self._missed[chain] = (n + 1, mk_and([none, mk_not(match)]))
         if goto is not None:
             self._gotos.setdefault(goto, []).append(key)
         return self.hit[key]
@@ -125,7 +130,7 @@ class FirstMatch:
         """The packets entering `chain` (chain 0: all; else the gotos into it so far), built
         again only when a goto into it was added since."""
         if chain == 0:
-            return z3.BoolVal(True)
+            return _TRUE
         keys = self._gotos.get(chain, [])
         if self._entry.get(chain, (None,))[0] != len(keys):
             self._entry[chain] = (len(keys), self.union(keys))

@@ -412,19 +412,53 @@ class Synthesizer:
         path's whole condition costs as much as the first)."""
         cond = z3.And(self.conds[p.id], *self.env)
         s = solver(cond, self.typical)
+        model = self._witness(p, self.typical)
+        if model is not None:
+            return s, False, model
         if s.check() == z3.sat:
             return s, False, s.model()
         s = solver(cond, self.typical_fragment)
         return (s, True, s.model()) if s.check() == z3.sat else None
+
+    def _witness(self, p: Path, *extra: z3.BoolRef) -> z3.ModelRef | None:
+        """The model exploration found of path `p` (Path.witness) when it also satisfies
+        the environment (assumptions included) and `extra`, evaluated, not asked: then it is
+        a model of the query `solver(condition, *env, *extra)` and that query need not be
+        checked. None otherwise (the query decides)."""
+        m = p.witness
+        if m is None:
+            return None
+        for f in (self.conds[p.id], *self.env, *extra):
+            if not z3.is_true(m.eval(f, model_completion=True)):
+                return None
+        return m
 
     def _unsplit(self, p: Path) -> tuple[z3.Solver, bool, z3.ModelRef, tuple[str, dict[str, int]]] | None:
         """_typical and _one_chain together (None: only atypical packets take the path).
         First one query: a typical packet of the path whose protocol is no family's (a
         VLAN tag, another ethertype) makes the chain `all` whatever other protocols the
         path takes, and is a model of the path under typical packets (xdp-filter's paths
-        all take tagged frames: one check of the whole condition instead of two)."""
+        all take tagged frames: one check of the whole condition instead of two).
+
+        With exploration's witness of the path a typical packet: its protocol is one the
+        path takes, so if it is no family's, the chain is `all` without a query; if it is
+        family f, one query (another protocol besides f?) decides: none, f's chain; one,
+        `all` whether that one is a family's (two protocols: _one_chain's `all`) or not
+        (the probe's `all`)."""
         cond = z3.And(self.conds[p.id], *self.env)
-        probe = solver(cond, self.typical, *[self.d.skb_protocol != f for f in FAMILIES])
+        model = self._witness(p, self.typical)
+        if model is not None:
+            s = solver(cond, self.typical)
+            eth = model.eval(self.d.skb_protocol, model_completion=True).as_long()
+            if eth not in FAMILIES:
+                return s, False, model, ("all", {})
+            s.push()
+            s.add(self.d.skb_protocol != eth)
+            more = s.check() == z3.sat  # not sat: as _one_chain's enumeration stops (f alone)
+            s.pop()
+            return s, False, model, ("all" if more else protocol_name(eth), {})
+        other = [self.d.skb_protocol != f for f in FAMILIES]
+        probe = solver(cond, self.typical, *other)
         if probe.check() == z3.sat:
             return solver(cond, self.typical), False, probe.model(), ("all", {})
         found = self._typical(p)
