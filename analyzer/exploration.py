@@ -57,6 +57,10 @@ class Options:
     #: when `timeout` started counting (`time.perf_counter()`; None: when the exploration
     #: starts): a command that explores several programs gives them one budget
     started: float | None = None
+    #: keep each path's model (Path.witness) for `rules` to start from; off by default:
+    #: kept models hold z3 terms alive, which moves the ids of later terms and with them how
+    #: z3 orders what it simplifies (the printed conditions of `analyze`, semantically the same)
+    witnesses: bool = False
 
 
 @dataclass
@@ -102,8 +106,9 @@ class Path:
     exit_pc: int
     exit_section: str
     map_writes: tuple[tuple[str, tuple[MapWrite, ...]], ...] = ()  # (map, its write log)
-    #: the model the exploring solver found of this path, when it was fetched (its inputs
-    #: satisfy the path's condition; synthesis starts from it instead of asking z3 again)
+    #: the model the exploring solver found of this path, when it was fetched and
+    #: Options.witnesses asked for it (its inputs satisfy the path's condition; synthesis
+    #: starts from it instead of asking z3 again)
     witness: z3.ModelRef | None = None
 
 

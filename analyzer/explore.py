@@ -1093,7 +1093,9 @@ class Explorer:
         self, s: State, verdict: str, retval: z3.BitVecRef | None, truncated: str | None = None, pc: int | None = None
     ) -> None:
         """End `s` as a path with this verdict (calls.py ends paths through it too)."""
-        w = s.witness  # kept when its model was fetched (fetching one more would change later terms' ids)
+        # a witness's model is kept when it was fetched (fetching one more would change later
+        # terms' ids, as keeping any does: Options.witnesses)
+        w = s.witness if self.options.witnesses else None
         self.paths.append(
             Path(
                 len(self.paths),

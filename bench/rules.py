@@ -14,7 +14,8 @@
 Time (wall, and this process's CPU: z3 runs in it, so CPU is what to compare on a loaded
 machine; the load average is recorded with each row; the CPU also split into explore, build
 and script) is exploration + synthesis + layout +
-proofs (what `xdp2tc rules` does), median of REPEAT runs in this process after one untimed
+proofs (what `xdp2tc rules` does; exploration keeps its witnesses for synthesis,
+Options.witnesses), median of REPEAT runs in this process after one untimed
 warm-up (none with --repeat 1); rule counts are filters emitted
 (shields and chain jumps included). Proven under --assume no-ip-options (the corpus reads
 ports at the fixed offset after a 20-byte IPv4 header), as the thesis assumed.
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import corpus  # noqa: E402
+from analyzer.exploration import Options  # noqa: E402
 from analyzer.explore import explore  # noqa: E402
 from lifter.program import load_object  # noqa: E402
 from rules.output import tc_script  # noqa: E402
@@ -50,7 +52,7 @@ def run_rules(obj, prog, assume: tuple[str, ...], script: bool, split: dict | No
     (its counterexamples and suggestions, the command's whole output). `split` gets the
     CPU seconds of each phase (explore, build, script)."""
     c = time.process_time()
-    e = explore(obj, prog)
+    e = explore(obj, prog, Options(witnesses=True))
     c1 = time.process_time()
     rs = build(e, assume)
     c2 = time.process_time()

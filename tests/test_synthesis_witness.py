@@ -1,6 +1,7 @@
 """Synthesis starting from exploration's witnesses (Path.witness, rules/synthesis.py `_witness`).
 
-Exploration keeps, per path, the model its solver found when that model was fetched.
+Exploration keeps, per path, the model its solver found when that model was fetched (when
+asked: Options.witnesses).
 Synthesis uses it instead of a query when z3's own evaluation of the query's constraints
 (the path's condition, the environment and assumptions, typical packets) in that model is
 true. Two things must hold: each kept witness really is a model of its path's condition
@@ -18,6 +19,7 @@ import pytest
 import z3
 
 import corpus
+from analyzer.exploration import Options
 from analyzer.explore import explore
 from lifter.program import load_object
 from rules.synthesis import Outcome, Synthesizer
@@ -28,7 +30,7 @@ STEMS = ["vlan_tags", "qinq_tags", "thesis_static_rules", "or_stress_k2"]
 
 def _exploration(stem):
     obj = load_object(need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o"))
-    return explore(obj, obj.programs[0])
+    return explore(obj, obj.programs[0], Options(witnesses=True))
 
 
 def _blocks(e):
@@ -44,6 +46,8 @@ def _blocks(e):
 
 @pytest.mark.parametrize("stem", STEMS)
 def test_witness_is_a_model_of_its_path(stem):
+    obj = load_object(need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o"))
+    assert all(p.witness is None for p in explore(obj, obj.programs[0]).paths), "kept only when asked"
     e = _exploration(stem)
     kept = [p for p in e.paths if p.witness is not None]
     assert kept, "exploration kept some witness"
