@@ -68,9 +68,11 @@ QUERY_TIMEOUT_MS = 10000
 #: Per query of `_key_values`' shortcut: z3's resource limit (deterministic, unlike a time:
 #: a timeout that fires or not with the machine's load changes what z3 answers later in the
 #: process, issue 14). A shortcut past it falls back to the plain enumeration, so this
-#: bounds its cost, never its answer. xdp-filter's shortcut queries take ~500-2,000 except
-#: one per tcp/udp object taking 4.7-9.8 million (1.4-3 s).
-SHORTCUT_RLIMIT = 1_000_000
+#: bounds its cost, never its answer. xdp-filter's shortcut queries take ~500-4,100 except
+#: one or two per tcp/udp object that z3 does not answer within millions (0.3 s per million);
+#: the most any shortcut that answered took on 10 corpus and xdp-filter objects (issue 14,
+#: session 14): 75,580 (qinq_tags), so 200,000 leaves room and cuts the hopeless ones early.
+SHORTCUT_RLIMIT = 200_000
 
 #: Keys extracted from paths, per protocol family, in the order shields are generalised
 #: (the first ones dropped first: least likely to separate verdicts).
