@@ -37,6 +37,7 @@ from analyzer.fields import frame
 from analyzer.symbolic import PACKET, PACKET_LEN
 
 from .dissector import match_formula
+from .isolation import home, own_solver
 from .synthesis import (
     ASSUMPTIONS,
     DEFAULT_ASSUMPTIONS,
@@ -267,15 +268,18 @@ def _region(s, block) -> list[z3.BoolRef]:
 
 
 def _shortest(*constraints) -> z3.ModelRef | None:
-    sv = z3.Solver()
-    sv.set("rlimit", QUERY_RLIMIT)
-    sv.add(*constraints)
+    """The model of the shortest frame (LENGTHS) satisfying the constraints, asked in a z3
+    context of their own (rules/isolation.py): which frame z3 returns - its class, the
+    path it takes, the suggestion made from it - then depends on the constraints alone,
+    not on the queries the process asked before (extraction, reports, other programs)."""
+    sv = own_solver(*constraints, rlimit=QUERY_RLIMIT)
+    length = PACKET_LEN.translate(sv.ctx)
     for limit in LENGTHS:
         sv.push()
         if limit is not None:
-            sv.add(z3.ULE(PACKET_LEN, limit))
+            sv.add(z3.ULE(length, limit))
         if sv.check() == z3.sat:
-            return sv.model()
+            return home(sv.model())
         sv.pop()
     return None
 
