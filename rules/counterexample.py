@@ -19,7 +19,7 @@ one first (the plainest frame that shows the difference).
 Frames are the shortest z3 finds (64, then 128 bytes, then --max-len). A suggestion
 (`offloadable with --assume no-ip-options`) is made for a path left to software for
 atypical packets or flower's view when the frame is of the class the assumption rules out
-(IP options, fragments, IPv6 extension headers) and the path's own filter - its block with
+(IP options or an IHL below 5, fragments, IPv6 extension headers) and the path's own filter - its block with
 the pass shields synthesis adds - proves under that assumption (the tests check by hand
 that the whole pipeline then offloads it).
 
@@ -140,8 +140,16 @@ class _Asker:
         return self.read[id(model)]
 
 
-#: The assumption that rules out each class of atypical frames (analyzer.fields.Frame).
-RULES_OUT = {"IP options": "no-ip-options", "fragments": "no-fragments", "IPv6 extension headers": "no-ipv6-ext"}
+#: The assumption that rules out each class of atypical frames (analyzer.fields.Frame). A
+#: `malformed` frame (an IPv4 header with IHL < 5) is ruled out by no-ip-options (IHL = 5) as
+#: one with options is: z3 may answer the query for a frame without a 20-byte IPv4 header
+#: with either, and the assumption tried must not depend on which.
+RULES_OUT = {
+    "IP options": "no-ip-options",
+    "malformed": "no-ip-options",
+    "fragments": "no-fragments",
+    "IPv6 extension headers": "no-ipv6-ext",
+}
 
 
 def _blocks(rs, p):
