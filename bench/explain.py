@@ -5,7 +5,10 @@ Each run is a fresh process (`--tree`'s code: another worktree as a baseline) th
 and builds the rules untimed, then prints the tc script under no assumption as the CLI does,
 timing its parts with wrappers: `account` (the reasons, keys of map-dependent paths and the
 IP-options facts included), `examples` (counterexamples; `suggest` the suggestions within
-it) and the decoding of conditions (`render`: every Decoder.render, wherever it runs). A
+it), the decoding of conditions (`render`: every Decoder.render, wherever it runs), and the
+synthesis work the script asks for (`extract`: Synthesizer.extract_all, the suggestions'
+re-extractions under an assumption and the examples' blocks; `prove`: Synthesizer.prove,
+the suggestions' shield loops). A
 fresh process per run: the decoder's memo of z3 answers (analyzer/fields.py `_ANSWERS`)
 would make a second run in the same process cheaper than the command ever is. Medians over
 `--repeat` runs; process CPU time (z3 runs in the process), so a loaded machine stretches it
@@ -42,6 +45,7 @@ import corpus
 import analyzer.fields as fields
 import rules.counterexample as counterexample
 import rules.output as output
+import rules.synthesis as synthesis
 from analyzer.explore import explore
 from lifter.program import load_object
 from rules.ruleset import build
@@ -51,7 +55,7 @@ found = [*(corpus.EXTERNAL_DIR / "libxdp1").glob(stem + ".o"), *(corpus.BUILD_DI
 if not found:
     sys.exit(stem + ": not built (make corpus external)")
 path = found[0]
-cpu = {"account": 0.0, "examples": 0.0, "suggest": 0.0, "render": 0.0}
+cpu = {"account": 0.0, "examples": 0.0, "suggest": 0.0, "render": 0.0, "extract": 0.0, "prove": 0.0}
 
 def timed(owner, name, label):
     f = getattr(owner, name)
@@ -67,6 +71,8 @@ timed(output, "account", "account")
 timed(output, "examples", "examples")
 timed(counterexample, "_suggest", "suggest")
 timed(fields.Decoder, "render", "render")
+timed(synthesis.Synthesizer, "extract_all", "extract")
+timed(synthesis.Synthesizer, "prove", "prove")
 obj = load_object(path)
 e = explore(obj, obj.programs[0])
 rs = build(e, ())
@@ -105,7 +111,8 @@ def main() -> int:
             f"{stem:<20} script {med['script']:6.2f} s CPU (runs "
             + " ".join(f"{r['script']:.2f}" for r in runs)
             + f"): account {med['account']:.2f}, examples {med['examples']:.2f} (suggest {med['suggest']:.2f}), "
-            f"render {med['render']:.2f}; load {os.getloadavg()[0]:.1f}"
+            f"render {med['render']:.2f}, extract {med['extract']:.2f}, prove {med['prove']:.2f}; "
+            f"load {os.getloadavg()[0]:.1f}"
         )
     return 0
 

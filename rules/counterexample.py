@@ -19,7 +19,7 @@ one first (the plainest frame that shows the difference).
 Frames are the shortest z3 finds (64, then 128 bytes, then --max-len). A suggestion
 (`offloadable with --assume no-ip-options`) is made for a path left to software for
 atypical packets or flower's view when the frame is of the class the assumption rules out
-(IP options, fragments, IPv6 extension headers) and the path's own filter - its block with
+(IP options or an IHL below 5, fragments, IPv6 extension headers) and the path's own filter - its block with
 the pass shields synthesis adds - proves under that assumption (the tests check by hand
 that the whole pipeline then offloads it).
 
@@ -37,6 +37,7 @@ from analyzer.fields import frame
 from analyzer.symbolic import PACKET, PACKET_LEN
 
 from .dissector import match_formula
+from .isolation import home, own_solver
 from .synthesis import (
     ASSUMPTIONS,
     DEFAULT_ASSUMPTIONS,
@@ -139,8 +140,16 @@ class _Asker:
         return self.read[id(model)]
 
 
-#: The assumption that rules out each class of atypical frames (analyzer.fields.Frame).
-RULES_OUT = {"IP options": "no-ip-options", "fragments": "no-fragments", "IPv6 extension headers": "no-ipv6-ext"}
+#: The assumption that rules out each class of atypical frames (analyzer.fields.Frame). A
+#: `malformed` frame (an IPv4 header with IHL < 5) is ruled out by no-ip-options (IHL = 5) as
+#: one with options is: z3 may answer the query for a frame without a 20-byte IPv4 header
+#: with either, and the assumption tried must not depend on which.
+RULES_OUT = {
+    "IP options": "no-ip-options",
+    "malformed": "no-ip-options",
+    "fragments": "no-fragments",
+    "IPv6 extension headers": "no-ipv6-ext",
+}
 
 
 def _blocks(rs, p):
@@ -267,15 +276,18 @@ def _region(s, block) -> list[z3.BoolRef]:
 
 
 def _shortest(*constraints) -> z3.ModelRef | None:
-    sv = z3.Solver()
-    sv.set("rlimit", QUERY_RLIMIT)
-    sv.add(*constraints)
+    """The model of the shortest frame (LENGTHS) satisfying the constraints, asked in a z3
+    context of their own (rules/isolation.py): which frame z3 returns - its class, the
+    path it takes, the suggestion made from it - then depends on the constraints alone,
+    not on the queries the process asked before (extraction, reports, other programs)."""
+    sv = own_solver(*constraints, rlimit=QUERY_RLIMIT)
+    length = PACKET_LEN.translate(sv.ctx)
     for limit in LENGTHS:
         sv.push()
         if limit is not None:
-            sv.add(z3.ULE(PACKET_LEN, limit))
+            sv.add(z3.ULE(length, limit))
         if sv.check() == z3.sat:
-            return sv.model()
+            return home(sv.model())
         sv.pop()
     return None
 

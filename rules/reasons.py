@@ -200,8 +200,9 @@ def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] 
             "decides on a long computation of its inputs (a hash or checksum, kept as any value): "
             "flower cannot match on it",
         )
-    # the decoded condition (`rules` prints it) is worked out here as it always was: the
-    # counterexample frames z3 finds later depend on the solver's history
+    # the decoded condition (`rules` prints it) is worked out here as it always was: its
+    # text depends on the z3 queries asked before it (analyzer/fields.py), the frames of
+    # counterexample.py no longer do (asked in contexts of their own)
     decode(e, path)
     if "no-ip-options" not in assumed and fixed_l4_reads(e, path):
         return Reason(
@@ -236,8 +237,8 @@ def fixed_l4_reads(e, path) -> bool:
     cond = e.condition(path)
     if not _l4_starts(_constant_reads(cond)):  # a superset of the simplified reads: no z3
         return False
-    # asked in a context of its own: the program's context keeps its history (the
-    # counterexample frames z3 finds later depend on it)
+    # asked in a context of its own: the answer does not depend on the queries asked
+    # before, nor do the queries after it depend on this one (rules/isolation.py)
     ctx = z3.Context()
     cond = z3.simplify(cond.translate(ctx))
     pkt = PACKET.translate(ctx)
