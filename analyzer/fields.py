@@ -232,24 +232,21 @@ class Decoder:
         """z3 on the environment and `formulas` under the per-query resource limit (and the
         deadline): the answer and, when sat, a model; unknown without asking when the queries
         or the time budget are spent. An answer asked before (`_ANSWERS`, any Decoder)
-        counts as a query too, so a rendering never depends on what was decoded before it."""
+        counts as a query too, so a rendering never depends on what was decoded before it:
+        z3 is asked in a context of its own (`_solve`), so its answer and model are a
+        function of the formulas asked, not of the terms the process made before."""
         if self._spent():
             return z3.unknown, None
         self.queries += 1
         asked = [*self.env, *formulas]
-        key = frozenset(f.get_id() for f in asked)
+        key = tuple(f.get_id() for f in asked)
         memo = _ANSWERS.get(key)
         if memo is not None:
             return memo[1], memo[2]
-        s = z3.Solver()
-        s.set("rlimit", QUERY_RLIMIT)
-        if self.deadline is not None:
-            s.set("timeout", max(1, int((self.deadline - time.perf_counter()) * 1000)))
-        s.add(*asked)
+        timeout = None if self.deadline is None else max(1, int((self.deadline - time.perf_counter()) * 1000))
         self.checks += 1
-        answer = s.check()
-        model = s.model() if answer == z3.sat else None
-        if answer != z3.unknown or "resource" in s.reason_unknown():  # not the deadline's timeout
+        answer, model, by_limit = _solve(asked, timeout)
+        if answer != z3.unknown or by_limit:  # not the deadline's timeout
             if len(_ANSWERS) > 20_000:
                 _ANSWERS.clear()
             _ANSWERS[key] = (asked, answer, model)
@@ -501,7 +498,7 @@ class Decoder:
         if self.deadline is not None and time.perf_counter() >= self.deadline:
             self.fixed_used = False
             return NOT_DECODED
-        cond = z3.simplify(cond)
+        cond = canonical(cond)
         self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
         self.known.clear()
         self.longs.clear()
@@ -786,7 +783,7 @@ class Decoder:
 
     def key_fields(self, key: z3.BitVecRef, cond: z3.BoolRef, lay: Layout | None = None) -> str:
         """A map key in header fields (`ipv4.saddr`), for reasons."""
-        return self._key(z3.simplify(key), lay or self.layout(cond), cond)
+        return self._key(canonical(key), lay or self.layout(cond), cond)
 
     # --- long computations (hashes, checksums) -----------------------------------------------
 
@@ -938,10 +935,10 @@ def _byte(o: int) -> z3.BitVecRef:
     return PACKET[z3.BitVecVal(o, 64)]
 
 
-#: z3's answers to the Decoders' queries: the AST ids of the formulas asked -> (the formulas,
+#: z3's answers to the Decoders' queries: the AST ids of the formulas asked, in order -> (the formulas,
 #: kept alive so their ids are not reused; the answer; a model when sat). Deterministic: the
 #: resource limit, not a time, bounds each query; answers stopped by the deadline are not kept.
-_ANSWERS: dict[frozenset[int], tuple[list[z3.BoolRef], z3.CheckSatResult, z3.ModelRef | None]] = {}
+_ANSWERS: dict[tuple[int, ...], tuple[list[z3.BoolRef], z3.CheckSatResult, z3.ModelRef | None]] = {}
 
 
 _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
@@ -1155,6 +1152,35 @@ def _has_long(f: z3.ExprRef) -> bool:
 
 def _be(o: int, n: int) -> z3.BitVecRef:
     return z3.Concat(*[_byte(o + i) for i in range(n)]) if n > 1 else _byte(o)
+
+
+def canonical(t: z3.ExprRef) -> z3.ExprRef:
+    """`t` simplified by z3, as a function of its structure only. z3's simplifier orders the
+    arguments of and/or/+ (and picks among equivalent rewrites) by AST id, and ids follow the
+    order the process created terms in: simplified in the process's context, the same
+    condition printed its disjuncts in another order (and the decoder asked its questions in
+    another order, naming other fields) whenever exploration or synthesis made their terms in
+    another order. In a fresh context the ids are given in the order of a walk of `t`."""
+    own = z3.Context()
+    return z3.simplify(t.translate(own)).translate(t.ctx)
+
+
+def _solve(formulas: list[z3.BoolRef], timeout: int | None) -> tuple[z3.CheckSatResult, z3.ModelRef | None, bool]:
+    """z3 on `formulas` (in order) under QUERY_RLIMIT (and `timeout` ms, the deadline's),
+    asked in a fresh context (ids in the order of a walk of the formulas: the answer near the
+    resource limit, and the model, depend on the ids, see `canonical`): (the answer, a model
+    in the formulas' context when sat, whether an unknown is the resource limit's)."""
+    own = z3.Context()
+    s = z3.Solver(ctx=own)
+    s.set("rlimit", QUERY_RLIMIT)
+    if timeout is not None:
+        s.set("timeout", timeout)
+    s.add(*[f.translate(own) for f in formulas])
+    answer = s.check()
+    home = formulas[0].ctx if formulas else z3.main_ctx()
+    model = s.model().translate(home) if answer == z3.sat else None
+    by_limit = answer == z3.unknown and "resource" in s.reason_unknown()
+    return answer, model, by_limit
 
 
 def forget() -> None:
