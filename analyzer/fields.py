@@ -166,6 +166,8 @@ class Known:
     model: z3.ModelRef | None = None
     #: claims proven of `cond` (and of the conditions it is a branch of)
     facts: list[z3.BoolRef] = field(default_factory=list)
+    #: models at hand (Decoder.models, by index) -> whether they satisfy the premise
+    fits: dict[int, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,8 @@ class Decoder:
         self.known: dict[int, Known] = {}
         #: z3 checks made (`_check`): for bench/fields.py
         self.checks = 0
+        #: the models z3 gave while rendering this condition, in the order asked (`_at_hand`)
+        self.models: list[z3.ModelRef] = []
 
     # --- which headers the path has ----------------------------------------------------
     #
@@ -242,6 +246,7 @@ class Decoder:
         key = tuple(f.get_id() for f in asked)
         memo = _ANSWERS.get(key)
         if memo is not None:
+            self._keep(memo[2])
             return memo[1], memo[2]
         timeout = None if self.deadline is None else max(1, int((self.deadline - time.perf_counter()) * 1000))
         self.checks += 1
@@ -250,7 +255,12 @@ class Decoder:
             if len(_ANSWERS) > 20_000:
                 _ANSWERS.clear()
             _ANSWERS[key] = (asked, answer, model)
+        self._keep(model)
         return answer, model
+
+    def _keep(self, model: z3.ModelRef | None) -> None:
+        if model is not None and not any(m is model for m in self.models):
+            self.models.append(model)
 
     def _known(self, cond: z3.BoolRef) -> Known:
         known = self.known.get(cond.get_id())
@@ -260,13 +270,34 @@ class Decoder:
         return known
 
     def _premise_model(self, known: Known) -> z3.ModelRef | None:
-        """A model of `known`'s premise (z3's, asked once), None when z3 finds none."""
+        """A model of `known`'s premise: one at hand (`_at_hand`), else z3's (asked once);
+        None when z3 finds none."""
         if known.answer is None:
-            known.answer, known.premise_model = self._check(known.premise)
+            m = self._at_hand(known)
+            if m is not None:
+                known.answer, known.premise_model = z3.sat, m
+            else:
+                known.answer, known.premise_model = self._check(known.premise)
             m = known.premise_model
             if m is not None and known.model is None and z3.is_true(m.eval(known.cond, model_completion=True)):
                 known.model = m  # a model of `cond` too (exact: evaluated)
         return known.premise_model
+
+    def _at_hand(self, known: Known, falsifies: z3.BoolRef | None = None) -> z3.ModelRef | None:
+        """The first model z3 gave for this condition (in the order asked) that satisfies the
+        environment and `known`'s premise (evaluated: exact) and, given `falsifies`, makes it
+        false: a model of the premise, or a packet of it where a claim does not hold,
+        without asking z3 (a branch's premise often holds in a model its parent or a
+        sibling got). Only this rendering's models: the text stays a function of the
+        condition."""
+        for i, m in enumerate(self.models):
+            fits = known.fits.get(i)
+            if fits is None:
+                premise = [*self.env, *known.premise]
+                fits = known.fits[i] = all(z3.is_true(m.eval(f, model_completion=True)) for f in premise)
+            if fits and (falsifies is None or z3.is_false(m.eval(falsifies, model_completion=True))):
+                return m
+        return None
 
     def _satisfiable(self, cond: z3.BoolRef) -> z3.ModelRef | None:
         """A model that gives candidate values for what `cond` implies (of `cond`, or of its
@@ -304,7 +335,7 @@ class Decoder:
         if known.answer == z3.unsat:
             return self._proven(known, claim)  # `cond` is unsatisfiable: it implies anything
         if model is None or not z3.is_false(model.eval(claim, model_completion=True)):
-            if self._check([*known.premise, z3.Not(claim)])[0] == z3.unsat:
+            if self._at_hand(known, claim) is None and self._check([*known.premise, z3.Not(claim)])[0] == z3.unsat:
                 return self._proven(known, claim)
         if known.whole or (known.branch and _offsets(claim) is not None):
             return False  # the premise is `cond`; a branch's layout claims come from its premise
@@ -501,6 +532,7 @@ class Decoder:
         cond = canonical(cond)
         self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
         self.known.clear()
+        self.models.clear()
         self.longs.clear()
         lay = lay or self.layout(cond)
         text = self._bool(cond, lay, cond)
