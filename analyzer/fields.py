@@ -26,6 +26,7 @@ The result is for people: it is not parsed back by anything.
 
 from __future__ import annotations
 
+import ctypes
 import ipaddress
 import re
 import time
@@ -97,10 +98,10 @@ L4 = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmp6", "ports": "l4"}
 MAX_TEXT = 1200
 #: Layouts (header positions, a few z3 queries each) worked out per rendered condition.
 MAX_LAYOUTS = 40
-#: z3 queries per rendered condition (questions a kept model answers are free; answers from
-#: the memo `_ANSWERS` count), and z3's deterministic resource limit per query (not a time).
-#: Past them nothing more is "implied": fewer names, never wrong ones. Note: z3's answer near
-#: the limit can depend on what the process asked before (AST ids), not only on the query.
+#: z3 queries per rendered condition (questions a model at hand answers are free), and z3's
+#: deterministic resource limit per query (not a time). Past them nothing more is "implied":
+#: fewer names, never wrong ones. z3's answer near the limit depends on the AST ids of its
+#: context: each rendering asks in a context of its own (`_Session`).
 MAX_QUERIES = 24
 QUERY_RLIMIT = 20_000
 #: Packet bytes `layout` decides on: ethertypes (untagged, one and two VLAN tags), and per
@@ -213,6 +214,10 @@ class Decoder:
         self.checks = 0
         #: the models z3 gave while rendering this condition, in the order asked (`_at_hand`)
         self.models: list[z3.ModelRef] = []
+        #: (model index, formula AST id) -> whether the model satisfies it (`_holds`)
+        self.holds: dict[tuple[int, int], bool] = {}
+        #: the z3 context of the rendering under way (`_Session`), None between renderings
+        self.session: _Session | None = None
 
     # --- which headers the path has ----------------------------------------------------
     #
@@ -232,31 +237,35 @@ class Decoder:
             return True
         return self.deadline is not None and self.deadline - time.perf_counter() <= 0
 
-    def _check(self, formulas: list[z3.BoolRef]) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
+    def _check(self, formulas: list[z3.BoolRef], alone: bool = False) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
         """z3 on the environment and `formulas` under the per-query resource limit (and the
         deadline): the answer and, when sat, a model; unknown without asking when the queries
-        or the time budget are spent. An answer asked before (`_ANSWERS`, any Decoder)
-        counts as a query too, so a rendering never depends on what was decoded before it:
-        z3 is asked in a context of its own (`_solve`), so its answer and model are a
-        function of the formulas asked, not of the terms the process made before."""
+        or the time budget are spent. Either way the answer is a function of the condition
+        rendered, not of the terms the process made before: asked in the rendering's own z3
+        context (`_Session`), or, `alone` (a question on a premise: small, and the same for
+        many paths), in a context of its own and kept (`_ANSWERS`: a function of the
+        question, so any rendering may take it; it counts as a query all the same)."""
         if self._spent():
             return z3.unknown, None
         self.queries += 1
+        session = self.session or _Session()  # outside a rendering: a context of its own
         asked = [*self.env, *formulas]
         key = tuple(f.get_id() for f in asked)
-        memo = _ANSWERS.get(key)
-        if memo is not None:
-            self._keep(memo[2])
-            return memo[1], memo[2]
-        timeout = None if self.deadline is None else max(1, int((self.deadline - time.perf_counter()) * 1000))
-        self.checks += 1
-        answer, model, by_limit = _solve(asked, timeout)
-        if answer != z3.unknown or by_limit:  # not the deadline's timeout
-            if len(_ANSWERS) > 20_000:
-                _ANSWERS.clear()
-            _ANSWERS[key] = (asked, answer, model)
-        self._keep(model)
-        return answer, model
+        memo = (_ANSWERS if alone else session.answers).get(key)
+        if memo is None:
+            timeout = None if self.deadline is None else max(1, int((self.deadline - time.perf_counter()) * 1000))
+            self.checks += 1
+            answer, model, by_limit = (_Session() if alone else session).solve(asked, timeout)
+            memo = (answer, model, asked)
+            if answer != z3.unknown or by_limit:  # not the deadline's timeout
+                if alone:
+                    if len(_ANSWERS) > 20_000:
+                        _ANSWERS.clear()
+                    _ANSWERS[key] = memo
+                else:
+                    session.answers[key] = memo
+        self._keep(memo[1])
+        return memo[0], memo[1]
 
     def _keep(self, model: z3.ModelRef | None) -> None:
         if model is not None and not any(m is model for m in self.models):
@@ -277,7 +286,7 @@ class Decoder:
             if m is not None:
                 known.answer, known.premise_model = z3.sat, m
             else:
-                known.answer, known.premise_model = self._check(known.premise)
+                known.answer, known.premise_model = self._check(known.premise, alone=True)
             m = known.premise_model
             if m is not None and known.model is None and z3.is_true(m.eval(known.cond, model_completion=True)):
                 known.model = m  # a model of `cond` too (exact: evaluated)
@@ -293,11 +302,19 @@ class Decoder:
         for i, m in enumerate(self.models):
             fits = known.fits.get(i)
             if fits is None:
-                premise = [*self.env, *known.premise]
-                fits = known.fits[i] = all(z3.is_true(m.eval(f, model_completion=True)) for f in premise)
+                fits = known.fits[i] = all(self._holds(i, f) for f in (*self.env, *known.premise))
             if fits and (falsifies is None or z3.is_false(m.eval(falsifies, model_completion=True))):
                 return m
         return None
+
+    def _holds(self, i: int, f: z3.BoolRef) -> bool:
+        """Whether model `i` (of `models`) makes `f` true, evaluated once per rendering (the
+        environment and a parent's premise are asked of every branch)."""
+        key = (i, f.get_id())
+        holds = self.holds.get(key)
+        if holds is None:
+            holds = self.holds[key] = z3.is_true(self.models[i].eval(f, model_completion=True))
+        return holds
 
     def _satisfiable(self, cond: z3.BoolRef) -> z3.ModelRef | None:
         """A model that gives candidate values for what `cond` implies (of `cond`, or of its
@@ -335,8 +352,9 @@ class Decoder:
         if known.answer == z3.unsat:
             return self._proven(known, claim)  # `cond` is unsatisfiable: it implies anything
         if model is None or not z3.is_false(model.eval(claim, model_completion=True)):
-            if self._at_hand(known, claim) is None and self._check([*known.premise, z3.Not(claim)])[0] == z3.unsat:
-                return self._proven(known, claim)
+            if self._at_hand(known, claim) is None:
+                if self._check([*known.premise, z3.Not(claim)], alone=True)[0] == z3.unsat:
+                    return self._proven(known, claim)
         if known.whole or (known.branch and _offsets(claim) is not None):
             return False  # the premise is `cond`; a branch's layout claims come from its premise
         return self._check([cond, z3.Not(claim)])[0] == z3.unsat and self._proven(known, claim)
@@ -529,13 +547,21 @@ class Decoder:
         if self.deadline is not None and time.perf_counter() >= self.deadline:
             self.fixed_used = False
             return NOT_DECODED
-        cond = canonical(cond)
-        self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
-        self.known.clear()
-        self.models.clear()
-        self.longs.clear()
-        lay = lay or self.layout(cond)
-        text = self._bool(cond, lay, cond)
+        self.session = _Session()
+        try:
+            cond = self.session.canonical(cond)
+            self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
+            self.known.clear()
+            self.models.clear()
+            self.holds.clear()
+            self.longs.clear()
+            lay = lay or self.layout(cond)
+            text = self._bool(cond, lay, cond)
+        finally:
+            self.session = None
+            self.known.clear()
+            self.models.clear()
+            self.holds.clear()
         text = " ".join(text.split())  # one line: z3's own printing breaks long terms
         several = len(self.longs) > 1  # numbered only when there are several
         text = _LONG_MARK.sub(lambda m: m[2] + (m[1] if several else ""), text)
@@ -814,8 +840,21 @@ class Decoder:
         return t.sexpr()
 
     def key_fields(self, key: z3.BitVecRef, cond: z3.BoolRef, lay: Layout | None = None) -> str:
-        """A map key in header fields (`ipv4.saddr`), for reasons."""
-        return self._key(canonical(key), lay or self.layout(cond), cond)
+        """A map key in header fields (`ipv4.saddr`), for reasons: like `render`, in a z3
+        context of its own, on `key` and `cond` simplified there."""
+        self.session = _Session()
+        try:
+            self.queries, self.layouts = 0, 0
+            self.known.clear()
+            self.models.clear()
+            self.holds.clear()
+            cond = self.session.canonical(cond)
+            return self._key(self.session.canonical(key), lay or self.layout(cond), cond)
+        finally:
+            self.session = None
+            self.known.clear()
+            self.models.clear()
+            self.holds.clear()
 
     # --- long computations (hashes, checksums) -----------------------------------------------
 
@@ -965,12 +1004,6 @@ def tcp_flags(bits: int) -> str:
 
 def _byte(o: int) -> z3.BitVecRef:
     return PACKET[z3.BitVecVal(o, 64)]
-
-
-#: z3's answers to the Decoders' queries: the AST ids of the formulas asked, in order -> (the formulas,
-#: kept alive so their ids are not reused; the answer; a model when sat). Deterministic: the
-#: resource limit, not a time, bounds each query; answers stopped by the deadline are not kept.
-_ANSWERS: dict[tuple[int, ...], tuple[list[z3.BoolRef], z3.CheckSatResult, z3.ModelRef | None]] = {}
 
 
 _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
@@ -1186,38 +1219,104 @@ def _be(o: int, n: int) -> z3.BitVecRef:
     return z3.Concat(*[_byte(o + i) for i in range(n)]) if n > 1 else _byte(o)
 
 
-def canonical(t: z3.ExprRef) -> z3.ExprRef:
-    """`t` simplified by z3, as a function of its structure only. z3's simplifier orders the
-    arguments of and/or/+ (and picks among equivalent rewrites) by AST id, and ids follow the
-    order the process created terms in: simplified in the process's context, the same
-    condition printed its disjuncts in another order (and the decoder asked its questions in
-    another order, naming other fields) whenever exploration or synthesis made their terms in
-    another order. In a fresh context the ids are given in the order of a walk of `t`."""
-    own = z3.Context()
-    return z3.simplify(t.translate(own)).translate(t.ctx)
+#: z3's answers to the questions asked alone (`Decoder._check`): the AST ids of the formulas
+#: asked, in order -> (the answer, a model when sat, the formulas: kept alive so that their ids
+#: are not given to other terms). Each asked in a fresh z3 context: a function of the question.
+#: Deterministic: the resource limit, not a time, bounds each query; answers stopped by the
+#: deadline are not kept.
+_ANSWERS: dict[tuple[int, ...], tuple[z3.CheckSatResult, z3.ModelRef | None, list[z3.BoolRef]]] = {}
 
 
-def _solve(formulas: list[z3.BoolRef], timeout: int | None) -> tuple[z3.CheckSatResult, z3.ModelRef | None, bool]:
-    """z3 on `formulas` (in order) under QUERY_RLIMIT (and `timeout` ms, the deadline's),
-    asked in a fresh context (ids in the order of a walk of the formulas: the answer near the
-    resource limit, and the model, depend on the ids, see `canonical`): (the answer, a model
-    in the formulas' context when sat, whether an unknown is the resource limit's)."""
-    own = z3.Context()
-    s = z3.Solver(ctx=own)
-    s.set("rlimit", QUERY_RLIMIT)
-    if timeout is not None:
-        s.set("timeout", timeout)
-    s.add(*[f.translate(own) for f in formulas])
-    answer = s.check()
-    home = formulas[0].ctx if formulas else z3.main_ctx()
-    model = s.model().translate(home) if answer == z3.sat else None
-    by_limit = answer == z3.unknown and "resource" in s.reason_unknown()
-    return answer, model, by_limit
+class _Session:
+    """The z3 context one rendering (`Decoder.render`, `key_fields`) asks its questions in,
+    made for it and dropped after it, so that the text is a function of the condition.
+
+    z3 numbers terms (AST ids) in the order a context makes them, and both its simplifier
+    (the order of the arguments of and/or/+, which of equivalent rewrites it picks) and its
+    solver (answers near the resource limit, models) follow the ids: in the process's
+    context, the same condition printed its disjuncts in another order, and proved other
+    layouts, whenever exploration or synthesis had made their terms in another order. In a
+    fresh context the condition's terms get their ids in the order of a walk of it
+    (`canonical`), and every later term of the rendering in an order the rendering fixes.
+    One context per rendering, not per query (a context costs ~2 ms to make): a condition's
+    queries share its translation. Nothing is carried from one rendering to the next (no
+    memo of answers across conditions: an answer got in another rendering's context is
+    that context's). The Python objects of the context are released by reference count
+    (no cycles), at points the rendering fixes."""
+
+    def __init__(self):
+        _keep_heap()
+        self.ctx = z3.Context()
+        #: AST id in the process's context -> (the term in this one, the original kept alive)
+        self.terms: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
+        #: the ids of a query's formulas, in order -> (z3's answer, a model when sat, the formulas)
+        self.answers: dict[tuple[int, ...], tuple[z3.CheckSatResult, z3.ModelRef | None, list]] = {}
+
+    def own(self, f: z3.ExprRef) -> z3.ExprRef:
+        """`f` in this context (translated once)."""
+        memo = self.terms.get(f.get_id())
+        if memo is None:
+            memo = self.terms[f.get_id()] = (f.translate(self.ctx), f)
+        return memo[0]
+
+    def canonical(self, t: z3.ExprRef) -> z3.ExprRef:
+        """`t` simplified by z3 in this context (as a function of its structure when it is
+        the context's first term), returned in `t`'s context; its translation is kept."""
+        mine = z3.simplify(t.translate(self.ctx))
+        back = mine.translate(t.ctx)
+        self.terms.setdefault(back.get_id(), (mine, back))
+        return back
+
+    def solve(self, formulas: list[z3.BoolRef], timeout: int | None):
+        """z3 on `formulas` (in order) under QUERY_RLIMIT (and `timeout` ms, the deadline's):
+        (the answer, a model in the formulas' context when sat, whether an unknown is the
+        resource limit's)."""
+        s = z3.Solver(ctx=self.ctx)
+        s.set("rlimit", QUERY_RLIMIT)
+        if timeout is not None:
+            s.set("timeout", timeout)
+        s.add(*[self.own(f) for f in formulas])
+        answer = s.check()
+        home = formulas[0].ctx if formulas else z3.main_ctx()
+        model = s.model().translate(home) if answer == z3.sat else None
+        by_limit = answer == z3.unknown and "resource" in s.reason_unknown()
+        return answer, model, by_limit
+
+
+#: glibc malloc settings (malloc.h: M_MMAP_THRESHOLD, M_TRIM_THRESHOLD) `_keep_heap` makes:
+#: blocks up to 16 MiB come from the heap, and up to 64 MiB free at its top stay there.
+HEAP_SETTINGS = ((-3, 16 << 20), (-1, 64 << 20))
+_heap_kept = False
+
+
+def _keep_heap() -> None:
+    """Have glibc's malloc reuse freed memory for z3 contexts (once per process, before the
+    first `_Session`). A z3 context allocates ~16 MiB in blocks glibc maps afresh and unmaps
+    when they are freed (above its mmap threshold, which stays at 128 KiB once the heap is
+    fragmented): each context then page-faulted ~4,000 pages, ~12 ms of CPU, instead of
+    ~1.5 ms from the heap (bench: xdpfilt_dny_all's 162 contexts 1.9 s -> 0.25 s). Without
+    glibc (no mallopt) nothing is done."""
+    global _heap_kept
+    if _heap_kept:
+        return
+    _heap_kept = True
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    for param, value in HEAP_SETTINGS:
+        mallopt(param, value)
 
 
 def forget() -> None:
-    """Drop the memo of z3's answers (`_ANSWERS`): for timing a cold decoding."""
+    """Drop the answers kept across renderings (`_ANSWERS`): for timing a cold decoding."""
     _ANSWERS.clear()
+
+
+def canonical(t: z3.ExprRef) -> z3.ExprRef:
+    """`t` simplified by z3 in a fresh context: a function of its structure only (see
+    `_Session`), in `t`'s context."""
+    return _Session().canonical(t)
 
 
 def decode_deadline(e) -> float | None:
