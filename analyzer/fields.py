@@ -102,7 +102,7 @@ MAX_LAYOUTS = 40
 #: deterministic resource limit per query (not a time). Past them nothing more is "implied":
 #: fewer names, never wrong ones. z3's answer near the limit depends on the AST ids of its
 #: context: each rendering asks in a context of its own (`_Session`).
-MAX_QUERIES = 24
+MAX_QUERIES = 96
 QUERY_RLIMIT = 20_000
 #: Packet bytes `layout` decides on: ethertypes (untagged, one and two VLAN tags), and per
 #: L3 start the IPv4 version/IHL and protocol bytes and the IPv6 next header.
@@ -232,22 +232,36 @@ class Decoder:
     # decoding states what z3 proved and nothing else.
 
     def _spent(self) -> bool:
-        """Whether this rendering's z3 queries or the time budget are spent."""
+        """Whether this rendering's questions or the time budget are spent."""
         if self.queries >= MAX_QUERIES:
             return True
+        return self._late()
+
+    def _late(self) -> bool:
         return self.deadline is not None and self.deadline - time.perf_counter() <= 0
+
+    def _question(self) -> bool:
+        """Count one question (`_satisfiable`, `_implied`, or a candidate value no question
+        was needed for: see `_value`) against MAX_QUERIES; False when they are spent. Every
+        question counts however it is answered (a model at hand, z3, or no z3 at all), so
+        the budget ends at the same question whatever the models were: which models z3 gives
+        can differ between processes (z3 iterates some tables in the order of memory
+        addresses), the answers to the questions cannot (unless near the resource limit)."""
+        if self._spent():
+            return False
+        self.queries += 1
+        return True
 
     def _check(self, formulas: list[z3.BoolRef], alone: bool = False) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
         """z3 on the environment and `formulas` under the per-query resource limit (and the
-        deadline): the answer and, when sat, a model; unknown without asking when the queries
-        or the time budget are spent. Either way the answer is a function of the condition
+        deadline): the answer and, when sat, a model; unknown without asking past the
+        deadline (the question asking it was counted: `_question`). Either way the answer is a function of the condition
         rendered, not of the terms the process made before: asked in the rendering's own z3
         context (`_Session`), or, `alone` (a question on a premise: small, and the same for
         many paths), in a context of its own and kept (`_ANSWERS`: a function of the
-        question, so any rendering may take it; it counts as a query all the same)."""
-        if self._spent():
+        question, so any rendering may take it)."""
+        if self._late():
             return z3.unknown, None
-        self.queries += 1
         session = self.session or _Session()  # outside a rendering: a context of its own
         asked = [*self.env, *formulas]
         key = tuple(f.get_id() for f in asked)
@@ -293,8 +307,9 @@ class Decoder:
         return known.premise_model
 
     def _at_hand(self, known: Known, falsifies: z3.BoolRef | None = None) -> z3.ModelRef | None:
-        """The first model z3 gave for this condition (in the order asked) that satisfies the
-        environment and `known`'s premise (evaluated: exact) and, given `falsifies`, makes it
+        """The first model z3 gave for this condition (in the order asked) that satisfies
+        `known`'s premise (evaluated: exact; every model z3 gave here satisfies the
+        environment, asked with every query) and, given `falsifies`, makes it
         false: a model of the premise, or a packet of it where a claim does not hold,
         without asking z3 (a branch's premise often holds in a model its parent or a
         sibling got). Only this rendering's models: the text stays a function of the
@@ -302,7 +317,7 @@ class Decoder:
         for i, m in enumerate(self.models):
             fits = known.fits.get(i)
             if fits is None:
-                fits = known.fits[i] = all(self._holds(i, f) for f in (*self.env, *known.premise))
+                fits = known.fits[i] = all(self._holds(i, f) for f in known.premise)
             if fits and (falsifies is None or z3.is_false(m.eval(falsifies, model_completion=True))):
                 return m
         return None
@@ -319,7 +334,9 @@ class Decoder:
     def _satisfiable(self, cond: z3.BoolRef) -> z3.ModelRef | None:
         """A model that gives candidate values for what `cond` implies (of `cond`, or of its
         premise), None when z3 finds none: `cond` is unsatisfiable or past the resource
-        limit."""
+        limit, or the questions are spent."""
+        if not self._question():
+            return None
         known = self._known(cond)
         return known.model or self._premise_model(known)
 
@@ -343,7 +360,7 @@ class Decoder:
             known.answer = z3.unsat
 
     def _implied(self, cond: z3.BoolRef, claim: z3.BoolRef) -> bool:
-        if not self._may_constrain(cond, claim):
+        if not self._may_constrain(cond, claim) or not self._question():
             return False
         known = self._known(cond)
         if known.model is not None and z3.is_false(known.model.eval(claim, model_completion=True)):
@@ -381,7 +398,10 @@ class Decoder:
         if model is None:
             return None
         v = model.eval(term, model_completion=True).as_long()
-        return v if v in choices and self._implied(cond, term == v) else None
+        if v not in choices:
+            self._question()  # counted as the question another model would have led to
+            return None
+        return v if self._implied(cond, term == v) else None
 
     def _ethertype(self, cond: z3.BoolRef, at: int):
         """The ethertype at `at` the path implies: a number, "vlan" for either VLAN TPID, or None."""
@@ -450,7 +470,9 @@ class Decoder:
             model = self._satisfiable(cond)
             if model is not None:
                 k = model.eval(index - base, model_completion=True).as_long()
-                if k < 64 and self._implied(cond, index - base == k):
+                if k >= 64:
+                    self._question()  # counted as the question another model would have led to
+                elif self._implied(cond, index - base == k):
                     return (header, k)
         return ("?", -1)
 
@@ -1003,7 +1025,14 @@ def tcp_flags(bits: int) -> str:
 
 
 def _byte(o: int) -> z3.BitVecRef:
-    return PACKET[z3.BitVecVal(o, 64)]
+    """Packet byte `o` (made once per offset)."""
+    byte = _BYTES.get(o)
+    if byte is None:
+        byte = _BYTES[o] = PACKET[z3.BitVecVal(o, 64)]
+    return byte
+
+
+_BYTES: dict[int, z3.BitVecRef] = {}
 
 
 _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
