@@ -26,6 +26,7 @@ The result is for people: it is not parsed back by anything.
 
 from __future__ import annotations
 
+import ctypes
 import ipaddress
 import re
 import time
@@ -97,11 +98,11 @@ L4 = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmp6", "ports": "l4"}
 MAX_TEXT = 1200
 #: Layouts (header positions, a few z3 queries each) worked out per rendered condition.
 MAX_LAYOUTS = 40
-#: z3 queries per rendered condition (questions a kept model answers are free; answers from
-#: the memo `_ANSWERS` count), and z3's deterministic resource limit per query (not a time).
-#: Past them nothing more is "implied": fewer names, never wrong ones. Note: z3's answer near
-#: the limit can depend on what the process asked before (AST ids), not only on the query.
-MAX_QUERIES = 24
+#: z3 queries per rendered condition (questions a model at hand answers are free), and z3's
+#: deterministic resource limit per query (not a time). Past them nothing more is "implied":
+#: fewer names, never wrong ones. z3's answer near the limit depends on the AST ids of its
+#: context: each rendering asks in a context of its own (`_Session`).
+MAX_QUERIES = 96
 QUERY_RLIMIT = 20_000
 #: Packet bytes `layout` decides on: ethertypes (untagged, one and two VLAN tags), and per
 #: L3 start the IPv4 version/IHL and protocol bytes and the IPv6 next header.
@@ -166,6 +167,8 @@ class Known:
     model: z3.ModelRef | None = None
     #: claims proven of `cond` (and of the conditions it is a branch of)
     facts: list[z3.BoolRef] = field(default_factory=list)
+    #: models at hand (Decoder.models, by index) -> whether they satisfy the premise
+    fits: dict[int, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,12 @@ class Decoder:
         self.known: dict[int, Known] = {}
         #: z3 checks made (`_check`): for bench/fields.py
         self.checks = 0
+        #: the models z3 gave while rendering this condition, in the order asked (`_at_hand`)
+        self.models: list[z3.ModelRef] = []
+        #: (model index, formula AST id) -> whether the model satisfies it (`_holds`)
+        self.holds: dict[tuple[int, int], bool] = {}
+        #: the z3 context of the rendering under way (`_Session`), None between renderings
+        self.session: _Session | None = None
 
     # --- which headers the path has ----------------------------------------------------
     #
@@ -223,37 +232,58 @@ class Decoder:
     # decoding states what z3 proved and nothing else.
 
     def _spent(self) -> bool:
-        """Whether this rendering's z3 queries or the time budget are spent."""
+        """Whether this rendering's questions or the time budget are spent."""
         if self.queries >= MAX_QUERIES:
             return True
+        return self._late()
+
+    def _late(self) -> bool:
         return self.deadline is not None and self.deadline - time.perf_counter() <= 0
 
-    def _check(self, formulas: list[z3.BoolRef]) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
-        """z3 on the environment and `formulas` under the per-query resource limit (and the
-        deadline): the answer and, when sat, a model; unknown without asking when the queries
-        or the time budget are spent. An answer asked before (`_ANSWERS`, any Decoder)
-        counts as a query too, so a rendering never depends on what was decoded before it."""
+    def _question(self) -> bool:
+        """Count one question (`_satisfiable`, `_implied`, or a candidate value no question
+        was needed for: see `_value`) against MAX_QUERIES; False when they are spent. Every
+        question counts however it is answered (a model at hand, z3, or no z3 at all), so
+        the budget ends at the same question whatever the models were: which models z3 gives
+        can differ between processes (z3 iterates some tables in the order of memory
+        addresses), the answers to the questions cannot (unless near the resource limit)."""
         if self._spent():
-            return z3.unknown, None
+            return False
         self.queries += 1
+        return True
+
+    def _check(self, formulas: list[z3.BoolRef], alone: bool = False) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
+        """z3 on the environment and `formulas` under the per-query resource limit (and the
+        deadline): the answer and, when sat, a model; unknown without asking past the
+        deadline (the question asking it was counted: `_question`). Either way the answer is a function of the condition
+        rendered, not of the terms the process made before: asked in the rendering's own z3
+        context (`_Session`), or, `alone` (a question on a premise: small, and the same for
+        many paths), in a context of its own and kept (`_ANSWERS`: a function of the
+        question, so any rendering may take it)."""
+        if self._late():
+            return z3.unknown, None
+        session = self.session or _Session()  # outside a rendering: a context of its own
         asked = [*self.env, *formulas]
-        key = frozenset(f.get_id() for f in asked)
-        memo = _ANSWERS.get(key)
-        if memo is not None:
-            return memo[1], memo[2]
-        s = z3.Solver()
-        s.set("rlimit", QUERY_RLIMIT)
-        if self.deadline is not None:
-            s.set("timeout", max(1, int((self.deadline - time.perf_counter()) * 1000)))
-        s.add(*asked)
-        self.checks += 1
-        answer = s.check()
-        model = s.model() if answer == z3.sat else None
-        if answer != z3.unknown or "resource" in s.reason_unknown():  # not the deadline's timeout
-            if len(_ANSWERS) > 20_000:
-                _ANSWERS.clear()
-            _ANSWERS[key] = (asked, answer, model)
-        return answer, model
+        key = tuple(f.get_id() for f in asked)
+        memo = (_ANSWERS if alone else session.answers).get(key)
+        if memo is None:
+            timeout = None if self.deadline is None else max(1, int((self.deadline - time.perf_counter()) * 1000))
+            self.checks += 1
+            answer, model, by_limit = (_Session() if alone else session).solve(asked, timeout)
+            memo = (answer, model, asked)
+            if answer != z3.unknown or by_limit:  # not the deadline's timeout
+                if alone:
+                    if len(_ANSWERS) > 20_000:
+                        _ANSWERS.clear()
+                    _ANSWERS[key] = memo
+                else:
+                    session.answers[key] = memo
+        self._keep(memo[1])
+        return memo[0], memo[1]
+
+    def _keep(self, model: z3.ModelRef | None) -> None:
+        if model is not None and not any(m is model for m in self.models):
+            self.models.append(model)
 
     def _known(self, cond: z3.BoolRef) -> Known:
         known = self.known.get(cond.get_id())
@@ -263,18 +293,50 @@ class Decoder:
         return known
 
     def _premise_model(self, known: Known) -> z3.ModelRef | None:
-        """A model of `known`'s premise (z3's, asked once), None when z3 finds none."""
+        """A model of `known`'s premise: one at hand (`_at_hand`), else z3's (asked once);
+        None when z3 finds none."""
         if known.answer is None:
-            known.answer, known.premise_model = self._check(known.premise)
+            m = self._at_hand(known)
+            if m is not None:
+                known.answer, known.premise_model = z3.sat, m
+            else:
+                known.answer, known.premise_model = self._check(known.premise, alone=True)
             m = known.premise_model
             if m is not None and known.model is None and z3.is_true(m.eval(known.cond, model_completion=True)):
                 known.model = m  # a model of `cond` too (exact: evaluated)
         return known.premise_model
 
+    def _at_hand(self, known: Known, falsifies: z3.BoolRef | None = None) -> z3.ModelRef | None:
+        """The first model z3 gave for this condition (in the order asked) that satisfies
+        `known`'s premise (evaluated: exact; every model z3 gave here satisfies the
+        environment, asked with every query) and, given `falsifies`, makes it
+        false: a model of the premise, or a packet of it where a claim does not hold,
+        without asking z3 (a branch's premise often holds in a model its parent or a
+        sibling got). Only this rendering's models: the text stays a function of the
+        condition."""
+        for i, m in enumerate(self.models):
+            fits = known.fits.get(i)
+            if fits is None:
+                fits = known.fits[i] = all(self._holds(i, f) for f in known.premise)
+            if fits and (falsifies is None or z3.is_false(m.eval(falsifies, model_completion=True))):
+                return m
+        return None
+
+    def _holds(self, i: int, f: z3.BoolRef) -> bool:
+        """Whether model `i` (of `models`) makes `f` true, evaluated once per rendering (the
+        environment and a parent's premise are asked of every branch)."""
+        key = (i, f.get_id())
+        holds = self.holds.get(key)
+        if holds is None:
+            holds = self.holds[key] = z3.is_true(self.models[i].eval(f, model_completion=True))
+        return holds
+
     def _satisfiable(self, cond: z3.BoolRef) -> z3.ModelRef | None:
         """A model that gives candidate values for what `cond` implies (of `cond`, or of its
         premise), None when z3 finds none: `cond` is unsatisfiable or past the resource
-        limit."""
+        limit, or the questions are spent."""
+        if not self._question():
+            return None
         known = self._known(cond)
         return known.model or self._premise_model(known)
 
@@ -298,7 +360,7 @@ class Decoder:
             known.answer = z3.unsat
 
     def _implied(self, cond: z3.BoolRef, claim: z3.BoolRef) -> bool:
-        if not self._may_constrain(cond, claim):
+        if not self._may_constrain(cond, claim) or not self._question():
             return False
         known = self._known(cond)
         if known.model is not None and z3.is_false(known.model.eval(claim, model_completion=True)):
@@ -307,8 +369,9 @@ class Decoder:
         if known.answer == z3.unsat:
             return self._proven(known, claim)  # `cond` is unsatisfiable: it implies anything
         if model is None or not z3.is_false(model.eval(claim, model_completion=True)):
-            if self._check([*known.premise, z3.Not(claim)])[0] == z3.unsat:
-                return self._proven(known, claim)
+            if self._at_hand(known, claim) is None:
+                if self._check([*known.premise, z3.Not(claim)], alone=True)[0] == z3.unsat:
+                    return self._proven(known, claim)
         if known.whole or (known.branch and _offsets(claim) is not None):
             return False  # the premise is `cond`; a branch's layout claims come from its premise
         return self._check([cond, z3.Not(claim)])[0] == z3.unsat and self._proven(known, claim)
@@ -335,7 +398,10 @@ class Decoder:
         if model is None:
             return None
         v = model.eval(term, model_completion=True).as_long()
-        return v if v in choices and self._implied(cond, term == v) else None
+        if v not in choices:
+            self._question()  # counted as the question another model would have led to
+            return None
+        return v if self._implied(cond, term == v) else None
 
     def _ethertype(self, cond: z3.BoolRef, at: int):
         """The ethertype at `at` the path implies: a number, "vlan" for either VLAN TPID, or None."""
@@ -404,7 +470,9 @@ class Decoder:
             model = self._satisfiable(cond)
             if model is not None:
                 k = model.eval(index - base, model_completion=True).as_long()
-                if k < 64 and self._implied(cond, index - base == k):
+                if k >= 64:
+                    self._question()  # counted as the question another model would have led to
+                elif self._implied(cond, index - base == k):
                     return (header, k)
         return ("?", -1)
 
@@ -501,12 +569,21 @@ class Decoder:
         if self.deadline is not None and time.perf_counter() >= self.deadline:
             self.fixed_used = False
             return NOT_DECODED
-        cond = z3.simplify(cond)
-        self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
-        self.known.clear()
-        self.longs.clear()
-        lay = lay or self.layout(cond)
-        text = self._bool(cond, lay, cond)
+        self.session = _Session()
+        try:
+            cond = self.session.canonical(cond)
+            self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
+            self.known.clear()
+            self.models.clear()
+            self.holds.clear()
+            self.longs.clear()
+            lay = lay or self.layout(cond)
+            text = self._bool(cond, lay, cond)
+        finally:
+            self.session = None
+            self.known.clear()
+            self.models.clear()
+            self.holds.clear()
         text = " ".join(text.split())  # one line: z3's own printing breaks long terms
         several = len(self.longs) > 1  # numbered only when there are several
         text = _LONG_MARK.sub(lambda m: m[2] + (m[1] if several else ""), text)
@@ -785,8 +862,21 @@ class Decoder:
         return t.sexpr()
 
     def key_fields(self, key: z3.BitVecRef, cond: z3.BoolRef, lay: Layout | None = None) -> str:
-        """A map key in header fields (`ipv4.saddr`), for reasons."""
-        return self._key(z3.simplify(key), lay or self.layout(cond), cond)
+        """A map key in header fields (`ipv4.saddr`), for reasons: like `render`, in a z3
+        context of its own, on `key` and `cond` simplified there."""
+        self.session = _Session()
+        try:
+            self.queries, self.layouts = 0, 0
+            self.known.clear()
+            self.models.clear()
+            self.holds.clear()
+            cond = self.session.canonical(cond)
+            return self._key(self.session.canonical(key), lay or self.layout(cond), cond)
+        finally:
+            self.session = None
+            self.known.clear()
+            self.models.clear()
+            self.holds.clear()
 
     # --- long computations (hashes, checksums) -----------------------------------------------
 
@@ -935,13 +1025,14 @@ def tcp_flags(bits: int) -> str:
 
 
 def _byte(o: int) -> z3.BitVecRef:
-    return PACKET[z3.BitVecVal(o, 64)]
+    """Packet byte `o` (made once per offset)."""
+    byte = _BYTES.get(o)
+    if byte is None:
+        byte = _BYTES[o] = PACKET[z3.BitVecVal(o, 64)]
+    return byte
 
 
-#: z3's answers to the Decoders' queries: the AST ids of the formulas asked -> (the formulas,
-#: kept alive so their ids are not reused; the answer; a model when sat). Deterministic: the
-#: resource limit, not a time, bounds each query; answers stopped by the deadline are not kept.
-_ANSWERS: dict[frozenset[int], tuple[list[z3.BoolRef], z3.CheckSatResult, z3.ModelRef | None]] = {}
+_BYTES: dict[int, z3.BitVecRef] = {}
 
 
 _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
@@ -1157,9 +1248,104 @@ def _be(o: int, n: int) -> z3.BitVecRef:
     return z3.Concat(*[_byte(o + i) for i in range(n)]) if n > 1 else _byte(o)
 
 
+#: z3's answers to the questions asked alone (`Decoder._check`): the AST ids of the formulas
+#: asked, in order -> (the answer, a model when sat, the formulas: kept alive so that their ids
+#: are not given to other terms). Each asked in a fresh z3 context: a function of the question.
+#: Deterministic: the resource limit, not a time, bounds each query; answers stopped by the
+#: deadline are not kept.
+_ANSWERS: dict[tuple[int, ...], tuple[z3.CheckSatResult, z3.ModelRef | None, list[z3.BoolRef]]] = {}
+
+
+class _Session:
+    """The z3 context one rendering (`Decoder.render`, `key_fields`) asks its questions in,
+    made for it and dropped after it, so that the text is a function of the condition.
+
+    z3 numbers terms (AST ids) in the order a context makes them, and both its simplifier
+    (the order of the arguments of and/or/+, which of equivalent rewrites it picks) and its
+    solver (answers near the resource limit, models) follow the ids: in the process's
+    context, the same condition printed its disjuncts in another order, and proved other
+    layouts, whenever exploration or synthesis had made their terms in another order. In a
+    fresh context the condition's terms get their ids in the order of a walk of it
+    (`canonical`), and every later term of the rendering in an order the rendering fixes.
+    One context per rendering, not per query (a context costs ~2 ms to make): a condition's
+    queries share its translation. Nothing is carried from one rendering to the next (no
+    memo of answers across conditions: an answer got in another rendering's context is
+    that context's). The Python objects of the context are released by reference count
+    (no cycles), at points the rendering fixes."""
+
+    def __init__(self):
+        _keep_heap()
+        self.ctx = z3.Context()
+        #: AST id in the process's context -> (the term in this one, the original kept alive)
+        self.terms: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
+        #: the ids of a query's formulas, in order -> (z3's answer, a model when sat, the formulas)
+        self.answers: dict[tuple[int, ...], tuple[z3.CheckSatResult, z3.ModelRef | None, list]] = {}
+
+    def own(self, f: z3.ExprRef) -> z3.ExprRef:
+        """`f` in this context (translated once)."""
+        memo = self.terms.get(f.get_id())
+        if memo is None:
+            memo = self.terms[f.get_id()] = (f.translate(self.ctx), f)
+        return memo[0]
+
+    def canonical(self, t: z3.ExprRef) -> z3.ExprRef:
+        """`t` simplified by z3 in this context (as a function of its structure when it is
+        the context's first term), returned in `t`'s context; its translation is kept."""
+        mine = z3.simplify(t.translate(self.ctx))
+        back = mine.translate(t.ctx)
+        self.terms.setdefault(back.get_id(), (mine, back))
+        return back
+
+    def solve(self, formulas: list[z3.BoolRef], timeout: int | None):
+        """z3 on `formulas` (in order) under QUERY_RLIMIT (and `timeout` ms, the deadline's):
+        (the answer, a model in the formulas' context when sat, whether an unknown is the
+        resource limit's)."""
+        s = z3.Solver(ctx=self.ctx)
+        s.set("rlimit", QUERY_RLIMIT)
+        if timeout is not None:
+            s.set("timeout", timeout)
+        s.add(*[self.own(f) for f in formulas])
+        answer = s.check()
+        home = formulas[0].ctx if formulas else z3.main_ctx()
+        model = s.model().translate(home) if answer == z3.sat else None
+        by_limit = answer == z3.unknown and "resource" in s.reason_unknown()
+        return answer, model, by_limit
+
+
+#: glibc malloc settings (malloc.h: M_MMAP_THRESHOLD, M_TRIM_THRESHOLD) `_keep_heap` makes:
+#: blocks up to 16 MiB come from the heap, and up to 64 MiB free at its top stay there.
+HEAP_SETTINGS = ((-3, 16 << 20), (-1, 64 << 20))
+_heap_kept = False
+
+
+def _keep_heap() -> None:
+    """Have glibc's malloc reuse freed memory for z3 contexts (once per process, before the
+    first `_Session`). A z3 context allocates ~16 MiB in blocks glibc maps afresh and unmaps
+    when they are freed (above its mmap threshold, which stays at 128 KiB once the heap is
+    fragmented): each context then page-faulted ~4,000 pages, ~12 ms of CPU, instead of
+    ~1.5 ms from the heap (bench: xdpfilt_dny_all's 162 contexts 1.9 s -> 0.25 s). Without
+    glibc (no mallopt) nothing is done."""
+    global _heap_kept
+    if _heap_kept:
+        return
+    _heap_kept = True
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    for param, value in HEAP_SETTINGS:
+        mallopt(param, value)
+
+
 def forget() -> None:
-    """Drop the memo of z3's answers (`_ANSWERS`): for timing a cold decoding."""
+    """Drop the answers kept across renderings (`_ANSWERS`): for timing a cold decoding."""
     _ANSWERS.clear()
+
+
+def canonical(t: z3.ExprRef) -> z3.ExprRef:
+    """`t` simplified by z3 in a fresh context: a function of its structure only (see
+    `_Session`), in `t`'s context."""
+    return _Session().canonical(t)
 
 
 def decode_deadline(e) -> float | None:

@@ -5,8 +5,8 @@ Per object: decoding every path's condition with one Decoder (what `analyze`, `r
 `check` print), and the counterexamples of a `rules` run under --assume no-ip-options (the
 rules build itself is not timed). Medians of REPEAT runs of process CPU time (the machine is
 shared) after one untimed warm-up; the exploration is done once. Also counts renderings
-longer than one line (must be 0) and the z3 checks the decoding made (a warm run answers
-repeated queries from fields' memo; the first run's count is printed).
+longer than one line (must be 0) and the z3 checks the decoding made (each rendering asks
+in a z3 context of its own, nothing is kept between renderings: every run makes the same).
 
     .venv/bin/python bench/fields.py [--repeat 3] [--objects xdpfilt_dny_all,...]
 """
@@ -23,7 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import corpus  # noqa: E402
-from analyzer import fields  # noqa: E402
 from analyzer.explore import explore  # noqa: E402
 from analyzer.fields import Decoder  # noqa: E402
 from lifter.program import load_object  # noqa: E402
@@ -57,7 +56,6 @@ def main() -> None:
             checks: list[int] = []
 
             def decode(e=e, texts=texts, checks=checks):
-                fields.forget()
                 d = Decoder(e.environment())
                 texts[:] = [d.render(e.condition(p)) for p in e.paths]
                 checks.append(d.checks)
