@@ -30,6 +30,7 @@ JSON schema `xdp2tc.check/1` (new fields may be added within the version):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -233,7 +234,7 @@ def check_object(
     obj = load_object(path)
     for prog in device_programs(obj, program, per_program_output=True):  # a report per program
         try:
-            e = explore(obj, prog, options)
+            e = explore(obj, prog, dataclasses.replace(options, witnesses=True))  # synthesis starts from them
         except ExplorationError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
         report.explored.append((e, check_exploration(e, report, assume, max_rules, frames, kernel_verify)))

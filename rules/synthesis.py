@@ -53,6 +53,7 @@ from .flower import (
     exact,
     protocol_name,
 )
+from .isolation import isolated
 from .reasons import Reason
 from .rewrite import derive, tx_terminal
 from .rewriteproof import is_rewrite, rewrite_good
@@ -673,7 +674,9 @@ class Synthesizer:
         region = b.formula(self.d)
         for _ in range(MAX_SHIELDS):
             shields = [match_formula(m, self.d) for m in b.shields]
-            r, model = _isolated(self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good))
+            r, model = isolated(
+                self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good), timeout_ms=QUERY_TIMEOUT_MS
+            )
             if r == z3.unsat:
                 # Proved - but vacuously if the shields (or earlier blocks) take every packet
                 # of the block's own paths: then nothing is offloaded, say so here.
@@ -933,23 +936,6 @@ def solver(*constraints, timeout_ms: int = QUERY_TIMEOUT_MS, rlimit: int | None 
         s.set("timeout", timeout_ms)
     s.add(*constraints)
     return s
-
-
-def _isolated(*constraints) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
-    """check() of the constraints (lists are flattened) in a z3 context of their own, and
-    the model (back in the main context) when satisfiable. Which model z3 returns depends
-    on the terms its context made before (their ids order its choices); asked here, it
-    depends on the constraints alone, so the shields a counterexample leads to do not
-    change with the queries synthesis happened to ask earlier (extraction, reports)."""
-    flat = [c for x in constraints for c in (x if isinstance(x, list) else [x])]
-    ctx = z3.Context()
-    s = z3.Solver(ctx=ctx)
-    s.set("timeout", QUERY_TIMEOUT_MS)
-    s.add(*[c.translate(ctx) for c in flat])
-    r = s.check()
-    if r == z3.sat:
-        return z3.sat, s.model().translate(z3.main_ctx())
-    return (z3.unsat if r == z3.unsat else z3.unknown), None
 
 
 def maybe_sat(*constraints) -> bool:

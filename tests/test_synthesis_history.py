@@ -8,7 +8,7 @@ context its verdict on icmpv6_filter's echo-request block (IPv6 extension header
 ICMPv6 header where flower still finds it: every shield takes good packets too) changed with
 the queries extraction happened to ask (issue 14: model reuse in extraction turned path 4's
 "taken by a pass shield" into "not proved after 12 shields"). The counterexamples are asked
-in a context of their own (`_isolated`): the same block gets the same shields and the same
+in a context of their own (rules/isolation.py `isolated`): the same block gets the same shields and the same
 verdict after any history. The test makes other terms and queries in between, so the
 program context's term ids differ between the two proofs; with the shared context the
 shields differ (checked by the second test, so the first can fail).
@@ -59,12 +59,12 @@ def test_shared_context_depends_on_history(monkeypatch):
     """Without the context of its own the same proofs give other shields: what the test
     above guards against is real."""
 
-    def shared(*constraints):
+    def shared(*constraints, timeout_ms=None):
         s = synthesis.solver(*[c for x in constraints for c in (x if isinstance(x, list) else [x])])
         r = s.check()
         return r, s.model() if r == z3.sat else None
 
-    monkeypatch.setattr(synthesis, "_isolated", shared)
+    monkeypatch.setattr(synthesis, "isolated", shared)
     e = _exploration()
     runs = {repr(_echo_block_proof(e, n)) for n in (0, 3000, 1234)}
     assert len(runs) > 1

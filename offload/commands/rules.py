@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -91,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
     contents = mapfill.contents_from(args.maps_from, obj) if args.maps_from else None
     frames = []
     for prog in device_programs(obj, args.program, per_program_output=out_dir is not None):
-        e = explore(obj, prog, exploration_options(args), progress_printer(prog.name))
+        # rules asks for the paths' witnesses: synthesis starts from them (one query fewer per path)
+        options = dataclasses.replace(exploration_options(args), witnesses=True)
+        e = explore(obj, prog, options, progress_printer(prog.name))
         try:
             rs = ruleset.build(e, tuple(args.assume), ifnames, args.max_rules)
         except ValueError as err:
