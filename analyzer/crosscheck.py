@@ -55,6 +55,8 @@ import time
 from dataclasses import dataclass, field, replace
 
 import z3
+from z3 import z3core
+from z3.z3 import _to_expr_ref
 
 from lifter.maps import MapDef, is_global_data_section
 from lifter.program import BpfObject, Program
@@ -62,7 +64,7 @@ from lifter.program import BpfObject, Program
 from . import kernel
 from .exploration import UNKNOWN, VERDICTS, Exploration, Options, Path
 from .explore import explore
-from .symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val
+from .symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val, symbols
 from .verify import MAX_TEST_LEN, MIN_TEST_LEN, UNFILLABLE, existing_ifindexes, output_of
 
 #: Packet lengths tried for a witness, shortest first (a short witness is quick to check).
@@ -195,6 +197,102 @@ def _is_array(mdef: MapDef) -> bool:
     return mdef.type is not None and mdef.type.keyed == "index" and mdef.type.holds == "data"
 
 
+def _input_equations(inp: Input) -> list[z3.BoolRef]:
+    """`inp`'s packet, length and ctx fields as z3 equations."""
+    return [
+        PACKET_LEN == len(inp.packet),
+        PACKET_FRAGS == inp.frags,
+        ctx_field("ingress_ifindex") == inp.ifindex,
+        ctx_field("rx_queue_index") == inp.rx_queue,
+        ctx_field("egress_ifindex") == inp.egress,
+        *[z3.Select(PACKET, i) == b for i, b in enumerate(inp.packet)],
+    ]
+
+
+class Undecided(Exception):
+    """A z3 term that does not evaluate to a constant on the input (`Z3Eval.number`)."""
+
+
+class Z3Eval:
+    """z3 terms evaluated on one concrete input: the packet, its length, the ctx fields and
+    the map contents substituted, the branch literals replaced by their conditions'
+    values (each literal once, in definition order), then z3's simplifier. Packet bytes
+    past the input's length stay the free `pkt` (a Store chain over it), like helper
+    results: a term reading one does not become a constant, and its caller asks the solver.
+    The definitions evaluated are the exact ones (explore.py's solver may see products
+    abstracted): on a concrete input they are the program's arithmetic."""
+
+    def __init__(self, inp: Input, funcs: list[tuple], definitions: dict):
+        pkt = PACKET
+        for i, b in enumerate(inp.packet):
+            pkt = z3.Store(pkt, z3.BitVecVal(i, 64), z3.BitVecVal(b, 8))
+        self.pairs = [
+            (PACKET, pkt),
+            (PACKET_LEN, z3.BitVecVal(len(inp.packet), 64)),
+            (PACKET_FRAGS, z3.BitVecVal(inp.frags, 64)),
+            (ctx_field("ingress_ifindex"), z3.BitVecVal(inp.ifindex, 32)),
+            (ctx_field("rx_queue_index"), z3.BitVecVal(inp.rx_queue, 32)),
+            (ctx_field("egress_ifindex"), z3.BitVecVal(inp.egress, 32)),
+        ]
+        self.funcs, self.definitions = funcs, definitions
+        self.ctx = PACKET.ctx
+        # z3's C API directly (z3py's substitute checks every pair's sorts: most of the time)
+        n = len(funcs)
+        self._funs_from, self._funs_to = (z3.FuncDecl * n)(), (z3.Ast * n)()
+        for i, (f, t) in enumerate(funcs):
+            self._funs_from[i], self._funs_to[i] = f.as_func_decl(), t.as_ast()
+        self._from = [a.as_ast() for a, _ in self.pairs]
+        self._to = [b.as_ast() for _, b in self.pairs]
+        self.literals: dict[str, z3.ExprRef] = {}  # literal name -> its value
+        self._memo: dict[int, tuple] = {}  # term id -> (term, value)
+        self._symbols: dict = {}
+
+    def _literal_values(self, names) -> None:
+        """Evaluate the literals `names` and, first, every literal their conditions refer to."""
+        todo = [n for n in names if n not in self.literals]
+        order, seen = [], set()
+        while todo:  # the literals needed, then evaluated lowest number first (definition order)
+            n = todo.pop()
+            if n in seen or n in self.literals:
+                continue
+            seen.add(n)
+            order.append(n)
+            todo.extend(self.definitions[n][2])
+        for n in sorted(order, key=lambda n: int(n[2:])):
+            self.literals[n] = self._simplify(self.definitions[n][1], self.definitions[n][2])
+
+    def _simplify(self, term: z3.ExprRef, refs) -> z3.ExprRef:
+        """`term` with the input and the literals `refs` (evaluated) substituted, simplified."""
+        froms = self._from + [self.definitions[r][0] for r in refs]
+        tos = self._to + [self.literals[r].as_ast() for r in refs]
+        n, ref = len(froms), self.ctx.ref()
+        out = z3core.Z3_substitute(ref, term.as_ast(), n, (z3.Ast * n)(*froms), (z3.Ast * n)(*tos))
+        out = _to_expr_ref(out, self.ctx)
+        if self.funcs:
+            k = len(self.funcs)
+            out = z3core.Z3_substitute_funs(ref, out.as_ast(), k, self._funs_from, self._funs_to)
+            out = _to_expr_ref(out, self.ctx)
+        return _to_expr_ref(z3core.Z3_simplify(ref, out.as_ast()), self.ctx)
+
+    def value(self, term: z3.ExprRef) -> z3.ExprRef:
+        """`term` on the input (a constant, or what stays free)."""
+        memo = self._memo.get(term.get_id())
+        if memo is not None and memo[0].eq(term):
+            return memo[1]
+        names = sorted(n for n in symbols(term, self._symbols) if n.startswith("b!"))
+        self._literal_values(names)
+        out = self._simplify(term, names)
+        self._memo[term.get_id()] = (term, out)
+        return out
+
+    def number(self, term: z3.ExprRef) -> int:
+        """`term`'s value as an unsigned int; Undecided when it is not a constant."""
+        out = self.value(term)
+        if not z3.is_bv_value(out):
+            raise Undecided(str(term)[:80])
+        return out.as_long()
+
+
 class CrossCheck:
     """Both engines on one program of one object; `run` fills a CrossCheckReport."""
 
@@ -216,6 +314,13 @@ class CrossCheck:
         self.obj, self.program, self.options, self.test_run = obj, program, options, test_run
         self.z3e, self.angre, self.shards, self.project = z3e, angre, shards or [], project
         self.maps = {m.name: m for m in obj.maps}
+        #: how angr paths' models are given a z3 path: "evaluate" each condition on the
+        #: model (the solver only where that leaves a free term) or "solve" every one
+        self.z3_eval = "evaluate"
+        self.z3_evaluated = self.z3_solved = 0  # z3 paths decided each way
+        self._definitions: dict | None = None
+        self._functions: dict[str, list[tuple]] = {}  # `_z3_functions`' memo
+        self._solver_for: tuple | None = None
         self.ifindexes = existing_ifindexes()
         self.max_len = min(options.max_len, MAX_TEST_LEN)
         runs = [s.exploration for s in self.shards] or [angre]
@@ -583,7 +688,17 @@ class CrossCheck:
             self.report.disagreements.append(Disagreement("angr", path.id, inp, expected, allowed, shard=shard))
 
     def _z3_functions(self, inp: Input) -> list[tuple]:
-        """Map contents of `inp` as z3 functions (absent unless listed; globals as initialised)."""
+        """Map contents of `inp` as z3 functions (absent unless listed; globals as initialised;
+        the last few kept: models of one shard often share their entries)."""
+        key = repr(sorted((m, sorted(es.items())) for m, es in inp.entries.items()))
+        if key in self._functions:
+            return self._functions[key]
+        pairs = self._functions[key] = self._z3_functions_of(inp)
+        if len(self._functions) > 64:
+            self._functions.pop(next(iter(self._functions)))
+        return pairs
+
+    def _z3_functions_of(self, inp: Input) -> list[tuple]:
         pairs = []
         for mdef in self.obj.maps:
             if (
@@ -608,6 +723,92 @@ class CrossCheck:
         return pairs
 
     def _z3_outcomes(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
+        """What z3 allows for `inp`: [expected] if some path allows it, else the outcome of
+        every path the input satisfies; the reason when it falls into a path z3 cut. Each
+        path's condition is evaluated on the input (`Z3Eval`); a path whose condition or
+        outcome does not evaluate to a constant (a helper's result) asks the solver
+        (`_z3_outcomes_solved`, which `solve` makes the only way)."""
+        if self.z3_eval == "solve":
+            return self._z3_outcomes_solved(inp, expected)
+        ev = Z3Eval(inp, self._z3_functions(inp), self._z3_definitions())
+        env = [ev.value(c) for c in self.z3e.environment()]
+        if any(z3.is_false(v) for v in env):
+            return [], None
+        if not all(z3.is_true(v) for v in env):
+            return self._z3_outcomes_solved(inp, expected)
+        allowed = []
+        verdict = VERDICTS.get(expected.retval, "INVALID")
+        for path in sorted(self.z3e.paths, key=lambda p: p.verdict != verdict):
+            values = [ev.value(lit) for lit in path.literals]
+            if any(z3.is_false(v) for v in values):
+                continue
+            if not all(z3.is_true(v) for v in values):
+                got = self._z3_path_solved(inp, expected, path)
+                self.z3_solved += 1
+            else:
+                self.z3_evaluated += 1
+                got = None
+                if path.verdict == UNKNOWN or path.notes:
+                    return [], path.truncated or "; ".join(path.notes)
+                try:
+                    retval, out = output_of(path, ev.number, inp.packet)
+                    got = Outcome(retval, out, tuple(t.target for t in path.tail_calls))
+                except Undecided:  # the output reads a helper's result or new bytes
+                    got = self._z3_path_solved(inp, expected, path)
+                    self.z3_solved += 1
+            if got is None:
+                continue
+            if isinstance(got, str):
+                return [], got
+            if got == expected:
+                return [expected], None
+            allowed.append(got)
+        return allowed, None
+
+    def _z3_definitions(self) -> dict:
+        """Branch literal name -> (the literal's AST, its condition, names of the literals the
+        condition refers to), once (the literals kept alive in `_literal_terms`)."""
+        if self._definitions is None:
+            cache: dict = {}
+            self._literal_terms = [lit for lit, _ in self.z3e.definitions]
+            self._definitions = {
+                lit.decl().name(): (lit.as_ast(), cond, sorted(n for n in symbols(cond, cache) if n.startswith("b!")))
+                for lit, cond in self.z3e.definitions
+            }
+        return self._definitions
+
+    def _z3_path_solved(self, inp: Input, expected: Outcome, path: Path) -> Outcome | str | None:
+        """One z3 path on `inp` by the solver: None when the input does not satisfy it, the
+        reason when the path is cut, `expected` when it allows that, else its outcome."""
+        solver, concrete = self._z3_input_solver(inp)
+        solver.push()
+        try:
+            solver.add(*[concrete(lit) for lit in path.literals])
+            if solver.check() != z3.sat:
+                return None
+            if path.verdict == UNKNOWN or path.notes:
+                return path.truncated or "; ".join(path.notes)
+            tails = tuple(t.target for t in path.tail_calls)
+            if tails == expected.tail_calls and path.retval is not None:
+                solver.push()
+                solver.add(*self._z3_output_is(path, expected, concrete))
+                ok = solver.check() == z3.sat
+                solver.pop()
+                if ok:
+                    return expected
+            solver.check()
+            model = solver.model()
+            ev = lambda x: model.eval(concrete(x), model_completion=True).as_long()  # noqa: E731
+            retval, out = output_of(path, ev, inp.packet)
+            return Outcome(retval, out, tails)
+        finally:
+            solver.pop()
+
+    def _z3_input_solver(self, inp: Input):
+        """A solver with z3's base constraints and `inp` fixed (one per input), and the
+        substitution of its map contents."""
+        if self._solver_for is not None and self._solver_for[0] is inp:
+            return self._solver_for[1:]
         funcs = self._z3_functions(inp)
 
         def concrete(x):
@@ -615,14 +816,20 @@ class CrossCheck:
 
         solver = z3.Solver()
         solver.add(*[concrete(c) for c in self.z3e.base_constraints()])
-        solver.add(
-            PACKET_LEN == len(inp.packet),
-            PACKET_FRAGS == inp.frags,
-            ctx_field("ingress_ifindex") == inp.ifindex,
-            ctx_field("rx_queue_index") == inp.rx_queue,
-            ctx_field("egress_ifindex") == inp.egress,
-            *[z3.Select(PACKET, i) == b for i, b in enumerate(inp.packet)],
-        )
+        solver.add(*_input_equations(inp))
+        self._solver_for = (inp, solver, concrete)
+        return solver, concrete
+
+    def _z3_outcomes_solved(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
+        """`_z3_outcomes` by the solver alone: each path's condition checked with the input."""
+        funcs = self._z3_functions(inp)
+
+        def concrete(x):
+            return z3.substitute_funs(x, *funcs) if funcs else x
+
+        solver = z3.Solver()
+        solver.add(*[concrete(c) for c in self.z3e.base_constraints()])
+        solver.add(*_input_equations(inp))
         allowed = []
         # the paths with the expected verdict first: an agreeing input stops at its path
         verdict = VERDICTS.get(expected.retval, "INVALID")
