@@ -21,8 +21,10 @@ angr explores without state merging when the program fits in UNMERGED_STATES ope
 (each unmerged path gives a model of its own: the z3 engine is tested on more inputs), else
 with merging (angr_engine.py), which keeps OR-heavy programs to a few exact, larger paths.
 
-Two modes (`CrossCheckReport.mode`; `cross_check(mode=...)`, "auto" picks by whether angr's
-symbolic exploration finished within its budget):
+Three modes (`CrossCheckReport.mode`; `cross_check(mode=...)`). "auto" explores with angr in
+one piece; where the program reads the packet at an offset taken from the packet (a protocol
+walk) that exploration gets WALK_PROBE_SHARE of the budget more, and if it does not finish,
+"sharded" gets the rest; cut by its budget without a walk, "replay"; finished, "symbolic":
 
 * "symbolic": angr explored the program completely. Both directions as above: z3's witnesses
   against angr's path constraints, angr's models against z3's conditions. It checks that the
@@ -185,6 +187,7 @@ class CrossCheckReport:
     z3_replayed: int = 0  # z3 witnesses executed concretely by angr (mode "replay")
     replay_seconds: float = 0.0
     shards: list[ShardResult] = field(default_factory=list)  # mode "sharded", in shard order
+    chosen: str | None = None  # why mode "auto" chose "sharded" (None: it did not, or was not asked)
     skipped: list[tuple[str, int, str]] = field(default_factory=list)  # (engine, path, why)
     disagreements: list[Disagreement] = field(default_factory=list)
 
@@ -1000,6 +1003,13 @@ def sharded_exploration(obj: BpfObject, program: Program, options: Options, limi
     return out
 
 
+#: Share of angr's time budget (`--timeout`, else Limits.max_seconds) that mode "auto" lets
+#: angr's exploration in one piece take once the program reads the packet at an offset taken
+#: from the packet (a protocol walk, angr_engine.Context.walk): if that does not finish it,
+#: the rest of the budget goes to the shards (mode "sharded"), where the offsets are constants.
+WALK_PROBE_SHARE = 0.1
+
+
 #: Wall-time limit of one concrete replay (mode "replay"): it runs one path; only a helper's
 #: result forks it.
 REPLAY_SECONDS = 60.0
@@ -1016,10 +1026,29 @@ def cross_check(
     """Explore `program` with both engines and compare them (kernel confirmation is separate:
     `CrossCheck.confirm`). Without `test_run` (programs the kernel cannot test-run) inputs
     are not restricted to what BPF_PROG_TEST_RUN takes. `mode`: "symbolic", "replay",
-    "sharded" or "auto" (replay when angr's exploration was cut by its budget; module
-    docstring)."""
+    "sharded" or "auto": angr in one piece; once it reads the packet at an offset taken from
+    the packet (a protocol walk) it gets WALK_PROBE_SHARE of the budget more, and if that
+    does not finish it the rest goes to "sharded" (`CrossCheckReport.chosen` says so); cut
+    by its budget without a walk: "replay" (sharding would not make it easier); else
+    "symbolic" (module docstring)."""
     options = options or Options()
     z3e = explore(obj, program, options)
+    chosen = None
+    if mode == "auto":
+        from .angr_engine import Limits
+
+        limits = limits or Limits()
+        total = options.timeout if options.timeout is not None else (limits.max_seconds or SHARDED_SECONDS)
+        start = time.process_time()
+        angre = angr_exploration(obj, program, options, replace(limits, walk_probe=WALK_PROBE_SHARE * total))
+        if angre.walk is not None and _cut_by_budget(angre):
+            spent = time.process_time() - start
+            chosen = (
+                f"sharded: angr in one piece reads the packet at offsets taken from it (first at {angre.walk}) "
+                f"and was cut ({angre.budget.limit or 'time budget'}) after {spent:.1f} s CPU"
+            )
+            mode, options = "sharded", replace(options, timeout=None)
+            limits = replace(limits, max_seconds=max(total - spent, total * (1 - WALK_PROBE_SHARE) / 2))
     if mode == "sharded":
         from .angr_engine import make_project
 
@@ -1027,7 +1056,9 @@ def cross_check(
         runs = sharded_exploration(obj, program, options, limits, project)
         check = CrossCheck(obj, program, options, z3e, runs[0].exploration, test_run, mode, runs, project)
     else:
-        angre = angr_exploration(obj, program, options, limits)
+        if mode != "auto":
+            angre = angr_exploration(obj, program, options, limits)
         check = CrossCheck(obj, program, options, z3e, angre, test_run, mode)
+    check.report.chosen = chosen
     check.run()
     return check
