@@ -965,6 +965,11 @@ class ShardRun:
 
 #: Share of a "sharded" run's time budget kept for the shards that are not concrete.
 OPEN_SHARDS_SHARE = 0.25
+#: Fair shares of what is left that one concrete shard may take: where every shard needs a
+#: little more than its fair share (xdpfilt_*_all: ~2 CPU s each, 40 s for 17 concrete
+#: shards) an even split cuts them all near their end and finishes none; this way the first
+#: ones finish and the last ones are cut (their z3 witnesses replayed).
+CONCRETE_SHARE_FACTOR = 2.0
 #: angr's time budget (CPU seconds) of a "sharded" run when neither --timeout nor the
 #: engine's Limits give one.
 SHARDED_SECONDS = 600.0
@@ -976,7 +981,8 @@ def sharded_exploration(obj: BpfObject, program: Program, options: Options, limi
     budget (`options.timeout`, else `limits.max_seconds`; seconds of this process's CPU
     time, Limits.cpu, so that the shards get their work done on a loaded machine) is shared: the concrete shards
     (shards.Shard.concrete) go first, each with what is left of the budget less
-    OPEN_SHARDS_SHARE of it, divided by the concrete shards still to go; then the open ones,
+    OPEN_SHARDS_SHARE of it, divided by the concrete shards still to go, times
+    CONCRETE_SHARE_FACTOR (at most all of it); then the open ones,
     each with what is left divided by the shards still to go. Returns [ShardRun] in shard
     order."""
     from .angr_engine import Limits, explore_angr, make_project
@@ -992,8 +998,9 @@ def sharded_exploration(obj: BpfObject, program: Program, options: Options, limi
     n_concrete = sum(s.concrete for s in shards)
     for i, shard in enumerate(shards):
         left = total - (time.process_time() - start)
-        if shard.concrete:
-            share = (left - OPEN_SHARDS_SHARE * total) / (n_concrete - i)
+        if shard.concrete:  # up to CONCRETE_SHARE_FACTOR fair shares: what a shard leaves goes on
+            concrete_left = left - OPEN_SHARDS_SHARE * total
+            share = min(concrete_left, CONCRETE_SHARE_FACTOR * concrete_left / (n_concrete - i))
         else:
             share = left / (len(shards) - i)
         share = max(share, 0.001)

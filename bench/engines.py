@@ -22,13 +22,15 @@ each finishes (median) and its CPU time (median); then the cross-check in mode "
 with that budget (one run): angr paths finished and compared, z3 witnesses replayed, disagreements, per-shard results.
 With --z3-side S, the angr models of a sharded cross-check (S CPU seconds of angr) given
 their z3 paths by evaluation and by the solver (`run_z3_side`): time per model, same answers.
+With --cross S, the cross-check alone (`run_cross`) in --mode auto (the CLI's default) or
+sharded, S CPU seconds of angr budget: the mode chosen, paths finished and compared, CPU.
 Times are CPU seconds of this process (`time.process_time`; the machine is shared, wall time
 is noisy). Results in bench/results/angr-<date>[-<filter>].json, with the machine's load
 (`os.getloadavg`) before and after.
 
     .venv/bin/python bench/engines.py [--repeat 3|0] [--filter SUBSTRING] [--skip SUBSTRING] [--toolchain clang|all]
         [--timeout 300] [--unmerged] [--no-cross-check] [--no-replay] [--replay-angr-seconds 10]
-        [--sharded 60] [--z3-side 20]
+        [--sharded 60] [--z3-side 20] [--cross 40 [--mode auto|sharded]]
 """
 
 from __future__ import annotations
@@ -158,6 +160,39 @@ def run_sharded(path: Path, program: str, repeat: int, seconds: float) -> dict:
     return row
 
 
+def run_cross(path: Path, program: str, seconds: float, mode: str) -> dict:
+    """The cross-check alone in `mode` ("auto", the CLI's default, or "sharded") with
+    `seconds` of angr budget (CPU seconds; in mode auto the one-piece try's probe after a
+    protocol walk is a tenth of it): CPU, the mode auto chose, angr paths finished of
+    explored and compared, z3 paths compared and replayed, disagreements (one run)."""
+    from analyzer.angr_engine import Limits
+    from analyzer.crosscheck import cross_check
+
+    obj = load_object(path)
+    prog = obj.program(program)
+    start = time.process_time()
+    check = cross_check(obj, prog, Options(), limits=Limits(max_seconds=seconds, cpu=True), mode=mode)
+    r = check.report
+    a = check.angre
+    finished = sum(s.finished for s in r.shards) if r.shards else len(a.paths) - len(a.budget.cut if a.budget else [])
+    return {
+        "cpu_s": time.process_time() - start,
+        "mode": r.mode,
+        "chosen": r.chosen,
+        "angr_paths": r.angr_paths,
+        "angr_finished": finished,
+        "angr_compared": r.angr_compared,
+        "z3_paths": r.z3_paths,
+        "z3_compared": r.z3_compared,
+        "z3_replayed": r.z3_replayed,
+        "z3_evaluated": check.z3_evaluated,
+        "z3_solved": check.z3_solved,
+        "disagreements": len(r.disagreements),
+        "wrong": confirm(path, prog, check),
+        "shards": [str(s) for s in r.shards],
+    }
+
+
 def run_z3_side(path: Path, program: str, repeat: int, seconds: float) -> dict:
     """The z3 side of the angr->z3 comparison: a sharded cross-check with `seconds` of
     angr budget records every angr model it hands to z3 (CrossCheck._z3_outcomes), then
@@ -279,6 +314,8 @@ def main() -> int:
     ap.add_argument("--replay-angr-seconds", type=float, default=10.0)
     ap.add_argument("--sharded", type=float, default=None, metavar="SECONDS")
     ap.add_argument("--z3-side", type=float, default=None, metavar="SECONDS")
+    ap.add_argument("--cross", type=float, default=None, metavar="SECONDS")
+    ap.add_argument("--mode", choices=("auto", "sharded"), default="auto")
     args = ap.parse_args()
     load0 = os.getloadavg()
     start = time.process_time()
@@ -302,6 +339,18 @@ def main() -> int:
             continue
         for prog in load_object(path).programs:
             if not prog.is_xdp:
+                continue
+            if args.cross is not None:
+                row = {"object": str(path.relative_to(ROOT)), "program": prog.name}
+                row.update(run_cross(path, prog.name, args.cross, args.mode))
+                print(
+                    f"{row['object']:<44} {row['mode']}: angr {row['angr_finished']} of {row['angr_paths']} finished, "
+                    f"{row['angr_compared']} compared; z3 {row['z3_compared']} of {row['z3_paths']} compared "
+                    f"({row['z3_replayed']} replayed); {row['disagreements']} disagreements; {row['cpu_s']:.1f} s CPU",
+                    flush=True,
+                )
+                rows.append(row)
+                save(out, import_s, load0, rows)
                 continue
             if args.z3_side is not None:
                 row = {"object": str(path.relative_to(ROOT)), "program": prog.name}
