@@ -3,8 +3,9 @@
 angr is imported here only inside the commands, so the other commands never pay its import
 time. `--cross-check` exits 1 when the engines disagree on some input (each disagreement is
 printed with the packet, the map entries, both engines' answers and the kernel's). It prints
-which mode ran (`--cross-check-mode`, analyzer/crosscheck.py), in mode sharded one line per
-shard (angr paths finished and compared, and what cut the rest, where), and, when angr's
+which mode ran (`--cross-check-mode`, analyzer/crosscheck.py; why, when auto chose sharded),
+in mode sharded one line per shard (angr paths finished and compared, and what cut the rest,
+where), and, when angr's
 exploration was cut by its budget, a PARTIAL line with how many angr paths were compared.
 """
 
