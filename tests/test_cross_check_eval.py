@@ -67,3 +67,20 @@ def test_free_helper_result_asks_the_solver():
     check = crosscheck.cross_check(obj, prog, Options())
     assert check.report.angr_compared > 0 and not check.report.disagreements
     assert check.z3_solved > 0, (check.z3_evaluated, check.z3_solved)
+
+
+@pytest.mark.parametrize(
+    "stem, walks",
+    [
+        ("ipv4_options", True),  # the transport header at 14 + 4 * IHL: an offset taken from the packet
+        ("thesis_static_rules", False),  # every read at a fixed offset
+    ],
+)
+def test_walk_is_recorded(stem, walks):
+    """What mode "auto" goes by: angr records the first packet read at an offset that
+    depends on packet bytes (by hand from the sources: ipv4_options reads past the IHL)."""
+    from analyzer.angr_engine import explore_angr
+
+    obj = load_object(need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o"))
+    a = explore_angr(obj, next(p for p in obj.programs if p.is_xdp), Options())
+    assert (a.walk is not None) == walks, a.walk
