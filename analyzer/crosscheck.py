@@ -926,7 +926,9 @@ def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=
     program's paths fit in UNMERGED_STATES open states (one model per unmerged path tests
     more of the z3 engine), else with merging (exact, fewer and larger paths). `limits`
     (angr_engine.Limits) bound the merged run; `options.timeout` bounds both runs together
-    (the unmerged try gets UNMERGED_SHARE of it, the merged run what it left)."""
+    (the unmerged try gets UNMERGED_SHARE of it, the merged run what it left). With
+    `limits.walk_probe` (mode auto) an unmerged try cut after a protocol walk is returned as
+    it is: the caller explores that program shard by shard (`cross_check`)."""
     from .angr_engine import Limits, explore_angr  # angr is imported only when a cross-check is asked for
 
     if options.merge:
@@ -937,6 +939,8 @@ def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=
         unmerged = explore_angr(obj, program, first, limits=tight)
         if unmerged.budget is None or not unmerged.budget.cut:
             return unmerged
+        if unmerged.walk is not None and tight.walk_probe is not None:
+            return unmerged  # mode auto: a protocol walk angr cannot finish unmerged goes to the shards
         if options.timeout is not None:  # one budget for both tries
             options = replace(options, timeout=max(options.timeout - unmerged.seconds, 0.001))
     return explore_angr(obj, program, options, limits=limits)
