@@ -936,6 +936,11 @@ def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=
         first = replace(options, merge=False)
         if options.timeout is not None:  # the unmerged try gets a share, the merged run the rest
             first = replace(first, timeout=options.timeout * UNMERGED_SHARE)
+        probe = tight.walk_probe
+        if probe is not None:  # mode auto: the unmerged try no longer than the probe (xdp-filter: 21 s past a walk)
+            tight = replace(tight, max_seconds=min(tight.max_seconds or probe, probe))
+            if first.timeout is not None:
+                first = replace(first, timeout=min(first.timeout, probe))
         unmerged = explore_angr(obj, program, first, limits=tight)
         if unmerged.budget is None or not unmerged.budget.cut:
             return unmerged
