@@ -978,7 +978,7 @@ OPEN_SHARDS_SHARE = 0.25
 #: little more than its fair share (xdpfilt_*_all: ~2 CPU s each, 40 s for 17 concrete
 #: shards) an even split cuts them all near their end and finishes none; this way the first
 #: ones finish and the last ones are cut (their z3 witnesses replayed).
-CONCRETE_SHARE_FACTOR = 2.0
+CONCRETE_SHARE_FACTOR = 4.0
 #: angr's time budget (CPU seconds) of a "sharded" run when neither --timeout nor the
 #: engine's Limits give one.
 SHARDED_SECONDS = 600.0
