@@ -335,6 +335,7 @@ class AngrExploration:
     ctx: dict[str, object]  # xdp_md field -> BV32 symbol
     globals_: dict[str, object] = field(default_factory=dict)  # global map -> value symbol
     budget: Budget | None = None  # what a budget cut (Options' and `Limits`), when one did or was given
+    walk: str | None = None  # where it read the packet at a packet-dependent offset (Context.walk)
 
 
 @dataclass(frozen=True)
@@ -387,6 +388,9 @@ class Context:
     fresh: int = 0
     #: merge selector name -> the inputs its conditions depend on (`merge_states`, `sources`)
     merged_sources: dict[str, set] = field(default_factory=dict)
+    #: where the program first read the packet at an offset that depends on packet bytes
+    #: (a protocol walk: `Step.load_anywhere`), None until it does
+    walk: str | None = None
 
     def addr(self, section: str, pc: int) -> int:
         return self.section_base[section] + 8 * pc
@@ -468,7 +472,7 @@ class BpfEngine(SuccessorsEngine):
     def process_successors(self, successors, **kwargs):
         ctx: Context = self.project.xdp2tc
         state = self.state
-        addr = start = state.addr
+        addr = start = state.globals["pc"]
         steps = 0
         began = time.perf_counter()
         ctx.functions_run.add(ctx.insn_at[addr][0].key)
@@ -476,7 +480,9 @@ class BpfEngine(SuccessorsEngine):
             func, insn = ctx.insn_at[addr]
             steps += 1
             ctx.insns += 1
-            if steps % 1024 == 0 and ctx.deadline is not None and ctx.clock() >= ctx.deadline:
+            # every instruction (the clock is ~1 us, an instruction on angr's state far more):
+            # a shard's state stops at its share, not a group of states later
+            if ctx.deadline is not None and ctx.clock() >= ctx.deadline:
                 section, pc = ctx.where(addr)
                 state.globals["ended"] = End(UNKNOWN, None, cut_reason(ctx, "time", state, addr), pc, section)
                 state.globals["cut"] = True
@@ -513,7 +519,7 @@ class BpfEngine(SuccessorsEngine):
             lo, hi = st.globals["steps"]
             st.globals["steps"] = (lo + steps, hi + steps)
             st.globals["spent"] = st.globals["spent"] + spent
-            st.regs.pc = target
+            st.globals["pc"] = target  # angr's add_successor sets the state's ip (a register load to read)
             successors.add_successor(
                 st, target, guard, "Ijk_Exit" if target == EXIT_ADDR else "Ijk_Boring", exit_ins_addr=addr, source=start
             )
@@ -548,10 +554,13 @@ class Step:
         return [(state or self.s, self.here + 8 * slots(self.insn), guard if guard is not None else claripy.true())]
 
     def reg(self, n: int, state=None):
-        return getattr((state or self.s).regs, f"r{n}")
+        return (state or self.s).globals["regs"][n]
 
     def set(self, n: int, value, state=None) -> None:
-        setattr((state or self.s).regs, f"r{n}", value)
+        g = (state or self.s).globals
+        regs = list(g["regs"])
+        regs[n] = value
+        g["regs"] = tuple(regs)
 
     def operand(self, op):
         return _bv(op.value) if isinstance(op, Imm) else self.reg(op.n)
@@ -750,6 +759,12 @@ class Step:
         if window is None or window[1] - window[0] < size:
             raise PathCut(f"unsupported: load through an address that depends on the input at {self.where()}")
         lo, hi = window
+        if region[0] == "packet" and self.ctx.walk is None and any(x.kind == "packet" for x in sources(addr, self.ctx)):
+            self.ctx.walk = self.where()
+            probe = self.ctx.limits.walk_probe if self.ctx.limits is not None else None
+            if probe is not None:  # a protocol walk: the caller explores it shard by shard past the probe
+                end = self.ctx.clock() + probe
+                self.ctx.deadline = end if self.ctx.deadline is None else min(self.ctx.deadline, end)
         span = interval(addr)  # the addresses it can take at most, from its form alone
         within = span is not None and lo <= span[0] and span[1] + size <= hi
         if span is not None:  # only the bytes it can reach: a few for an IHL-relative offset
@@ -851,10 +866,13 @@ class Step:
             ways = [True]
         elif cond.is_false():
             ways = [False]
+        elif not st.solver.satisfiable(extra_constraints=[cond]):
+            # one solver call where the branch goes one way: every state's constraints are
+            # satisfiable (each was checked when it was added, the merged ones are a
+            # disjunction of such), so the other direction is
+            ways = [False]
         else:
-            ways = [
-                w for w, c in ((True, cond), (False, claripy.Not(cond))) if st.solver.satisfiable(extra_constraints=[c])
-            ]
+            ways = [True, False] if st.solver.satisfiable(extra_constraints=[claripy.Not(cond)]) else [True]
         if kind is not None:  # a decision of the program (not a split of the engine's own)
             key = (self.func.section, self.insn.pc)
             site = self.ctx.sites.get(key)
@@ -1585,18 +1603,18 @@ class LoopBound(ExplorationTechnique):
     def filter(self, simgr, state, **kwargs):
         if "ended" in state.globals:
             return "ended"
-        edge = (state.history.jump_source, state.addr)
+        edge = (state.history.jump_source, state.globals["pc"])
         # angr filters every state of the stash at each step, stepped or waiting (Scheduler):
         # an edge is counted once, on the step that took it.
         taken = (state.history.depth, edge)
         if edge in self.ctx.back_edges and state.globals.get("counted") != taken:
             state.globals["counted"] = taken
-            key = (len(state.globals["frames"]), state.addr)
+            key = (len(state.globals["frames"]), state.globals["pc"])
             loops = dict(state.globals["loops"])
             loops[key] = loops.get(key, 0) + 1
             state.globals["loops"] = tuple(sorted(loops.items()))
             if loops[key] > self.bound:
-                section, pc = self.ctx.where(state.addr)
+                section, pc = self.ctx.where(state.globals["pc"])
                 line = self.ctx.obj.line_at(section, pc)
                 at = f"{section}:{pc}" + (f" ({line.file_name}:{line.line})" if line else "")
                 state.globals["ended"] = End(
@@ -1621,12 +1639,16 @@ class Limits:
     solver calls on merged states can take seconds each: no run is open-ended).
     `cpu`: the time budgets (`max_seconds`, `Options.timeout`) count this process's CPU time
     (`time.process_time`) instead of wall time: on a shared machine a run then gets the
-    same work done however loaded the machine is (the cross-check's shards use it)."""
+    same work done however loaded the machine is (the cross-check's shards use it).
+    `walk_probe`: once the program reads the packet at an offset that depends on packet
+    bytes (Context.walk), the exploration gets at most this many seconds more (the
+    cross-check's mode "auto" then explores it shard by shard, crosscheck.py)."""
 
     max_active: int = 512
     max_rss_mib: int | None = None
     max_seconds: float | None = 600.0
     cpu: bool = False
+    walk_probe: float | None = None
 
 
 DEFAULT_MAX_RSS_MIB = 4096
@@ -1649,7 +1671,7 @@ def available_mib() -> float:
 
 def cut_reason(ctx: Context, kind: str, state, addr: int | None = None, what: str = "") -> str:
     """Why and where a budget cut `state` (instruction, source line, instructions run)."""
-    section, pc = ctx.where(state.addr if addr is None else addr)
+    section, pc = ctx.where(state.globals["pc"] if addr is None else addr)
     line = ctx.obj.line_at(section, pc)
     at = f"{section}:{pc}" + (f" ({line.file_name}:{line.line})" if line else "")
     seconds = ctx.options.timeout if ctx.options.timeout is not None else ctx.limits.max_seconds
@@ -1667,7 +1689,7 @@ def priority(ctx: Context, state) -> tuple:
     frames = state.globals["frames"]
     parts: list = [len(state.globals["tail_calls"])]
     parts += [(ctx.rank.get(f.ret, 0), 0) for f in frames[1:]]
-    parts.append((ctx.rank.get(state.addr, 1 << 62), 1))
+    parts.append((ctx.rank.get(state.globals["pc"], 1 << 62), 1))
     return tuple(parts)
 
 
@@ -1683,10 +1705,10 @@ def shape(state) -> tuple:
     g = state.globals
     redirect = g["redirect"]
     r0 = None
-    if len(g["frames"]) == 1 and isinstance(state.project.xdp2tc.insn_at[state.addr][1], Exit):
-        r0 = _h(state.regs.r0)  # as the z3 engine: paths leaving with different values stay apart
+    if len(g["frames"]) == 1 and isinstance(state.project.xdp2tc.insn_at[g["pc"]][1], Exit):
+        r0 = _h(g["regs"][0])  # as the z3 engine: paths leaving with different values stay apart
     return (
-        state.addr,
+        g["pc"],
         r0,
         g["program"],
         tuple((f.func, f.ret, None if f.loop is None else f.loop[:3]) for f in g["frames"]),
@@ -1745,6 +1767,7 @@ def merge_states(ctx: Context, states: list):
         loop = None if f.loop is None else f.loop[:3] + (join([x.loop[3] for x in fs], conds),)
         frames.append(replace(f, saved=saved, loop=loop))
     g["frames"] = tuple(frames)
+    g["regs"] = tuple(join([x["regs"][i] for x in gs], conds) for i in range(len(gs[0]["regs"])))
     entries = []
     for i, e in enumerate(gs[0]["entries"]):
         es = [x["entries"][i] for x in gs]
@@ -1793,7 +1816,7 @@ class Scheduler:
 
     def cut(self, simgr, states: list, reason) -> None:
         for st in states:
-            section, pc = self.ctx.where(st.addr)
+            section, pc = self.ctx.where(st.globals["pc"])
             st.globals["ended"] = End(UNKNOWN, None, reason(st), pc, section)
             st.globals["cut"] = True
         ids = {id(st) for st in states}
@@ -1852,7 +1875,9 @@ class Scheduler:
             return True
         if ctx.deadline is not None and ctx.clock() >= ctx.deadline:
             self.ran_out = True
-            if opts.timeout is None:
+            if ctx.walk is not None and self.limits.walk_probe is not None:
+                self.limit = f"the protocol walk's probe ({self.limits.walk_probe:g} s; a walk at {ctx.walk})"
+            elif opts.timeout is None:
                 self.limit = f"the angr engine's time budget ({self.limits.max_seconds:g} s)"
             self.cut(simgr, list(simgr.active), lambda st: cut_reason(ctx, "time", st))
             return True
@@ -1984,6 +2009,8 @@ def explore_angr(
         "end": packet_len,
         "meta": _bv(0),
         "frags": frags,
+        "pc": ctx.addr(program.section, program.entry.start),
+        "regs": (_bv(0),) * 11,  # r0-r10 (here, not in angr's register file: a read there is a memory load)
     }.items():
         state.globals[k] = v
     initial = list(state.solver.constraints)
@@ -2019,6 +2046,7 @@ def explore_angr(
         ctxf,
         globals_,
         scheduler.budget(programs, paths),
+        ctx.walk,
     )
 
 

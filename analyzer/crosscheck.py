@@ -21,8 +21,10 @@ angr explores without state merging when the program fits in UNMERGED_STATES ope
 (each unmerged path gives a model of its own: the z3 engine is tested on more inputs), else
 with merging (angr_engine.py), which keeps OR-heavy programs to a few exact, larger paths.
 
-Two modes (`CrossCheckReport.mode`; `cross_check(mode=...)`, "auto" picks by whether angr's
-symbolic exploration finished within its budget):
+Three modes (`CrossCheckReport.mode`; `cross_check(mode=...)`). "auto" explores with angr in
+one piece; where the program reads the packet at an offset taken from the packet (a protocol
+walk) that exploration gets WALK_PROBE_SHARE of the budget more, and if it does not finish,
+"sharded" gets the rest; cut by its budget without a walk, "replay"; finished, "symbolic":
 
 * "symbolic": angr explored the program completely. Both directions as above: z3's witnesses
   against angr's path constraints, angr's models against z3's conditions. It checks that the
@@ -55,6 +57,8 @@ import time
 from dataclasses import dataclass, field, replace
 
 import z3
+from z3 import z3core
+from z3.z3 import _to_expr_ref
 
 from lifter.maps import MapDef, is_global_data_section
 from lifter.program import BpfObject, Program
@@ -62,7 +66,7 @@ from lifter.program import BpfObject, Program
 from . import kernel
 from .exploration import UNKNOWN, VERDICTS, Exploration, Options, Path
 from .explore import explore
-from .symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val
+from .symbolic import PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val, symbols
 from .verify import MAX_TEST_LEN, MIN_TEST_LEN, UNFILLABLE, existing_ifindexes, output_of
 
 #: Packet lengths tried for a witness, shortest first (a short witness is quick to check).
@@ -183,6 +187,7 @@ class CrossCheckReport:
     z3_replayed: int = 0  # z3 witnesses executed concretely by angr (mode "replay")
     replay_seconds: float = 0.0
     shards: list[ShardResult] = field(default_factory=list)  # mode "sharded", in shard order
+    chosen: str | None = None  # why mode "auto" chose "sharded" (None: it did not, or was not asked)
     skipped: list[tuple[str, int, str]] = field(default_factory=list)  # (engine, path, why)
     disagreements: list[Disagreement] = field(default_factory=list)
 
@@ -193,6 +198,102 @@ def _bytes(value: int, size: int) -> bytes:
 
 def _is_array(mdef: MapDef) -> bool:
     return mdef.type is not None and mdef.type.keyed == "index" and mdef.type.holds == "data"
+
+
+def _input_equations(inp: Input) -> list[z3.BoolRef]:
+    """`inp`'s packet, length and ctx fields as z3 equations."""
+    return [
+        PACKET_LEN == len(inp.packet),
+        PACKET_FRAGS == inp.frags,
+        ctx_field("ingress_ifindex") == inp.ifindex,
+        ctx_field("rx_queue_index") == inp.rx_queue,
+        ctx_field("egress_ifindex") == inp.egress,
+        *[z3.Select(PACKET, i) == b for i, b in enumerate(inp.packet)],
+    ]
+
+
+class Undecided(Exception):
+    """A z3 term that does not evaluate to a constant on the input (`Z3Eval.number`)."""
+
+
+class Z3Eval:
+    """z3 terms evaluated on one concrete input: the packet, its length, the ctx fields and
+    the map contents substituted, the branch literals replaced by their conditions'
+    values (each literal once, in definition order), then z3's simplifier. Packet bytes
+    past the input's length stay the free `pkt` (a Store chain over it), like helper
+    results: a term reading one does not become a constant, and its caller asks the solver.
+    The definitions evaluated are the exact ones (explore.py's solver may see products
+    abstracted): on a concrete input they are the program's arithmetic."""
+
+    def __init__(self, inp: Input, funcs: list[tuple], definitions: dict):
+        pkt = PACKET
+        for i, b in enumerate(inp.packet):
+            pkt = z3.Store(pkt, z3.BitVecVal(i, 64), z3.BitVecVal(b, 8))
+        self.pairs = [
+            (PACKET, pkt),
+            (PACKET_LEN, z3.BitVecVal(len(inp.packet), 64)),
+            (PACKET_FRAGS, z3.BitVecVal(inp.frags, 64)),
+            (ctx_field("ingress_ifindex"), z3.BitVecVal(inp.ifindex, 32)),
+            (ctx_field("rx_queue_index"), z3.BitVecVal(inp.rx_queue, 32)),
+            (ctx_field("egress_ifindex"), z3.BitVecVal(inp.egress, 32)),
+        ]
+        self.funcs, self.definitions = funcs, definitions
+        self.ctx = PACKET.ctx
+        # z3's C API directly (z3py's substitute checks every pair's sorts: most of the time)
+        n = len(funcs)
+        self._funs_from, self._funs_to = (z3.FuncDecl * n)(), (z3.Ast * n)()
+        for i, (f, t) in enumerate(funcs):
+            self._funs_from[i], self._funs_to[i] = f.as_func_decl(), t.as_ast()
+        self._from = [a.as_ast() for a, _ in self.pairs]
+        self._to = [b.as_ast() for _, b in self.pairs]
+        self.literals: dict[str, z3.ExprRef] = {}  # literal name -> its value
+        self._memo: dict[int, tuple] = {}  # term id -> (term, value)
+        self._symbols: dict = {}
+
+    def _literal_values(self, names) -> None:
+        """Evaluate the literals `names` and, first, every literal their conditions refer to."""
+        todo = [n for n in names if n not in self.literals]
+        order, seen = [], set()
+        while todo:  # the literals needed, then evaluated lowest number first (definition order)
+            n = todo.pop()
+            if n in seen or n in self.literals:
+                continue
+            seen.add(n)
+            order.append(n)
+            todo.extend(self.definitions[n][2])
+        for n in sorted(order, key=lambda n: int(n[2:])):
+            self.literals[n] = self._simplify(self.definitions[n][1], self.definitions[n][2])
+
+    def _simplify(self, term: z3.ExprRef, refs) -> z3.ExprRef:
+        """`term` with the input and the literals `refs` (evaluated) substituted, simplified."""
+        froms = self._from + [self.definitions[r][0] for r in refs]
+        tos = self._to + [self.literals[r].as_ast() for r in refs]
+        n, ref = len(froms), self.ctx.ref()
+        out = z3core.Z3_substitute(ref, term.as_ast(), n, (z3.Ast * n)(*froms), (z3.Ast * n)(*tos))
+        out = _to_expr_ref(out, self.ctx)
+        if self.funcs:
+            k = len(self.funcs)
+            out = z3core.Z3_substitute_funs(ref, out.as_ast(), k, self._funs_from, self._funs_to)
+            out = _to_expr_ref(out, self.ctx)
+        return _to_expr_ref(z3core.Z3_simplify(ref, out.as_ast()), self.ctx)
+
+    def value(self, term: z3.ExprRef) -> z3.ExprRef:
+        """`term` on the input (a constant, or what stays free)."""
+        memo = self._memo.get(term.get_id())
+        if memo is not None and memo[0].eq(term):
+            return memo[1]
+        names = sorted(n for n in symbols(term, self._symbols) if n.startswith("b!"))
+        self._literal_values(names)
+        out = self._simplify(term, names)
+        self._memo[term.get_id()] = (term, out)
+        return out
+
+    def number(self, term: z3.ExprRef) -> int:
+        """`term`'s value as an unsigned int; Undecided when it is not a constant."""
+        out = self.value(term)
+        if not z3.is_bv_value(out):
+            raise Undecided(str(term)[:80])
+        return out.as_long()
 
 
 class CrossCheck:
@@ -216,6 +317,13 @@ class CrossCheck:
         self.obj, self.program, self.options, self.test_run = obj, program, options, test_run
         self.z3e, self.angre, self.shards, self.project = z3e, angre, shards or [], project
         self.maps = {m.name: m for m in obj.maps}
+        #: how angr paths' models are given a z3 path: "evaluate" each condition on the
+        #: model (the solver only where that leaves a free term) or "solve" every one
+        self.z3_eval = "evaluate"
+        self.z3_evaluated = self.z3_solved = 0  # z3 paths decided each way
+        self._definitions: dict | None = None
+        self._functions: dict[str, list[tuple]] = {}  # `_z3_functions`' memo
+        self._solver_for: tuple | None = None
         self.ifindexes = existing_ifindexes()
         self.max_len = min(options.max_len, MAX_TEST_LEN)
         runs = [s.exploration for s in self.shards] or [angre]
@@ -583,7 +691,17 @@ class CrossCheck:
             self.report.disagreements.append(Disagreement("angr", path.id, inp, expected, allowed, shard=shard))
 
     def _z3_functions(self, inp: Input) -> list[tuple]:
-        """Map contents of `inp` as z3 functions (absent unless listed; globals as initialised)."""
+        """Map contents of `inp` as z3 functions (absent unless listed; globals as initialised;
+        the last few kept: models of one shard often share their entries)."""
+        key = repr(sorted((m, sorted(es.items())) for m, es in inp.entries.items()))
+        if key in self._functions:
+            return self._functions[key]
+        pairs = self._functions[key] = self._z3_functions_of(inp)
+        if len(self._functions) > 64:
+            self._functions.pop(next(iter(self._functions)))
+        return pairs
+
+    def _z3_functions_of(self, inp: Input) -> list[tuple]:
         pairs = []
         for mdef in self.obj.maps:
             if (
@@ -608,6 +726,92 @@ class CrossCheck:
         return pairs
 
     def _z3_outcomes(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
+        """What z3 allows for `inp`: [expected] if some path allows it, else the outcome of
+        every path the input satisfies; the reason when it falls into a path z3 cut. Each
+        path's condition is evaluated on the input (`Z3Eval`); a path whose condition or
+        outcome does not evaluate to a constant (a helper's result) asks the solver
+        (`_z3_outcomes_solved`, which `solve` makes the only way)."""
+        if self.z3_eval == "solve":
+            return self._z3_outcomes_solved(inp, expected)
+        ev = Z3Eval(inp, self._z3_functions(inp), self._z3_definitions())
+        env = [ev.value(c) for c in self.z3e.environment()]
+        if any(z3.is_false(v) for v in env):
+            return [], None
+        if not all(z3.is_true(v) for v in env):
+            return self._z3_outcomes_solved(inp, expected)
+        allowed = []
+        verdict = VERDICTS.get(expected.retval, "INVALID")
+        for path in sorted(self.z3e.paths, key=lambda p: p.verdict != verdict):
+            values = [ev.value(lit) for lit in path.literals]
+            if any(z3.is_false(v) for v in values):
+                continue
+            if not all(z3.is_true(v) for v in values):
+                got = self._z3_path_solved(inp, expected, path)
+                self.z3_solved += 1
+            else:
+                self.z3_evaluated += 1
+                got = None
+                if path.verdict == UNKNOWN or path.notes:
+                    return [], path.truncated or "; ".join(path.notes)
+                try:
+                    retval, out = output_of(path, ev.number, inp.packet)
+                    got = Outcome(retval, out, tuple(t.target for t in path.tail_calls))
+                except Undecided:  # the output reads a helper's result or new bytes
+                    got = self._z3_path_solved(inp, expected, path)
+                    self.z3_solved += 1
+            if got is None:
+                continue
+            if isinstance(got, str):
+                return [], got
+            if got == expected:
+                return [expected], None
+            allowed.append(got)
+        return allowed, None
+
+    def _z3_definitions(self) -> dict:
+        """Branch literal name -> (the literal's AST, its condition, names of the literals the
+        condition refers to), once (the literals kept alive in `_literal_terms`)."""
+        if self._definitions is None:
+            cache: dict = {}
+            self._literal_terms = [lit for lit, _ in self.z3e.definitions]
+            self._definitions = {
+                lit.decl().name(): (lit.as_ast(), cond, sorted(n for n in symbols(cond, cache) if n.startswith("b!")))
+                for lit, cond in self.z3e.definitions
+            }
+        return self._definitions
+
+    def _z3_path_solved(self, inp: Input, expected: Outcome, path: Path) -> Outcome | str | None:
+        """One z3 path on `inp` by the solver: None when the input does not satisfy it, the
+        reason when the path is cut, `expected` when it allows that, else its outcome."""
+        solver, concrete = self._z3_input_solver(inp)
+        solver.push()
+        try:
+            solver.add(*[concrete(lit) for lit in path.literals])
+            if solver.check() != z3.sat:
+                return None
+            if path.verdict == UNKNOWN or path.notes:
+                return path.truncated or "; ".join(path.notes)
+            tails = tuple(t.target for t in path.tail_calls)
+            if tails == expected.tail_calls and path.retval is not None:
+                solver.push()
+                solver.add(*self._z3_output_is(path, expected, concrete))
+                ok = solver.check() == z3.sat
+                solver.pop()
+                if ok:
+                    return expected
+            solver.check()
+            model = solver.model()
+            ev = lambda x: model.eval(concrete(x), model_completion=True).as_long()  # noqa: E731
+            retval, out = output_of(path, ev, inp.packet)
+            return Outcome(retval, out, tails)
+        finally:
+            solver.pop()
+
+    def _z3_input_solver(self, inp: Input):
+        """A solver with z3's base constraints and `inp` fixed (one per input), and the
+        substitution of its map contents."""
+        if self._solver_for is not None and self._solver_for[0] is inp:
+            return self._solver_for[1:]
         funcs = self._z3_functions(inp)
 
         def concrete(x):
@@ -615,14 +819,20 @@ class CrossCheck:
 
         solver = z3.Solver()
         solver.add(*[concrete(c) for c in self.z3e.base_constraints()])
-        solver.add(
-            PACKET_LEN == len(inp.packet),
-            PACKET_FRAGS == inp.frags,
-            ctx_field("ingress_ifindex") == inp.ifindex,
-            ctx_field("rx_queue_index") == inp.rx_queue,
-            ctx_field("egress_ifindex") == inp.egress,
-            *[z3.Select(PACKET, i) == b for i, b in enumerate(inp.packet)],
-        )
+        solver.add(*_input_equations(inp))
+        self._solver_for = (inp, solver, concrete)
+        return solver, concrete
+
+    def _z3_outcomes_solved(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
+        """`_z3_outcomes` by the solver alone: each path's condition checked with the input."""
+        funcs = self._z3_functions(inp)
+
+        def concrete(x):
+            return z3.substitute_funs(x, *funcs) if funcs else x
+
+        solver = z3.Solver()
+        solver.add(*[concrete(c) for c in self.z3e.base_constraints()])
+        solver.add(*_input_equations(inp))
         allowed = []
         # the paths with the expected verdict first: an agreeing input stops at its path
         verdict = VERDICTS.get(expected.retval, "INVALID")
@@ -716,7 +926,9 @@ def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=
     program's paths fit in UNMERGED_STATES open states (one model per unmerged path tests
     more of the z3 engine), else with merging (exact, fewer and larger paths). `limits`
     (angr_engine.Limits) bound the merged run; `options.timeout` bounds both runs together
-    (the unmerged try gets UNMERGED_SHARE of it, the merged run what it left)."""
+    (the unmerged try gets UNMERGED_SHARE of it, the merged run what it left). With
+    `limits.walk_probe` (mode auto) an unmerged try cut after a protocol walk is returned as
+    it is: the caller explores that program shard by shard (`cross_check`)."""
     from .angr_engine import Limits, explore_angr  # angr is imported only when a cross-check is asked for
 
     if options.merge:
@@ -724,9 +936,16 @@ def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=
         first = replace(options, merge=False)
         if options.timeout is not None:  # the unmerged try gets a share, the merged run the rest
             first = replace(first, timeout=options.timeout * UNMERGED_SHARE)
+        probe = tight.walk_probe
+        if probe is not None:  # mode auto: the unmerged try no longer than the probe (xdp-filter: 21 s past a walk)
+            tight = replace(tight, max_seconds=min(tight.max_seconds or probe, probe))
+            if first.timeout is not None:
+                first = replace(first, timeout=min(first.timeout, probe))
         unmerged = explore_angr(obj, program, first, limits=tight)
         if unmerged.budget is None or not unmerged.budget.cut:
             return unmerged
+        if unmerged.walk is not None and tight.walk_probe is not None:
+            return unmerged  # mode auto: a protocol walk angr cannot finish unmerged goes to the shards
         if options.timeout is not None:  # one budget for both tries
             options = replace(options, timeout=max(options.timeout - unmerged.seconds, 0.001))
     return explore_angr(obj, program, options, limits=limits)
@@ -755,6 +974,11 @@ class ShardRun:
 
 #: Share of a "sharded" run's time budget kept for the shards that are not concrete.
 OPEN_SHARDS_SHARE = 0.25
+#: Fair shares of what is left that one concrete shard may take: where every shard needs a
+#: little more than its fair share (xdpfilt_*_all: ~2 CPU s each, 40 s for 17 concrete
+#: shards) an even split cuts them all near their end and finishes none; this way the first
+#: ones finish and the last ones are cut (their z3 witnesses replayed).
+CONCRETE_SHARE_FACTOR = 4.0
 #: angr's time budget (CPU seconds) of a "sharded" run when neither --timeout nor the
 #: engine's Limits give one.
 SHARDED_SECONDS = 600.0
@@ -766,7 +990,8 @@ def sharded_exploration(obj: BpfObject, program: Program, options: Options, limi
     budget (`options.timeout`, else `limits.max_seconds`; seconds of this process's CPU
     time, Limits.cpu, so that the shards get their work done on a loaded machine) is shared: the concrete shards
     (shards.Shard.concrete) go first, each with what is left of the budget less
-    OPEN_SHARDS_SHARE of it, divided by the concrete shards still to go; then the open ones,
+    OPEN_SHARDS_SHARE of it, divided by the concrete shards still to go, times
+    CONCRETE_SHARE_FACTOR (at most all of it); then the open ones,
     each with what is left divided by the shards still to go. Returns [ShardRun] in shard
     order."""
     from .angr_engine import Limits, explore_angr, make_project
@@ -782,8 +1007,9 @@ def sharded_exploration(obj: BpfObject, program: Program, options: Options, limi
     n_concrete = sum(s.concrete for s in shards)
     for i, shard in enumerate(shards):
         left = total - (time.process_time() - start)
-        if shard.concrete:
-            share = (left - OPEN_SHARDS_SHARE * total) / (n_concrete - i)
+        if shard.concrete:  # up to CONCRETE_SHARE_FACTOR fair shares: what a shard leaves goes on
+            concrete_left = left - OPEN_SHARDS_SHARE * total
+            share = min(concrete_left, CONCRETE_SHARE_FACTOR * concrete_left / (n_concrete - i))
         else:
             share = left / (len(shards) - i)
         share = max(share, 0.001)
@@ -791,6 +1017,13 @@ def sharded_exploration(obj: BpfObject, program: Program, options: Options, limi
         a = explore_angr(obj, program, opts, limits=replace(limits, max_seconds=share), shard=shard, project=project)
         out.append(ShardRun(shard, a, time.process_time() - cpu))
     return out
+
+
+#: Share of angr's time budget (`--timeout`, else Limits.max_seconds) that mode "auto" lets
+#: angr's exploration in one piece take once the program reads the packet at an offset taken
+#: from the packet (a protocol walk, angr_engine.Context.walk): if that does not finish it,
+#: the rest of the budget goes to the shards (mode "sharded"), where the offsets are constants.
+WALK_PROBE_SHARE = 0.1
 
 
 #: Wall-time limit of one concrete replay (mode "replay"): it runs one path; only a helper's
@@ -809,10 +1042,29 @@ def cross_check(
     """Explore `program` with both engines and compare them (kernel confirmation is separate:
     `CrossCheck.confirm`). Without `test_run` (programs the kernel cannot test-run) inputs
     are not restricted to what BPF_PROG_TEST_RUN takes. `mode`: "symbolic", "replay",
-    "sharded" or "auto" (replay when angr's exploration was cut by its budget; module
-    docstring)."""
+    "sharded" or "auto": angr in one piece; once it reads the packet at an offset taken from
+    the packet (a protocol walk) it gets WALK_PROBE_SHARE of the budget more, and if that
+    does not finish it the rest goes to "sharded" (`CrossCheckReport.chosen` says so); cut
+    by its budget without a walk: "replay" (sharding would not make it easier); else
+    "symbolic" (module docstring)."""
     options = options or Options()
     z3e = explore(obj, program, options)
+    chosen = None
+    if mode == "auto":
+        from .angr_engine import Limits
+
+        limits = limits or Limits()
+        total = options.timeout if options.timeout is not None else (limits.max_seconds or SHARDED_SECONDS)
+        start = time.process_time()
+        angre = angr_exploration(obj, program, options, replace(limits, walk_probe=WALK_PROBE_SHARE * total))
+        if angre.walk is not None and _cut_by_budget(angre):
+            spent = time.process_time() - start
+            chosen = (
+                f"sharded: angr in one piece reads the packet at offsets taken from it (first at {angre.walk}) "
+                f"and was cut ({angre.budget.limit or 'time budget'}) after {spent:.1f} s CPU"
+            )
+            mode, options = "sharded", replace(options, timeout=None)
+            limits = replace(limits, max_seconds=max(total - spent, total * (1 - WALK_PROBE_SHARE) / 2))
     if mode == "sharded":
         from .angr_engine import make_project
 
@@ -820,7 +1072,9 @@ def cross_check(
         runs = sharded_exploration(obj, program, options, limits, project)
         check = CrossCheck(obj, program, options, z3e, runs[0].exploration, test_run, mode, runs, project)
     else:
-        angre = angr_exploration(obj, program, options, limits)
+        if mode != "auto":
+            angre = angr_exploration(obj, program, options, limits)
         check = CrossCheck(obj, program, options, z3e, angre, test_run, mode)
+    check.report.chosen = chosen
     check.run()
     return check

@@ -20,13 +20,17 @@ With --sharded S, angr's exploration in one piece and shard by shard (analyzer/s
 each with S seconds of CPU time as budget (angr_engine.Limits.cpu), REPEAT times: the paths
 each finishes (median) and its CPU time (median); then the cross-check in mode "sharded"
 with that budget (one run): angr paths finished and compared, z3 witnesses replayed, disagreements, per-shard results.
+With --z3-side S, the angr models of a sharded cross-check (S CPU seconds of angr) given
+their z3 paths by evaluation and by the solver (`run_z3_side`): time per model, same answers.
+With --cross S, the cross-check alone (`run_cross`) in --mode auto (the CLI's default) or
+sharded, S CPU seconds of angr budget: the mode chosen, paths finished and compared, CPU.
 Times are CPU seconds of this process (`time.process_time`; the machine is shared, wall time
 is noisy). Results in bench/results/angr-<date>[-<filter>].json, with the machine's load
 (`os.getloadavg`) before and after.
 
     .venv/bin/python bench/engines.py [--repeat 3|0] [--filter SUBSTRING] [--skip SUBSTRING] [--toolchain clang|all]
         [--timeout 300] [--unmerged] [--no-cross-check] [--no-replay] [--replay-angr-seconds 10]
-        [--sharded 60]
+        [--sharded 60] [--z3-side 20] [--cross 40 [--mode auto|sharded]]
 """
 
 from __future__ import annotations
@@ -156,6 +160,91 @@ def run_sharded(path: Path, program: str, repeat: int, seconds: float) -> dict:
     return row
 
 
+def run_cross(path: Path, program: str, seconds: float, mode: str) -> dict:
+    """The cross-check alone in `mode` ("auto", the CLI's default, or "sharded") with
+    `seconds` of angr budget (CPU seconds; in mode auto the one-piece try's probe after a
+    protocol walk is a tenth of it): CPU, the mode auto chose, angr paths finished of
+    explored and compared, z3 paths compared and replayed, disagreements (one run)."""
+    from analyzer.angr_engine import Limits
+    from analyzer.crosscheck import cross_check
+
+    obj = load_object(path)
+    prog = obj.program(program)
+    start = time.process_time()
+    check = cross_check(obj, prog, Options(), limits=Limits(max_seconds=seconds, cpu=True), mode=mode)
+    r = check.report
+    a = check.angre
+    finished = sum(s.finished for s in r.shards) if r.shards else len(a.paths) - len(a.budget.cut if a.budget else [])
+    return {
+        "cpu_s": time.process_time() - start,
+        "mode": r.mode,
+        "chosen": r.chosen,
+        "angr_paths": r.angr_paths,
+        "angr_finished": finished,
+        "angr_compared": r.angr_compared,
+        "z3_paths": r.z3_paths,
+        "z3_compared": r.z3_compared,
+        "z3_replayed": r.z3_replayed,
+        "z3_evaluated": check.z3_evaluated,
+        "z3_solved": check.z3_solved,
+        "disagreements": len(r.disagreements),
+        "wrong": confirm(path, prog, check),
+        "shards": [str(s) for s in r.shards],
+    }
+
+
+def run_z3_side(path: Path, program: str, repeat: int, seconds: float) -> dict:
+    """The z3 side of the angr->z3 comparison: a sharded cross-check with `seconds` of
+    angr budget records every angr model it hands to z3 (CrossCheck._z3_outcomes), then
+    each model is given its z3 paths both ways, by evaluating the conditions on it
+    (`evaluate`, the default) and by the solver (`solve`, the way before): CPU seconds per
+    model (median over the models of the median of `repeat` runs) and whether the two
+    answers (outcomes allowed, cut reason) are the same on every model."""
+    from analyzer.angr_engine import Limits
+    from analyzer.crosscheck import CrossCheck, cross_check
+
+    obj = load_object(path)
+    prog = obj.program(program)
+    seen: list = []
+    original = CrossCheck._z3_outcomes
+
+    def recording(self, inp, expected):
+        seen.append((inp, expected))
+        return original(self, inp, expected)
+
+    CrossCheck._z3_outcomes = recording
+    try:
+        check = cross_check(obj, prog, Options(), limits=Limits(max_seconds=seconds, cpu=True), mode="sharded")
+    finally:
+        CrossCheck._z3_outcomes = original
+    row: dict = {"models": len(seen)}
+    answers: dict = {}
+    for how in ("evaluate", "solve"):
+        check.z3_eval, check.z3_evaluated, check.z3_solved = how, 0, 0
+        times, answers[how] = [], []
+        for inp, expected in seen:
+            runs = []
+            for _ in range(max(repeat, 1)):
+                start = time.process_time()
+                got = check._z3_outcomes(inp, expected)
+                runs.append(time.process_time() - start)
+            times.append(statistics.median(runs))
+            answers[how].append(got)
+        row[how] = {
+            "median_s": statistics.median(times) if times else 0.0,
+            "sum_s": sum(times),
+            "evaluated": check.z3_evaluated,
+            "solved": check.z3_solved,
+        }
+    row["same"] = answers["evaluate"] == answers["solve"]
+    row["differ"] = [
+        f"{inp}: evaluate {a}, solve {b}"
+        for (inp, _), a, b in zip(seen, answers["evaluate"], answers["solve"])
+        if a != b
+    ][:5]
+    return row
+
+
 def confirm(path: Path, prog, check) -> dict:
     """Run the disagreements' inputs through the kernel (untimed): {engine found wrong: count},
     or {"not run": reason} when the kernel cannot load or run the program."""
@@ -224,6 +313,9 @@ def main() -> int:
     ap.add_argument("--no-replay", action="store_true")
     ap.add_argument("--replay-angr-seconds", type=float, default=10.0)
     ap.add_argument("--sharded", type=float, default=None, metavar="SECONDS")
+    ap.add_argument("--z3-side", type=float, default=None, metavar="SECONDS")
+    ap.add_argument("--cross", type=float, default=None, metavar="SECONDS")
+    ap.add_argument("--mode", choices=("auto", "sharded"), default="auto")
     args = ap.parse_args()
     load0 = os.getloadavg()
     start = time.process_time()
@@ -247,6 +339,32 @@ def main() -> int:
             continue
         for prog in load_object(path).programs:
             if not prog.is_xdp:
+                continue
+            if args.cross is not None:
+                row = {"object": str(path.relative_to(ROOT)), "program": prog.name}
+                row.update(run_cross(path, prog.name, args.cross, args.mode))
+                print(
+                    f"{row['object']:<44} {row['mode']}: angr {row['angr_finished']} of {row['angr_paths']} finished, "
+                    f"{row['angr_compared']} compared; z3 {row['z3_compared']} of {row['z3_paths']} compared "
+                    f"({row['z3_replayed']} replayed); {row['disagreements']} disagreements; {row['cpu_s']:.1f} s CPU",
+                    flush=True,
+                )
+                rows.append(row)
+                save(out, import_s, load0, rows)
+                continue
+            if args.z3_side is not None:
+                row = {"object": str(path.relative_to(ROOT)), "program": prog.name}
+                row.update(run_z3_side(path, prog.name, args.repeat, args.z3_side))
+                ev, so = row["evaluate"], row["solve"]
+                print(
+                    f"{row['object']:<44} {row['models']:4} angr models: evaluate "
+                    f"{ev['median_s'] * 1000:7.1f} ms/model (sum {ev['sum_s']:6.2f} s; z3 paths evaluated "
+                    f"{ev['evaluated']}, solved {ev['solved']}) | solve {so['median_s'] * 1000:7.1f} ms/model "
+                    f"(sum {so['sum_s']:6.2f} s) | same answers: {row['same']}",
+                    flush=True,
+                )
+                rows.append(row)
+                save(out, import_s, load0, rows)
                 continue
             if args.sharded is not None:
                 row = {"object": str(path.relative_to(ROOT)), "program": prog.name}

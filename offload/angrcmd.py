@@ -3,8 +3,9 @@
 angr is imported here only inside the commands, so the other commands never pay its import
 time. `--cross-check` exits 1 when the engines disagree on some input (each disagreement is
 printed with the packet, the map entries, both engines' answers and the kernel's). It prints
-which mode ran (`--cross-check-mode`, analyzer/crosscheck.py), in mode sharded one line per
-shard (angr paths finished and compared, and what cut the rest, where), and, when angr's
+which mode ran (`--cross-check-mode`, analyzer/crosscheck.py; why, when auto chose sharded),
+in mode sharded one line per shard (angr paths finished and compared, and what cut the rest,
+where), and, when angr's
 exploration was cut by its budget, a PARTIAL line with how many angr paths were compared.
 """
 
@@ -42,7 +43,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         "witness run concretely by angr, plus the angr paths finished within its budget), sharded (angr "
         "explores the input space in shards that fix the bytes moving packet offsets: ethertype, VLAN tags, "
         "IPv4 IHL, IPv6 extension headers; both directions per shard, z3 witnesses in cut parts replayed), "
-        "or auto (replay when angr's exploration is cut by its budget; default)",
+        "or auto (default: symbolic when angr finishes in one piece; sharded when it reads the packet at "
+        "offsets taken from the packet and does not finish within a tenth of its budget after that; else replay)",
     )
     p.add_argument(
         "--angr-max-states",
@@ -144,6 +146,8 @@ def _cross_check(obj, programs, options, engine, angr_limits, mode: str = "auto"
         if r.mode == "replay":
             print(f"  mode replay: {r.z3_replayed} z3 witnesses run concretely by angr ({r.replay_seconds:.2f} s CPU)")
         elif r.mode == "sharded":
+            if r.chosen:
+                print(f"  auto mode chose {r.chosen}")
             finished = sum(s.finished for s in r.shards)
             print(
                 f"  mode sharded: {len(r.shards)} shards, {finished} of {r.angr_paths} angr paths finished; "
