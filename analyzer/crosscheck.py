@@ -824,15 +824,9 @@ class CrossCheck:
         return solver, concrete
 
     def _z3_outcomes_solved(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
-        """`_z3_outcomes` by the solver alone: each path's condition checked with the input."""
-        funcs = self._z3_functions(inp)
-
-        def concrete(x):
-            return z3.substitute_funs(x, *funcs) if funcs else x
-
-        solver = z3.Solver()
-        solver.add(*[concrete(c) for c in self.z3e.base_constraints()])
-        solver.add(*_input_equations(inp))
+        """`_z3_outcomes` by the solver alone: each path's condition checked with the input
+        (on the input's solver, every push popped before returning)."""
+        solver, concrete = self._z3_input_solver(inp)
         allowed = []
         # the paths with the expected verdict first: an agreeing input stops at its path
         verdict = VERDICTS.get(expected.retval, "INVALID")

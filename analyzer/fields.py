@@ -26,7 +26,6 @@ The result is for people: it is not parsed back by anything.
 
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import re
 import time
@@ -34,7 +33,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .symbolic import PACKET, PACKET_LEN, Z3_C, symbols
+from .symbolic import PACKET, PACKET_LEN, Z3_C, fresh_context, symbols
 
 #: Per header: field -> (offset, size in bytes).
 HEADERS: dict[str, dict[str, tuple[int, int]]] = {
@@ -1274,8 +1273,7 @@ class _Session:
     (no cycles), at points the rendering fixes."""
 
     def __init__(self):
-        _keep_heap()
-        self.ctx = z3.Context()
+        self.ctx = fresh_context()
         #: AST id in the process's context -> (the term in this one, the original kept alive)
         self.terms: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
         #: the ids of a query's formulas, in order -> (z3's answer, a model when sat, the formulas)
@@ -1310,31 +1308,6 @@ class _Session:
         model = s.model().translate(home) if answer == z3.sat else None
         by_limit = answer == z3.unknown and "resource" in s.reason_unknown()
         return answer, model, by_limit
-
-
-#: glibc malloc settings (malloc.h: M_MMAP_THRESHOLD, M_TRIM_THRESHOLD) `_keep_heap` makes:
-#: blocks up to 16 MiB come from the heap, and up to 64 MiB free at its top stay there.
-HEAP_SETTINGS = ((-3, 16 << 20), (-1, 64 << 20))
-_heap_kept = False
-
-
-def _keep_heap() -> None:
-    """Have glibc's malloc reuse freed memory for z3 contexts (once per process, before the
-    first `_Session`). A z3 context allocates ~16 MiB in blocks glibc maps afresh and unmaps
-    when they are freed (above its mmap threshold, which stays at 128 KiB once the heap is
-    fragmented): each context then page-faulted ~4,000 pages, ~12 ms of CPU, instead of
-    ~1.5 ms from the heap (bench: xdpfilt_dny_all's 162 contexts 1.9 s -> 0.25 s). Without
-    glibc (no mallopt) nothing is done."""
-    global _heap_kept
-    if _heap_kept:
-        return
-    _heap_kept = True
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    for param, value in HEAP_SETTINGS:
-        mallopt(param, value)
 
 
 def forget() -> None:

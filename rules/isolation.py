@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import z3
 
+from analyzer.symbolic import fresh_context
+
 
 def _flat(constraints) -> list[z3.BoolRef]:
     return [c for x in constraints for c in (x if isinstance(x, list) else [x])]
@@ -22,7 +24,7 @@ def own_solver(*constraints, timeout_ms: int | None = None, rlimit: int | None =
     """A solver in a fresh z3 context holding the constraints (lists are flattened),
     translated there; with a timeout or z3's deterministic resource limit. Terms added to
     it later must be translated into its context (`s.ctx`)."""
-    ctx = z3.Context()
+    ctx = fresh_context()
     s = z3.Solver(ctx=ctx)
     if rlimit is not None:
         s.set("rlimit", rlimit)

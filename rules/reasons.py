@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import z3
 
 from analyzer.fields import HEADERS, L4, VLAN_TPIDS, Decoder, decode
-from analyzer.symbolic import PACKET, Z3_C, source_of, symbols
+from analyzer.symbolic import PACKET, Z3_C, fresh_context, source_of, symbols
 
 
 @dataclass(frozen=True)
@@ -239,7 +239,7 @@ def fixed_l4_reads(e, path) -> bool:
         return False
     # asked in a context of its own: the answer does not depend on the queries asked
     # before, nor do the queries after it depend on this one (rules/isolation.py)
-    ctx = z3.Context()
+    ctx = fresh_context()
     cond = z3.simplify(cond.translate(ctx))
     pkt = PACKET.translate(ctx)
     reads = _constant_reads(cond)
