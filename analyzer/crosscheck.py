@@ -58,7 +58,6 @@ from dataclasses import dataclass, field, replace
 
 import z3
 from z3 import z3core
-from z3.z3 import _to_expr_ref
 
 from lifter.maps import MapDef, is_global_data_section
 from lifter.program import BpfObject, Program
@@ -270,12 +269,11 @@ class Z3Eval:
         tos = self._to + [self.literals[r].as_ast() for r in refs]
         n, ref = len(froms), self.ctx.ref()
         out = z3core.Z3_substitute(ref, term.as_ast(), n, (z3.Ast * n)(*froms), (z3.Ast * n)(*tos))
-        out = _to_expr_ref(out, self.ctx)
+        out = z3.ExprRef(out, self.ctx)  # held (reference counted) until the next step
         if self.funcs:
             k = len(self.funcs)
-            out = z3core.Z3_substitute_funs(ref, out.as_ast(), k, self._funs_from, self._funs_to)
-            out = _to_expr_ref(out, self.ctx)
-        return _to_expr_ref(z3core.Z3_simplify(ref, out.as_ast()), self.ctx)
+            out = z3.ExprRef(z3core.Z3_substitute_funs(ref, out.as_ast(), k, self._funs_from, self._funs_to), self.ctx)
+        return z3.simplify(out)  # z3's own wrapper gives the result its class (BoolRef, numeral...)
 
     def value(self, term: z3.ExprRef) -> z3.ExprRef:
         """`term` on the input (a constant, or what stays free)."""
