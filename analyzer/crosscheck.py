@@ -823,35 +823,19 @@ class CrossCheck:
 
     def _z3_outcomes_solved(self, inp: Input, expected: Outcome) -> tuple[list[Outcome], str | None]:
         """`_z3_outcomes` by the solver alone: each path's condition checked with the input
-        (on the input's solver, every push popped before returning)."""
-        solver, concrete = self._z3_input_solver(inp)
+        (`_z3_path_solved`), the paths with the expected verdict first: an agreeing input
+        stops at its path."""
         allowed = []
-        # the paths with the expected verdict first: an agreeing input stops at its path
         verdict = VERDICTS.get(expected.retval, "INVALID")
         for path in sorted(self.z3e.paths, key=lambda p: p.verdict != verdict):
-            solver.push()
-            solver.add(*[concrete(lit) for lit in path.literals])
-            if solver.check() != z3.sat:
-                solver.pop()
+            got = self._z3_path_solved(inp, expected, path)
+            if got is None:
                 continue
-            if path.verdict == UNKNOWN or path.notes:
-                solver.pop()
-                return [], path.truncated or "; ".join(path.notes)
-            tails = tuple(t.target for t in path.tail_calls)
-            if tails == expected.tail_calls and path.retval is not None:
-                solver.push()
-                solver.add(*self._z3_output_is(path, expected, concrete))
-                ok = solver.check() == z3.sat
-                solver.pop()
-                if ok:
-                    solver.pop()
-                    return [expected], None
-            solver.check()  # the model of this path alone (the check above was popped)
-            model = solver.model()
-            ev = lambda x: model.eval(concrete(x), model_completion=True).as_long()  # noqa: E731, B023 (used at once)
-            retval, out = output_of(path, ev, inp.packet)
-            allowed.append(Outcome(retval, out, tails))
-            solver.pop()
+            if isinstance(got, str):  # the path was cut: no outcome to compare
+                return [], got
+            if got is expected:
+                return [expected], None
+            allowed.append(got)
         return allowed, None
 
     @staticmethod
