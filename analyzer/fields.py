@@ -29,6 +29,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import z3
@@ -568,21 +569,12 @@ class Decoder:
         if self.deadline is not None and time.perf_counter() >= self.deadline:
             self.fixed_used = False
             return NOT_DECODED
-        self.session = _Session()
-        try:
+        with self._rendering():
             cond = self.session.canonical(cond)
-            self.layouts, self.fixed_used, self.emitted, self.queries = 0, False, 0, 0
-            self.known.clear()
-            self.models.clear()
-            self.holds.clear()
+            self.fixed_used, self.emitted = False, 0
             self.longs.clear()
             lay = lay or self.layout(cond)
             text = self._bool(cond, lay, cond)
-        finally:
-            self.session = None
-            self.known.clear()
-            self.models.clear()
-            self.holds.clear()
         text = " ".join(text.split())  # one line: z3's own printing breaks long terms
         several = len(self.longs) > 1  # numbered only when there are several
         text = _LONG_MARK.sub(lambda m: m[2] + (m[1] if several else ""), text)
@@ -863,19 +855,29 @@ class Decoder:
     def key_fields(self, key: z3.BitVecRef, cond: z3.BoolRef, lay: Layout | None = None) -> str:
         """A map key in header fields (`ipv4.saddr`), for reasons: like `render`, in a z3
         context of its own, on `key` and `cond` simplified there."""
-        self.session = _Session()
-        try:
-            self.queries, self.layouts = 0, 0
-            self.known.clear()
-            self.models.clear()
-            self.holds.clear()
+        with self._rendering():
             cond = self.session.canonical(cond)
             return self._key(self.session.canonical(key), lay or self.layout(cond), cond)
+
+    @contextmanager
+    def _rendering(self):
+        """One rendering (`render`, `key_fields`): its own z3 context (`_Session`), its
+        question and layout counts from zero, and nothing of another rendering (what was
+        known of its conditions, the models z3 gave: cleared before and after), so each
+        starts from the same state."""
+        self._forget()
+        self.session = _Session()
+        self.queries, self.layouts = 0, 0
+        try:
+            yield
         finally:
             self.session = None
-            self.known.clear()
-            self.models.clear()
-            self.holds.clear()
+            self._forget()
+
+    def _forget(self) -> None:
+        self.known.clear()
+        self.models.clear()
+        self.holds.clear()
 
     # --- long computations (hashes, checksums) -----------------------------------------------
 
