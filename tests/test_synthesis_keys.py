@@ -24,7 +24,12 @@ from tests.conftest import need_object
 
 
 def _blocks(path):
-    e = explore(*_program(path))
+    return extracted_blocks(explore(*_program(path)))
+
+
+def extracted_blocks(e) -> dict[int, list[str]]:
+    """Every target path's extracted blocks (under no-ip-options), as a sorted list of their
+    keys per path (test_synthesis_witness compares them too)."""
     s = Synthesizer(e, ("no-ip-options",), {})
     out = {}
     for p in e.paths:

@@ -22,8 +22,9 @@ import corpus
 from analyzer.exploration import Options
 from analyzer.explore import explore
 from lifter.program import load_object
-from rules.synthesis import Outcome, Synthesizer
+from rules.synthesis import Synthesizer
 from tests.conftest import need_object
+from tests.test_synthesis_keys import extracted_blocks
 
 STEMS = ["vlan_tags", "qinq_tags", "thesis_static_rules", "or_stress_k2"]
 
@@ -31,17 +32,6 @@ STEMS = ["vlan_tags", "qinq_tags", "thesis_static_rules", "or_stress_k2"]
 def _exploration(stem):
     obj = load_object(need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o"))
     return explore(obj, obj.programs[0], Options(witnesses=True))
-
-
-def _blocks(e):
-    s = Synthesizer(e, ("no-ip-options",), {})
-    out = {}
-    for p in e.paths:
-        o = s.outcomes[p.id]
-        if isinstance(o, Outcome) and not o.is_pass:
-            # a flag key's masked values (_cubes) come in the order z3's models give them
-            out[p.id] = sorted(repr((b.protocol, b.sets, b.masked, b.set_masks)) for b in s.extract_all(p, o))
-    return out
 
 
 @pytest.mark.parametrize("stem", STEMS)
@@ -85,10 +75,10 @@ def test_blocks_same_without_witness(stem, witnesses, monkeypatch):
     e = _exploration(stem)
     if witnesses == "typical":
         e.paths = _typical_witnesses(e)
-    with_witness = _blocks(e)
+    with_witness = extracted_blocks(e)
     assert any(with_witness.values()), "the program has target paths with blocks"
     if witnesses == "typical":
         assert any(used), "some query was answered by a witness"
     hidden = _exploration(stem)
     hidden.paths = [dataclasses.replace(p, witness=None) for p in hidden.paths]
-    assert with_witness == _blocks(hidden)
+    assert with_witness == extracted_blocks(hidden)
