@@ -884,9 +884,13 @@ class Synthesizer:
         # Typical packets the block is for: widening stops before it would take them
         # (atypical ones - options, fragments - a shield may take: they pass, safely).
         region = z3.And(b.formula(self.d), good, *self.env)
-        if maybe_sat(region, match_formula(_match(b.protocol, keys), self.d)):
+        narrowest = match_formula(_match(b.protocol, keys), self.d)
+        # Typical packets of the block the narrowest shield takes: asked first, since they
+        # are also packets of the block it takes (one query where there are, as most often)
+        typical = solver(region, self.typical, narrowest).check()
+        if typical == z3.sat or maybe_sat(region, narrowest):
             region = z3.And(region, self.typical)
-            if maybe_sat(region, match_formula(_match(b.protocol, keys), self.d)):
+            if typical != z3.unsat:
                 return _match(b.protocol, keys)  # flower cannot separate: the narrowest shield
         for n in names:
             if n not in keys or (n in b.sets and len(b.sets[n]) == 1):
