@@ -887,7 +887,7 @@ class Synthesizer:
         narrowest = match_formula(_match(b.protocol, keys), self.d)
         # Typical packets of the block the narrowest shield takes: asked first, since they
         # are also packets of the block it takes (one query where there are, as most often)
-        typical = solver(region, self.typical, narrowest).check()
+        typical = self._good_check(b, [region, self.typical, narrowest], [self.typical, narrowest])
         if typical == z3.sat or maybe_sat(region, narrowest):
             region = z3.And(region, self.typical)
             if typical != z3.unsat:
@@ -900,6 +900,25 @@ class Synthesizer:
             if not maybe_sat(region, match_formula(_match(b.protocol, trial), self.d)):
                 keys = trial
         return _match(b.protocol, keys)
+
+    def _good_check(self, b: Block, query: list[z3.BoolRef], extra: list[z3.BoolRef]) -> z3.CheckSatResult:
+        """solver(*query).check() for a `query` that asks for a packet of block `b` the
+        program gives its outcome (good), with `extra`. Unless the outcome is a rewrite,
+        good is the OR of the conditions of the paths with that outcome: the block's own
+        paths first, then the others, one at a time (smaller queries; the OR has a packet
+        iff one of them has): the same answer (unknown where one is and none is sat)."""
+        if is_rewrite(b.outcome):
+            return solver(*query).check()
+        own = [pid for pid in b.paths if self.outcomes[pid] == b.outcome]
+        others = [p.id for p in self.e.paths if p.id not in own and self.outcomes[p.id] == b.outcome]
+        answer = z3.unsat
+        for pid in own + others:
+            r = solver(b.formula(self.d), self.conds[pid], *self.env, *extra).check()
+            if r == z3.sat:
+                return r
+            if r == z3.unknown:
+                answer = r
+        return answer
 
     def widen(self, b: Block, good: z3.BoolRef, new: FlowerMatch) -> list[FlowerMatch]:
         """Add `new` to the block's shields. A shield on the same keys with other values is
