@@ -932,7 +932,8 @@ class Synthesizer:
                 merged = _common(old, new)
                 shape = tuple(k for k, _ in old.keys)
                 b.refused[shape] = b.refused.get(shape, 0) + 1
-                if b.refused[shape] >= FORCE_WIDEN or not maybe_sat(region, match_formula(merged, self.d)):
+                m = match_formula(merged, self.d)
+                if b.refused[shape] >= FORCE_WIDEN or self._good_check(b, [region, m], [self.typical, m]) == z3.unsat:
                     return b.shields[:i] + [merged] + b.shields[i + 1 :]
         return b.shields + [new]
 
