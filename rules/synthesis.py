@@ -1127,10 +1127,13 @@ def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef 
     pkt = model.eval(PACKET, model_completion=True)
     for offset, byte in zip(at, fresh):
         pkt = z3.Store(pkt, offset, byte)
-    assertions, pins, funs = _pins(s, model)
+    consts = [d() for d in model.decls() if d.arity() == 0]
+    pins = [(c, model.eval(c, model_completion=True)) for c in consts if not c.eq(PACKET)] + [(PACKET, pkt)]
+    funs = [(d, f) for d in model.decls() if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
 
     def pinned(x: z3.ExprRef) -> z3.ExprRef:
-        return z3.substitute(_pinned(x, pins, funs), (PACKET, pkt))
+        x = z3.substitute(x, *pins)
+        return z3.substitute_funs(x, *funs) if funs else x  # map values, helper results: the model's
 
     value = pinned(term)
     # where the term's bits sit in b (a sub-byte key: vlan_prio, vlan_id): its lowest bit;
@@ -1154,47 +1157,7 @@ def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef 
     keep = model_bytes & ~(ones << low)
     bits = z3.BitVecVal(keep, b.size()) | z3.ZeroExt(b.size() - width, x) << low if b.size() > width else x
     placed = [(byte, z3.Extract(b.size() - 1 - 8 * i, b.size() - 8 - 8 * i, bits)) for i, byte in enumerate(fresh)]
-    return z3.substitute(z3.And(*[z3.substitute(a, (PACKET, pkt)) for a in assertions], value == x), *placed)
-
-
-#: _pins' last answer: (model, assertion ids, (assertions pinned, pins, funs)); the keys of
-#: one chain are asked in a row, of the same solver and model
-_PINS: list = [None, None, None]
-
-
-#: _pins' model and its pins (a path's chains are extracted from one model)
-_MODEL_PINS: list = [None, None]
-
-
-def _pins(s: z3.Solver, model: z3.ModelRef) -> tuple[list[z3.BoolRef], list, list]:
-    """`s`'s assertions with every variable but the packet pinned to its value in `model`
-    (_pinned), and the pins: worked out once for the keys of one chain (the assertions
-    are the path's whole condition; substituting its variables is _around's main cost)."""
-    found = s.assertions()
-    ids = tuple(a.get_id() for a in found)
-    if _PINS[0] is not model or _PINS[1] != ids:
-        if _MODEL_PINS[0] is not model:
-            consts = [d() for d in model.decls() if d.arity() == 0]
-            pins = [(c, model.eval(c, model_completion=True)) for c in consts if not c.eq(PACKET)]
-            funs = [(d, f) for d in model.decls() if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
-            _MODEL_PINS[:] = [model, (pins, funs)]
-        pins, funs = _MODEL_PINS[1]
-        _PINS[:] = [model, ids, ([_pinned(a, pins, funs) for a in found], pins, funs)]
-    return _PINS[2]
-
-
-def _pinned(x: z3.ExprRef, pins: list, funs: list) -> z3.ExprRef:
-    """`x` with the variables `pins` names and the functions `funs` interprets (map values,
-    helper results) replaced by their model values; the packet is left (_around places it).
-    A formula's constants are substituted through z3's C API (what z3.substitute does,
-    without its Python checks per pair: the pins are a model's, of matching sorts)."""
-    if pins and z3.is_bool(x):
-        src = (z3.Ast * len(pins))(*[c.as_ast() for c, _ in pins])
-        dst = (z3.Ast * len(pins))(*[v.as_ast() for _, v in pins])
-        x = z3.BoolRef(z3.Z3_substitute(x.ctx.ref(), x.as_ast(), len(pins), src, dst), x.ctx)
-    elif pins:
-        x = z3.substitute(x, *pins)
-    return z3.substitute_funs(x, *funs) if funs else x
+    return z3.substitute(z3.And(*[pinned(a) for a in s.assertions()], value == x), *placed)
 
 
 def _at(term: z3.ExprRef, fresh: list[z3.BitVecRef], v: int) -> int | None:
