@@ -455,10 +455,12 @@ class Synthesizer:
             eth = model.eval(self.d.skb_protocol, model_completion=True).as_long()
             if eth not in FAMILIES:
                 return s, False, model, ("all", {})
-            s.push()
-            s.add(self.d.skb_protocol != eth)
-            more = s.check() == z3.sat  # not sat: as _one_chain's enumeration stops (f alone)
-            s.pop()
+            more = self._tagged(p, model, eth)
+            if not more:
+                s.push()
+                s.add(self.d.skb_protocol != eth)
+                more = s.check() == z3.sat  # not sat: as _one_chain's enumeration stops (f alone)
+                s.pop()
             return s, False, model, ("all" if more else protocol_name(eth), {})
         other = [self.d.skb_protocol != f for f in FAMILIES]
         probe = solver(cond, self.typical, *other)
@@ -470,6 +472,27 @@ class Synthesizer:
         s, frags, model = found
         return s, frags, model, self._one_chain(s, model)
 
+    def _tagged(self, p: Path, model: z3.ModelRef, eth: int) -> bool:
+        """Whether `model` (a typical packet of path `p` with ethertype `eth`) with a VLAN
+        tag inserted before its ethertype (802.1Q, else 802.1ad; TCI 0; the frame 4 bytes
+        longer) is still a typical packet of the path, of another skb protocol: evaluated,
+        not asked (a generic parser walks the tag and takes the same path). True proves
+        that the path takes another protocol than `eth` (the tagged frame is one); False
+        proves nothing (_unsplit asks z3)."""
+        claim = z3.And(self.conds[p.id], *self.env, self.typical, self.d.skb_protocol != eth)
+        old = model.eval(PACKET, model_completion=True)
+        length = model.eval(PACKET_LEN, model_completion=True)
+        i = z3.BitVec("tag!i", 64)
+        for tpid in sorted(VLAN_TYPES):
+            # bytes 0-11 (the MACs) stay, 12-15 the tag, the rest moves 4 bytes on
+            hi, lo, zero = (z3.BitVecVal(v, 8) for v in (tpid >> 8, tpid & 0xFF, 0))
+            tag = z3.If(i == 12, hi, z3.If(i == 13, lo, zero))
+            pkt = z3.Lambda([i], z3.If(z3.ULT(i, 12), old[i], z3.If(z3.ULT(i, 16), tag, old[i - 4])))
+            moved = z3.substitute(claim, (PACKET, pkt), (PACKET_LEN, length + 4))
+            if z3.is_true(model.eval(moved, model_completion=True)):
+                return True
+        return False
+
     def _extract_all(self, p: Path, outcome: Outcome, split: bool) -> tuple[list[Block] | None, bool]:
         """extract_all's work: None when only atypical packets take the path; and whether
         the result is also the unsplit one (split asked, but one chain without a VLAN tag)."""
@@ -478,14 +501,26 @@ class Synthesizer:
             if found is None:
                 return None, True
             s, frags, model = found
-            chains = self._chains(s, model)
+            memo: dict = {}
+            first = self._first_tagged(s, model, memo)
+            done = {}
+            if first is not None:
+                # the chain _extract_chains would look at first: when its blocks decide
+                # nothing beyond it, the rest of the enumeration is not needed
+                done[0] = self._extract_chains(s, p, outcome, [first], frags, model)
+                if done[0] is None:
+                    self.chain_budget = 0
+                    return self._extract_chains(s, p, outcome, [self._one_chain(s, model)], frags, model), True
+            chains = self._chains(s, model, memo)
+            if first is not None:
+                done = {chains.index(first): done[0]}
         else:
             found = self._unsplit(p)
             if found is None:
                 return None, True
             s, frags, model, chain = found
             chains = [chain]
-        out = self._extract_chains(s, p, outcome, chains, frags, model)
+        out = self._extract_chains(s, p, outcome, chains, frags, model, done if split else None)
         if out is None:
             # A VLAN chain's blocks constrain nothing beyond the chain itself: the program's
             # tag parsing decides nothing there (generic parsers such as xdp-filter's walk the
@@ -500,7 +535,14 @@ class Synthesizer:
         return out, one
 
     def _extract_chains(
-        self, s: z3.Solver, p: Path, outcome: Outcome, chains, frags: bool, model: z3.ModelRef | None = None
+        self,
+        s: z3.Solver,
+        p: Path,
+        outcome: Outcome,
+        chains,
+        frags: bool,
+        model: z3.ModelRef | None = None,
+        done: dict[int, list[Block]] | None = None,
     ) -> list[Block] | None:
         """The blocks of each protocol chain (_extract_all), or None as soon as a VLAN chain's
         blocks constrain no key beyond the chain's own (CHAIN_KEYS). `model`: a model of `s`
@@ -512,8 +554,10 @@ class Synthesizer:
         order = sorted(
             range(len(chains)), key=lambda i: (not chains[i][1], chains[i][1].get("vlan_ethtype") not in VLAN_TYPES, i)
         )
-        got: dict[int, list[Block]] = {}
+        got: dict[int, list[Block]] = dict(done or {})  # chains extracted already
         for i in order:
+            if i in got:
+                continue
             protocol, chain = chains[i]
             s.push()
             added = [self.d.skb_protocol == PROTOCOLS[protocol]] if protocol != "all" else []
@@ -532,46 +576,106 @@ class Synthesizer:
         eth = protocols[0] if len(protocols) == 1 else None
         return (protocol_name(eth) if eth in FAMILIES else "all", {})
 
-    def _chains(self, s: z3.Solver, model: z3.ModelRef | None = None) -> list[tuple[str, dict[str, int]]]:
+    def _chains(
+        self, s: z3.Solver, model: z3.ModelRef | None = None, memo: dict | None = None
+    ) -> list[tuple[str, dict[str, int]]]:
         """(protocol, fixed vlan_ethtype/cvlan_ethtype) per protocol chain the models of `s`
         take: one chain when no VLAN tag is involved (protocol `all` when the ethertype
         varies), else every combination of nameable ethertypes (at most MAX_CHAINS per level;
-        a level with more, or with another ethertype, is left free). `model`: a model of `s`."""
-        d = self.d
-        protocols = _values(s, d.skb_protocol, MAX_CHAINS + 1, _seen(model, d.skb_protocol))
-        if not VLAN_TYPES & set(protocols) or len(protocols) > MAX_CHAINS or not set(protocols) <= _NAMEABLE:
-            eth = protocols[0] if len(protocols) == 1 else None
-            return [(protocol_name(eth) if eth in FAMILIES else "all", {})]
+        a level with more, or with another ethertype, is left free). `model`: a model of `s`;
+        `memo`: the value sets found so far (_level_values), shared with _first_tagged."""
+        memo = {} if memo is None else memo
+        protocols = self._protocols(s, model, memo)
+        if protocols is None:
+            return [self._no_split(s, model, memo)]
         out: list[tuple[str, dict[str, int]]] = []
         for eth in sorted(protocols):
             if eth not in VLAN_TYPES:
                 out.append((protocol_name(eth), {}))
                 continue
-            s.push()
-            s.add(d.skb_protocol == eth)
-            levels = self._levels(s, ("vlan_ethtype", "cvlan_ethtype"), _still(model, [d.skb_protocol == eth]))
+            levels = self._levels(s, {"skb": eth}, ("vlan_ethtype", "cvlan_ethtype"), model, memo)
             out += [(protocol_name(eth), chain) for chain in levels]
-            s.pop()
         return out
 
-    def _levels(self, s: z3.Solver, names: tuple[str, ...], model: z3.ModelRef | None = None) -> list[dict[str, int]]:
+    def _protocols(self, s: z3.Solver, model: z3.ModelRef | None, memo: dict) -> list[int] | None:
+        """The ethertypes (skb protocol) of the models of `s` when they split into VLAN
+        protocol chains (a VLAN type among them, at most MAX_CHAINS, all nameable), else None."""
+        protocols = self._level_values(s, {}, "skb", model, memo)
+        if not VLAN_TYPES & set(protocols) or len(protocols) > MAX_CHAINS or not set(protocols) <= _NAMEABLE:
+            return None
+        return protocols
+
+    def _no_split(self, s: z3.Solver, model: z3.ModelRef | None, memo: dict) -> tuple[str, dict[str, int]]:
+        """_chains' one chain where the models of `s` do not split."""
+        protocols = self._level_values(s, {}, "skb", model, memo)
+        eth = protocols[0] if len(protocols) == 1 else None
+        return (protocol_name(eth) if eth in FAMILIES else "all", {})
+
+    def _level_values(
+        self, s: z3.Solver, fixed: dict[str, int], name: str, model: z3.ModelRef | None, memo: dict
+    ) -> list[int]:
+        """Up to MAX_CHAINS + 1 values of key `name` ("skb": the skb protocol) in the models
+        of `s` where the keys `fixed` (skb first, then the tag levels) have those values;
+        `model`: a model of `s`; asked once per `memo`."""
+        key = (tuple(fixed.items()), name)
+        if key not in memo:
+            d = self.d
+            term = d.skb_protocol if name == "skb" else d.keys[name]
+            added = [(d.skb_protocol if n == "skb" else d.keys[n]) == v for n, v in fixed.items()]
+            s.push()
+            s.add(*added)
+            memo[key] = _values(s, term, MAX_CHAINS + 1, _seen(_still(model, added), term))
+            s.pop()
+        return memo[key]
+
+    def _levels(
+        self, s: z3.Solver, fixed: dict[str, int], names: tuple[str, ...], model: z3.ModelRef | None, memo: dict
+    ) -> list[dict[str, int]]:
         """The combinations of values of the ethertype keys `names` (vlan_ethtype, then
-        cvlan_ethtype under a VLAN type) in the models of `s` (`model`: one of them)."""
+        cvlan_ethtype under a VLAN type) in the models of `s` where the keys `fixed` have
+        those values (`model`: a model of `s`)."""
         if not names:
             return [{}]
-        term = self.d.keys[names[0]]
-        values = _values(s, term, MAX_CHAINS + 1, _seen(model, term))
-        nameable = _NAMEABLE if len(names) > 1 else set(FAMILIES)  # flower matches two tags, no third
-        if not values or len(values) > MAX_CHAINS or not set(values) <= nameable:
+        values = self._nameable(s, fixed, names, model, memo)
+        if values is None:
             return [{}]
         out = []
-        for v in sorted(values):
-            s.push()
-            s.add(term == v)
-            deeper = self._levels(s, names[1:], _still(model, [term == v])) if v in VLAN_TYPES else [{}]
+        for v in values:
+            deeper = self._levels(s, {**fixed, names[0]: v}, names[1:], model, memo) if v in VLAN_TYPES else [{}]
             out += [{names[0]: v, **rest} for rest in deeper]
-            s.pop()
         return out
+
+    def _nameable(
+        self, s: z3.Solver, fixed: dict[str, int], names: tuple[str, ...], model: z3.ModelRef | None, memo: dict
+    ) -> list[int] | None:
+        """The values, sorted, of the first of `names` (_levels) when it is a level of
+        chains (at most MAX_CHAINS, all nameable), else None."""
+        values = self._level_values(s, fixed, names[0], model, memo)
+        nameable = _NAMEABLE if len(names) > 1 else set(FAMILIES)  # flower matches two tags, no third
+        if not values or len(values) > MAX_CHAINS or not set(values) <= nameable:
+            return None
+        return sorted(values)
+
+    def _first_tagged(self, s: z3.Solver, model: z3.ModelRef | None, memo: dict) -> tuple[str, dict[str, int]] | None:
+        """The chain of _chains(s) that _extract_chains extracts first when it is a VLAN
+        chain (tags fixed): the first with two tags, else the first with one; found asking
+        only the levels before it (the same value sets _chains then reads from `memo`).
+        None when the models of `s` do not split or no chain fixes a tag."""
+        protocols = self._protocols(s, model, memo)
+        if protocols is None:
+            return None
+        one = None
+        names = ("vlan_ethtype", "cvlan_ethtype")
+        for eth in sorted(set(protocols) & VLAN_TYPES):
+            values = self._nameable(s, {"skb": eth}, names, model, memo)
+            if values is None:
+                continue
+            two = [v for v in values if v in VLAN_TYPES]
+            if two:
+                inner = self._levels(s, {"skb": eth, names[0]: two[0]}, names[1:], model, memo)
+                return (protocol_name(eth), {names[0]: two[0], **inner[0]})
+            one = one or (protocol_name(eth), {names[0]: values[0]})
+        return one
 
     def _extract_chain(
         self,
@@ -780,9 +884,13 @@ class Synthesizer:
         # Typical packets the block is for: widening stops before it would take them
         # (atypical ones - options, fragments - a shield may take: they pass, safely).
         region = z3.And(b.formula(self.d), good, *self.env)
-        if maybe_sat(region, match_formula(_match(b.protocol, keys), self.d)):
+        narrowest = match_formula(_match(b.protocol, keys), self.d)
+        # Typical packets of the block the narrowest shield takes: asked first, since they
+        # are also packets of the block it takes (one query where there are, as most often)
+        typical = self._good_check(b, [region, self.typical, narrowest], [self.typical, narrowest])
+        if typical == z3.sat or maybe_sat(region, narrowest):
             region = z3.And(region, self.typical)
-            if maybe_sat(region, match_formula(_match(b.protocol, keys), self.d)):
+            if typical != z3.unsat:
                 return _match(b.protocol, keys)  # flower cannot separate: the narrowest shield
         for n in names:
             if n not in keys or (n in b.sets and len(b.sets[n]) == 1):
@@ -792,6 +900,25 @@ class Synthesizer:
             if not maybe_sat(region, match_formula(_match(b.protocol, trial), self.d)):
                 keys = trial
         return _match(b.protocol, keys)
+
+    def _good_check(self, b: Block, query: list[z3.BoolRef], extra: list[z3.BoolRef]) -> z3.CheckSatResult:
+        """solver(*query).check() for a `query` that asks for a packet of block `b` the
+        program gives its outcome (good), with `extra`. Unless the outcome is a rewrite,
+        good is the OR of the conditions of the paths with that outcome: the block's own
+        paths first, then the others, one at a time (smaller queries; the OR has a packet
+        iff one of them has): the same answer (unknown where one is and none is sat)."""
+        if is_rewrite(b.outcome):
+            return solver(*query).check()
+        own = [pid for pid in b.paths if self.outcomes[pid] == b.outcome]
+        others = [p.id for p in self.e.paths if p.id not in own and self.outcomes[p.id] == b.outcome]
+        answer = z3.unsat
+        for pid in own + others:
+            r = solver(b.formula(self.d), self.conds[pid], *self.env, *extra).check()
+            if r == z3.sat:
+                return r
+            if r == z3.unknown:
+                answer = r
+        return answer
 
     def widen(self, b: Block, good: z3.BoolRef, new: FlowerMatch) -> list[FlowerMatch]:
         """Add `new` to the block's shields. A shield on the same keys with other values is
@@ -805,7 +932,8 @@ class Synthesizer:
                 merged = _common(old, new)
                 shape = tuple(k for k, _ in old.keys)
                 b.refused[shape] = b.refused.get(shape, 0) + 1
-                if b.refused[shape] >= FORCE_WIDEN or not maybe_sat(region, match_formula(merged, self.d)):
+                m = match_formula(merged, self.d)
+                if b.refused[shape] >= FORCE_WIDEN or self._good_check(b, [region, m], [self.typical, m]) == z3.unsat:
                     return b.shields[:i] + [merged] + b.shields[i + 1 :]
         return b.shields + [new]
 
