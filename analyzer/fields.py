@@ -208,6 +208,9 @@ class Decoder:
         self.emitted = 0  # characters rendered so far: past MAX_TEXT the rest is "…"
         self.last = Layout()
         self.fixed_used = False  # a fixed-offset L4 read was named (see Layout.fixed_l4)
+        #: (kind, sub-term, layout, condition) -> (its text, characters counted, the three kept
+        #: alive) in the rendering under way (`_memo`)
+        self.texts: dict[tuple, tuple] = {}
         #: condition AST id -> what is known of it (`Known`)
         self.known: dict[int, Known] = {}
         #: z3 checks made (`_check`): for bench/fields.py
@@ -585,9 +588,31 @@ class Decoder:
     def _bool(self, t: z3.BoolRef, lay: Layout, cond) -> str:
         if self.emitted > MAX_TEXT:
             return "…"
+        return self._memo("b", t, lay, cond, self._bool_counted)
+
+    def _bool_counted(self, t: z3.BoolRef, lay: Layout, cond) -> str:
         text = self._bool_text(t, lay, cond)
         if not (z3.is_and(t) or z3.is_or(t) or z3.is_not(t)):
             self.emitted += len(text)
+        return text
+
+    def _memo(self, kind: str, t, lay: Layout, cond, make) -> str:
+        """`make(t, lay, cond)`, worked out once per rendering for each sub-term, layout and
+        condition (a sub-term is printed where it occurs: an offset's if-then-else chain
+        under every read at it, a disjunct's literals in each branch). The text is what the
+        first occurrence gave; a later one adds the characters it counted (`emitted`), and
+        is worked out again where those would pass MAX_TEXT (the "…" falls where it falls).
+        Only texts worked out whole are kept. Terms are the rendering's (`_Session`), kept
+        alive by `texts`, so their ids stand for them."""
+        key = (kind, t.get_id(), id(lay), cond.get_id())
+        hit = self.texts.get(key)
+        if hit is not None and self.emitted + hit[1] <= MAX_TEXT:
+            self.emitted += hit[1]
+            return hit[0]
+        before = self.emitted
+        text = make(t, lay, cond)
+        if self.emitted <= MAX_TEXT and text != "…":
+            self.texts[key] = (text, self.emitted - before, t, lay, cond)
         return text
 
     def _bool_text(self, t: z3.BoolRef, lay: Layout, cond) -> str:
@@ -773,6 +798,9 @@ class Decoder:
     def _term(self, t, lay, cond) -> str:
         if self.emitted > MAX_TEXT:
             return "…"
+        return self._memo("t", t, lay, cond, self._term_text)
+
+    def _term_text(self, t, lay, cond) -> str:
         if z3.is_bv_value(t):
             v = t.as_long()
             return str(v) if v < 256 else hex(v)
@@ -875,6 +903,7 @@ class Decoder:
             self._forget()
 
     def _forget(self) -> None:
+        self.texts.clear()
         self.known.clear()
         self.models.clear()
         self.holds.clear()
