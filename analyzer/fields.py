@@ -143,6 +143,11 @@ class Layout:
     #: path does not fix the IHL: such reads are named, with a note
     fixed_l4: tuple[str, int] | None = None
 
+    def constant(self) -> tuple:
+        """What a read at a constant offset is named by (`absolute`, `describe`): the headers
+        at constant offsets, in order, and `fixed_l4`."""
+        return tuple((h, b) for h, b in self.bases.items() if isinstance(b, int)), self.fixed_l4
+
     def name(self, header: str, offset: int, size: int) -> str | None:
         for fname, (off, n) in HEADERS[header].items():
             if off == offset and n == size:
@@ -204,10 +209,16 @@ class Decoder:
         self.longs: dict[int, int] = {}
         self.symbol_cache: dict = {}  # symbols()'s memo over the summaries' definitions
         self.queries = 0  # questions asked for the condition being rendered (MAX_QUERIES)
+        #: what asked something of the condition (a question, a layout, a computed offset, a
+        #: long computation), counted: a text worked out while it stays is `_PURE`
+        self.asked = 0
         self.layouts = 0  # layouts computed (each a few z3 queries), at most MAX_LAYOUTS
         self.emitted = 0  # characters rendered so far: past MAX_TEXT the rest is "…"
         self.last = Layout()
         self.fixed_used = False  # a fixed-offset L4 read was named (see Layout.fixed_l4)
+        #: (kind, sub-term, layout, condition) -> (its text, characters counted, the three kept
+        #: alive) in the rendering under way (`_memo`)
+        self.texts: dict[tuple, tuple] = {}
         #: condition AST id -> what is known of it (`Known`)
         self.known: dict[int, Known] = {}
         #: z3 checks made (`_check`): for bench/fields.py
@@ -247,6 +258,7 @@ class Decoder:
         the budget ends at the same question whatever the models were: which models z3 gives
         can differ between processes (z3 iterates some tables in the order of memory
         addresses), the answers to the questions cannot (unless near the resource limit)."""
+        self.asked += 1
         if self._spent():
             return False
         self.queries += 1
@@ -420,6 +432,7 @@ class Decoder:
     def layout(self, cond: z3.BoolRef, parent: Layout | None = None) -> Layout:
         """Where the headers of packets satisfying `cond` are (`parent` when that cannot be
         worked out: too many layouts asked for, or `cond` unsatisfiable)."""
+        self.asked += 1
         if self.layouts >= MAX_LAYOUTS:
             return parent or self.last
         self.layouts += 1
@@ -459,6 +472,7 @@ class Decoder:
         """(header, offset) of a packet byte index (absolute if it is a constant)."""
         if z3.is_bv_value(index):
             return ("pkt", index.as_long())
+        self.asked += 1  # what follows depends on the condition (`_memo`)
         for header, base in lay.bases.items():
             if isinstance(base, int):
                 continue
@@ -585,9 +599,55 @@ class Decoder:
     def _bool(self, t: z3.BoolRef, lay: Layout, cond) -> str:
         if self.emitted > MAX_TEXT:
             return "…"
+        return self._memo("b", t, lay, cond, self._bool_counted)
+
+    def _bool_counted(self, t: z3.BoolRef, lay: Layout, cond) -> str:
         text = self._bool_text(t, lay, cond)
         if not (z3.is_and(t) or z3.is_or(t) or z3.is_not(t)):
             self.emitted += len(text)
+        return text
+
+    def _memo(self, kind: str, t, lay: Layout, cond, make) -> str:
+        """`make(t, lay, cond)`, worked out once per rendering for each sub-term, layout and
+        condition (a sub-term is printed where it occurs: an offset's if-then-else chain
+        under every read at it, a disjunct's literals in each branch). The text is what the
+        first occurrence gave; a later one adds the characters it counted (`emitted`), and
+        is worked out again where those would pass MAX_TEXT (the "…" falls where it falls).
+        Only texts worked out whole are kept. Terms are the rendering's (`_Session`), kept
+        alive by `texts`, so their ids stand for them.
+
+        A text worked out without asking anything of the condition (no question, layout,
+        read at a computed offset nor long computation: `asked` unchanged) is a function of
+        the sub-term and the layout's constant bases alone (where each header starts, what
+        names fixed-offset L4 reads): kept across renderings too (`_PURE`), for the same
+        sub-term in other paths' conditions (the VLAN and ethertype tests every path of a
+        parser repeats). Taking it asks nothing either, so the questions and layouts the
+        rendering counts are the ones it counted without it: the same text."""
+        tid = t.get_id()
+        key = (kind, tid, id(lay), cond.get_id())
+        hit = self.texts.get(key)
+        if hit is not None and self.emitted + hit[1] <= MAX_TEXT:
+            self.emitted += hit[1]
+            return hit[0]
+        pure_key = (kind, tid, lay.constant())
+        pure = _PURE.get(pure_key)
+        if pure is not None and pure[3].ctx == t.ctx and self.emitted + pure[1] <= MAX_TEXT:
+            self.emitted += pure[1]
+            self.fixed_used = self.fixed_used or pure[2]
+            self.texts[key] = (pure[0], pure[1], t, lay, cond)
+            return pure[0]
+        before, asked, fixed = self.emitted, self.asked, self.fixed_used
+        self.fixed_used = False
+        try:
+            text = make(t, lay, cond)
+        finally:
+            used, self.fixed_used = self.fixed_used, fixed or self.fixed_used
+        if self.emitted <= MAX_TEXT and text != "…":
+            self.texts[key] = (text, self.emitted - before, t, lay, cond)
+            if self.asked == asked:
+                if len(_PURE) > 200_000:
+                    _PURE.clear()
+                _PURE[pure_key] = (text, self.emitted - before, used, t)
         return text
 
     def _bool_text(self, t: z3.BoolRef, lay: Layout, cond) -> str:
@@ -773,6 +833,9 @@ class Decoder:
     def _term(self, t, lay, cond) -> str:
         if self.emitted > MAX_TEXT:
             return "…"
+        return self._memo("t", t, lay, cond, self._term_text)
+
+    def _term_text(self, t, lay, cond) -> str:
         if z3.is_bv_value(t):
             v = t.as_long()
             return str(v) if v < 256 else hex(v)
@@ -875,6 +938,7 @@ class Decoder:
             self._forget()
 
     def _forget(self) -> None:
+        self.texts.clear()
         self.known.clear()
         self.models.clear()
         self.holds.clear()
@@ -885,6 +949,7 @@ class Decoder:
         """`hash(fields)` (or `f(fields)`) for a long computation: its inputs named, its
         operations not. Marked with its number in this condition (`render` keeps the number
         only when there are several distinct ones)."""
+        self.asked += 1  # numbered per condition (`_memo`)
         number = self.longs.setdefault(t.get_id(), len(self.longs) + 1)
         label = "hash" if _shape(t)[0] >= MIX_OPS else "f"
         return f"\x01{number}\x02{label}({', '.join(self._inputs(t, lay, cond)) or '-'})"
@@ -1249,6 +1314,12 @@ def _be(o: int, n: int) -> z3.BitVecRef:
     return z3.Concat(*[_byte(o + i) for i in range(n)]) if n > 1 else _byte(o)
 
 
+#: Texts of sub-terms worked out without asking anything of the condition (`Decoder._memo`):
+#: (kind, AST id, Layout.constant()) -> (text, characters counted, whether a fixed-offset
+#: L4 read was named, the term: kept alive so that its id is not given to another term).
+_PURE: dict[tuple, tuple[str, int, bool, z3.ExprRef]] = {}
+
+
 #: z3's answers to the questions asked alone (`Decoder._check`): the AST ids of the formulas
 #: asked, in order -> (the answer, a model when sat, the formulas: kept alive so that their ids
 #: are not given to other terms). Each asked in a fresh z3 context: a function of the question.
@@ -1313,8 +1384,9 @@ class _Session:
 
 
 def forget() -> None:
-    """Drop the answers kept across renderings (`_ANSWERS`): for timing a cold decoding."""
+    """Drop what is kept across renderings (`_ANSWERS`, `_PURE`): for timing a cold decoding."""
     _ANSWERS.clear()
+    _PURE.clear()
 
 
 def canonical(t: z3.ExprRef) -> z3.ExprRef:
