@@ -189,23 +189,33 @@ class Exploration:
             self._conditions[path.id] = memo
         return memo[1]
 
-    def expand(self, expr: z3.ExprRef) -> z3.ExprRef:
-        """`expr` with every branch literal replaced by its condition over inputs."""
+    def expand(self, expr: z3.ExprRef, cache: dict | None = None) -> z3.ExprRef:
+        """`expr` with every branch literal replaced by its condition over inputs. `cache`:
+        a `symbols` cache of the caller's that finds the literals `expr` reads (mapuse
+        shares one over all the terms it expands); without one, `expr` is walked afresh."""
         if self._expanded is None:
             self._expanded = {}
+            # one symbols cache over the definitions: it holds the definitions' own terms
+            # (alive in `definitions` anyway), so no term lives longer for it, and a merged
+            # value's if-then-else under many definitions is walked once, not per definition
+            shared: dict = {}
             for lit, cond in self.definitions:  # each refers to earlier literals only
                 name = lit.decl().name()
-                self._expanded[name] = (lit, self._substitute_literals(cond))
-        return self._substitute_literals(expr)
+                self._expanded[name] = (lit, self._substitute_literals(cond, shared))
+        return self._substitute_literals(expr, cache)
 
-    def _substitute_literals(self, expr: z3.ExprRef) -> z3.ExprRef:
+    def literal_condition(self, name: str) -> z3.BoolRef:
+        """The condition over inputs that branch literal `name` (`b!<n>`) stands for."""
+        if self._expanded is None:
+            self.expand(z3.BoolVal(True))
+        return self._expanded[name][1]
+
+    def _substitute_literals(self, expr: z3.ExprRef, cache: dict | None = None) -> z3.ExprRef:
         """z3.substitute(expr, (literal, its expansion)...) for the literals `expr` reads,
         through z3's C API for a Boolean `expr` (no sort checks per pair), the literals
-        being the definitions' own terms (no z3.Bool per name). The same terms as before, made
-        in the same order: a symbol cache shared over the definitions would be faster but
-        keeps terms alive, which moves later terms' ids and with them z3's choices
-        (the printed conditions)."""
-        names = [n for n in sorted(symbols(expr)) if n.startswith("b!")]
+        being the definitions' own terms (no z3.Bool per name). The same terms, made in
+        the same order, whatever `cache` (see `expand`): it only finds the literals."""
+        names = [n for n in sorted(symbols(expr, cache)) if n.startswith("b!")]
         if not names:
             return expr
         pairs = [self._expanded[n] for n in names]
