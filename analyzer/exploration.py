@@ -17,7 +17,7 @@ from z3 import z3core
 from lifter.program import BpfObject, Program
 
 from .state import Effect, MapAccess, MapWrite
-from .symbolic import Source, symbols
+from .symbolic import Z3_C, Source, symbols
 from .xdp import INVALID, VERDICTS
 
 __all__ = [
@@ -236,9 +236,30 @@ class Exploration:
         assertions = self.solver.assertions()
         if self._environment is None or self._environment[0] != len(assertions):
             cache: dict = {}
-            env = [a for a in assertions if not any(n.startswith("b!") for n in symbols(a, cache))]
+            env = [
+                a
+                for a in assertions
+                if not _is_definition(a) and not any(n.startswith("b!") for n in symbols(a, cache))
+            ]
             self._environment = (len(assertions), env)
         return list(self._environment[1])
+
+
+def _is_definition(a: z3.BoolRef) -> bool:
+    """Whether assertion `a` is a branch literal's definition `b!<n> == condition` (as the
+    explorer asserts them), read from its top through z3's C API: it reads a literal, so it
+    is no part of the environment, and its condition need not be walked."""
+    ref, ast = Z3_C.handles(a)
+    if Z3_C.ast_kind(ref, ast) != z3.Z3_APP_AST or Z3_C.decl_kind(ref, Z3_C.decl(ref, ast)) != z3.Z3_OP_EQ:
+        return False
+    lhs = Z3_C.arg(ref, ast, 0)
+    if Z3_C.ast_kind(ref, lhs) != z3.Z3_APP_AST or Z3_C.num_args(ref, lhs) != 0:
+        return False
+    decl = Z3_C.decl(ref, lhs)
+    if Z3_C.decl_kind(ref, decl) != z3.Z3_OP_UNINTERPRETED:
+        return False
+    name = Z3_C.symbol(ref, Z3_C.decl_name(ref, decl))
+    return (name.decode() if isinstance(name, bytes) else name).startswith("b!")
 
 
 class ExplorationError(Exception):
