@@ -509,7 +509,7 @@ class _Generalised:
         for shape in shapes:
             keys: dict[int, z3.ExprRef] = {}
             pairs = []
-            for read in _in_order([shape], lambda x: z3.is_app(x) and x.decl().name() in self.skeleton.names):
+            for read in _in_order([shape], self._is_read):
                 key = read.arg(0)
                 if self.skeleton._reads(key):
                     return None
@@ -523,14 +523,22 @@ class _Generalised:
             out.setdefault(general.get_id(), general)
         return list(out.values())
 
+    def _is_read(self, ref, a, aid: int) -> bool:
+        """Whether raw AST `a` applies one of the map's functions (`_in_order`'s test)."""
+        if _AST_KIND(ref, a) != z3.Z3_APP_AST:
+            return False
+        decl = _DECL(ref, a)
+        if _DECL_KIND(ref, decl) != z3.Z3_OP_UNINTERPRETED:
+            return False
+        name = _SYMBOL(ref, _DECL_NAME(ref, decl))
+        return (name.decode() if isinstance(name, bytes) else name) in self.skeleton.names
+
     def _renamed(self, sketch):
-        parts = _in_order([t for w in sketch for t in _terms(w)], lambda x: x.get_id() in self.skeleton.parts)
+        parts = _in_order([t for w in sketch for t in _terms(w)], lambda ref, a, aid: aid in self.skeleton.parts)
         pairs = [(v, z3.Const(f"mapuse.w.{i}", v.sort())) for i, v in enumerate(parts)]
         if not pairs:
             return sketch
-
-        def r(x):
-            return z3.substitute(x, *pairs)
+        r = _substitution(pairs)
 
         return tuple(
             type(w)(w.kind, r(w.key), None if w.off is None else r(w.off), tuple(r(d) for d in w.data)) for w in sketch
@@ -538,22 +546,41 @@ class _Generalised:
 
 
 def _in_order(exprs: list[z3.ExprRef], wanted) -> list[z3.ExprRef]:
-    """The distinct subterms of `exprs` for which `wanted` holds, in the order a depth-first
-    walk meets them (the same order for terms of the same shape): not below a wanted one."""
-    out: dict[int, z3.ExprRef] = {}
+    """The distinct subterms of `exprs` for which `wanted(ref, ast, id)` holds (a raw AST of
+    a `Z3_C` walk), in the order a depth-first walk meets them (the same order for terms of
+    the same shape): not below a wanted one."""
+    if not exprs:
+        return []
+    ctx = exprs[0].ctx
+    ref = Z3_C.handles(exprs[0])[0]
+    out: dict[int, object] = {}
     seen: set[int] = set()
     for root in exprs:
-        stack = [root]
+        stack = [(Z3_C.handles(root)[1], root.get_id())]
         while stack:
-            x = stack.pop()
-            if x.get_id() in seen:
+            a, aid = stack.pop()
+            if aid in seen:
                 continue
-            seen.add(x.get_id())
-            if wanted(x):
-                out.setdefault(x.get_id(), x)
-            elif z3.is_app(x):
-                stack.extend(reversed(x.children()))
-    return list(out.values())
+            seen.add(aid)
+            if wanted(ref, a, aid):
+                out.setdefault(aid, a)
+            elif _AST_KIND(ref, a) in (z3.Z3_APP_AST, z3.Z3_NUMERAL_AST):
+                kids = [_ARG(ref, a, i) for i in range(_NUM_ARGS(ref, a))]
+                stack.extend((k, _AST_ID(ref, k)) for k in reversed(kids))
+    return [wrap(ctx, a) for a in out.values()]
+
+
+def _substitution(pairs: list[tuple[z3.ExprRef, z3.ExprRef]]):
+    """z3.substitute(x, *pairs) as a function, for pairs whose sorts match (no sort check
+    per pair and call: the C arrays are built once)."""
+    n = len(pairs)
+    frm = (z3.Ast * n)(*[a.as_ast() for a, _ in pairs])
+    to = (z3.Ast * n)(*[b.as_ast() for _, b in pairs])
+
+    def substitute(x: z3.ExprRef) -> z3.ExprRef:
+        return wrap(x.ctx, z3core.Z3_substitute(x.ctx.ref(), x.as_ast(), n, frm, to))
+
+    return substitute
 
 
 def _map_decls(expr: z3.ExprRef, name: str) -> list[z3.FuncDeclRef]:
