@@ -17,7 +17,7 @@ from z3 import z3core
 from lifter.program import BpfObject, Program
 
 from .state import Effect, MapAccess, MapWrite
-from .symbolic import Source, symbols
+from .symbolic import Z3_C, Source, symbols
 from .xdp import INVALID, VERDICTS
 
 __all__ = [
@@ -189,23 +189,33 @@ class Exploration:
             self._conditions[path.id] = memo
         return memo[1]
 
-    def expand(self, expr: z3.ExprRef) -> z3.ExprRef:
-        """`expr` with every branch literal replaced by its condition over inputs."""
+    def expand(self, expr: z3.ExprRef, cache: dict | None = None) -> z3.ExprRef:
+        """`expr` with every branch literal replaced by its condition over inputs. `cache`:
+        a `symbols` cache of the caller's that finds the literals `expr` reads (mapuse
+        shares one over all the terms it expands); without one, `expr` is walked afresh."""
         if self._expanded is None:
             self._expanded = {}
+            # one symbols cache over the definitions: it holds the definitions' own terms
+            # (alive in `definitions` anyway), so no term lives longer for it, and a merged
+            # value's if-then-else under many definitions is walked once, not per definition
+            shared: dict = {}
             for lit, cond in self.definitions:  # each refers to earlier literals only
                 name = lit.decl().name()
-                self._expanded[name] = (lit, self._substitute_literals(cond))
-        return self._substitute_literals(expr)
+                self._expanded[name] = (lit, self._substitute_literals(cond, shared))
+        return self._substitute_literals(expr, cache)
 
-    def _substitute_literals(self, expr: z3.ExprRef) -> z3.ExprRef:
+    def literal_condition(self, name: str) -> z3.BoolRef:
+        """The condition over inputs that branch literal `name` (`b!<n>`) stands for."""
+        if self._expanded is None:
+            self.expand(z3.BoolVal(True))
+        return self._expanded[name][1]
+
+    def _substitute_literals(self, expr: z3.ExprRef, cache: dict | None = None) -> z3.ExprRef:
         """z3.substitute(expr, (literal, its expansion)...) for the literals `expr` reads,
         through z3's C API for a Boolean `expr` (no sort checks per pair), the literals
-        being the definitions' own terms (no z3.Bool per name). The same terms as before, made
-        in the same order: a symbol cache shared over the definitions would be faster but
-        keeps terms alive, which moves later terms' ids and with them z3's choices
-        (the printed conditions)."""
-        names = [n for n in sorted(symbols(expr)) if n.startswith("b!")]
+        being the definitions' own terms (no z3.Bool per name). The same terms, made in
+        the same order, whatever `cache` (see `expand`): it only finds the literals."""
+        names = [n for n in sorted(symbols(expr, cache)) if n.startswith("b!")]
         if not names:
             return expr
         pairs = [self._expanded[n] for n in names]
@@ -226,9 +236,30 @@ class Exploration:
         assertions = self.solver.assertions()
         if self._environment is None or self._environment[0] != len(assertions):
             cache: dict = {}
-            env = [a for a in assertions if not any(n.startswith("b!") for n in symbols(a, cache))]
+            env = [
+                a
+                for a in assertions
+                if not _is_definition(a) and not any(n.startswith("b!") for n in symbols(a, cache))
+            ]
             self._environment = (len(assertions), env)
         return list(self._environment[1])
+
+
+def _is_definition(a: z3.BoolRef) -> bool:
+    """Whether assertion `a` is a branch literal's definition `b!<n> == condition` (as the
+    explorer asserts them), read from its top through z3's C API: it reads a literal, so it
+    is no part of the environment, and its condition need not be walked."""
+    ref, ast = Z3_C.handles(a)
+    if Z3_C.ast_kind(ref, ast) != z3.Z3_APP_AST or Z3_C.decl_kind(ref, Z3_C.decl(ref, ast)) != z3.Z3_OP_EQ:
+        return False
+    lhs = Z3_C.arg(ref, ast, 0)
+    if Z3_C.ast_kind(ref, lhs) != z3.Z3_APP_AST or Z3_C.num_args(ref, lhs) != 0:
+        return False
+    decl = Z3_C.decl(ref, lhs)
+    if Z3_C.decl_kind(ref, decl) != z3.Z3_OP_UNINTERPRETED:
+        return False
+    name = Z3_C.symbol(ref, Z3_C.decl_name(ref, decl))
+    return (name.decode() if isinstance(name, bytes) else name).startswith("b!")
 
 
 class ExplorationError(Exception):

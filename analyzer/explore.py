@@ -83,6 +83,7 @@ from .symbolic import (
     PACKET_FRAGS,
     PACKET_LEN,
     XDP_MD_FIELDS,
+    Z3_C,
     Fresh,
     Pointer,
     Region,
@@ -764,23 +765,23 @@ class Explorer:
         eid = e.get_id()
         if eid in depths:
             return depths[eid][0]
-        ctx = e.ctx_ref()
-        stack = [e.as_ast()]
+        ctx, root = Z3_C.handles(e)  # z3's C functions, unchecked where this build allows
+        ast_id, num_args, arg, decl = Z3_C.ast_id, Z3_C.num_args, Z3_C.arg, Z3_C.decl
+        stack = [(root, eid)]
         while stack:
-            a = stack[-1]
-            aid = z3.Z3_get_ast_id(ctx, a)
+            a, aid = stack[-1]
             if aid in depths:
                 stack.pop()
                 continue
-            n = z3.Z3_get_app_num_args(ctx, a) if z3.Z3_get_ast_kind(ctx, a) == z3.Z3_APP_AST else 0
-            if n and z3.Z3_get_decl_kind(ctx, z3.Z3_get_app_decl(ctx, a)) in _ATOMIC_OPS:
+            n = num_args(ctx, a) if Z3_C.ast_kind(ctx, a) == z3.Z3_APP_AST else 0
+            if n and Z3_C.decl_kind(ctx, decl(ctx, a)) in _ATOMIC_OPS:
                 n = 0
-            kids = [z3.Z3_get_app_arg(ctx, a, i) for i in range(n)]
-            missing = [k for k in kids if z3.Z3_get_ast_id(ctx, k) not in depths]
+            kids = [(k, ast_id(ctx, k)) for k in (arg(ctx, a, i) for i in range(n))]
+            missing = [k for k in kids if k[1] not in depths]
             if missing:
                 stack.extend(missing)
                 continue
-            depths[aid] = (1 + max((depths[z3.Z3_get_ast_id(ctx, k)][0] for k in kids), default=0), e)
+            depths[aid] = (1 + max((depths[k][0] for _, k in kids), default=0), e)
             stack.pop()
         return depths[eid][0]
 

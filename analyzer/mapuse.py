@@ -32,11 +32,16 @@ import time
 from dataclasses import dataclass
 
 import z3
+from z3 import z3core
 
 from .exploration import Exploration, Path
 from .fields import decode_deadline
 from .state import byte_after, found_after
-from .symbolic import source_of, symbols
+from .symbolic import Z3_C, source_of, symbols, wrap, wrap_decl
+
+_AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
+_DECL, _DECL_KIND, _DECL_NAME, _SYMBOL = Z3_C.decl, Z3_C.decl_kind, Z3_C.decl_name, Z3_C.symbol
+_SORT, _SORT_KIND = Z3_C.sort, Z3_C.sort_kind
 
 #: Per z3 query: a deterministic resource limit (z3's rlimit), not a time, so that a proof's
 #: answer does not depend on the machine's speed or load (issue 14: the same object must
@@ -86,18 +91,13 @@ class _Prover:
         """`e.expand(t)`, once per term and without walking the term again (write logs
         repeat a long key in every byte): its literals' conditions in place of them."""
         memo = self.expanded.get(t.get_id())
-        if memo is None:
-            literals = [n for n in sorted(symbols(t, self.names)) if n.startswith("b!")]
-            pairs = [(z3.Bool(n), self.literal(n)) for n in literals]
-            memo = self.expanded[t.get_id()] = (z3.substitute(t, *pairs) if pairs else t, t)
+        if memo is None:  # the literals found through the prover's symbols cache
+            memo = self.expanded[t.get_id()] = (self.e.expand(t, self.names), t)
         return memo[0]
 
     def literal(self, name: str) -> z3.BoolRef:
         """The condition over inputs branch literal `name` stands for."""
-        memo = self.expanded.get(name)
-        if memo is None:
-            memo = self.expanded[name] = (self.e.expand(z3.Bool(name)), None)
-        return memo[0]
+        return self.e.literal_condition(name)
 
     def inputs(self, t: z3.ExprRef) -> frozenset[str]:
         """The names `e.expand(t)` reads, without expanding it."""
@@ -317,65 +317,138 @@ class _Skeleton:
             memo = self.reads[e.get_id()] = (self.names[0] in names or self.names[1] in names, e)
         return memo[0]
 
+    def _reads_raw(self, ref, a, aid: int, ctx: z3.Context) -> bool:
+        """`_reads` of a raw AST met in a walk under a term `symbols` has cached (its
+        compound subterms are in the cache, with the root that keeps them alive)."""
+        memo = self.reads.get(aid)
+        if memo is None:
+            cached = self.symbols.get(aid)
+            if cached is None:  # a leaf: not in the cache
+                x = wrap(ctx, a)
+                cached = (symbols(x, self.symbols), x)
+            names = cached[0]
+            memo = self.reads[aid] = (self.names[0] in names or self.names[1] in names, cached[1])
+        return memo[0]
+
     def __call__(self, e: z3.ExprRef) -> z3.ExprRef:
-        """The skeleton of `e`, from the top: only parts that read the map are walked into."""
-        stack = [e]
+        """The skeleton of `e`, from the top: only parts that read the map are walked into.
+        Walked through z3's C API (`Z3_C`): a Python term is made only for what is kept
+        (the parts, the terms rebuilt from them)."""
+        memo = self.memo
+        eid = e.get_id()
+        if eid in memo:
+            return memo[eid][0]
+        ctx = e.ctx
+        ref, root = Z3_C.handles(e)
+        symbols(e, self.symbols)  # every compound subterm's names, cached by id
+        stack = [(root, eid)]
         while stack:
-            x = stack[-1]
-            if x.get_id() in self.memo:
+            a, aid = stack[-1]
+            if aid in memo:
                 stack.pop()
                 continue
-            if not self._reads(x):
-                constant = z3.is_bv_value(x) or z3.is_true(x) or z3.is_false(x)
+            if not self._reads_raw(ref, a, aid, ctx):
+                x = wrap(ctx, a)
+                constant = _is_constant(ref, a)
                 part = x if constant else z3.FreshConst(x.sort(), "part")
-                self.memo[x.get_id()] = (part, x)
+                memo[aid] = (part, x)
                 if not constant:
                     self.parts.add(part.get_id())
                 stack.pop()
                 continue
-            kids = x.children()
-            missing = [k for k in kids if k.get_id() not in self.memo]
+            n = _NUM_ARGS(ref, a)  # a term that reads the map: an application
+            kids = [_ARG(ref, a, i) for i in range(n)]
+            ids = [_AST_ID(ref, k) for k in kids]
+            missing = [(k, i) for k, i in zip(kids, ids) if i not in memo]
             if missing:
                 stack.extend(missing)
                 continue
-            if x.decl().name() in self.names:
-                self.decls.setdefault(x.decl().sexpr(), x.decl())
-            out = x.decl()(*[self.memo[k.get_id()][0] for k in kids]) if kids else x
-            self.memo[x.get_id()] = (out, x)
+            x = wrap(ctx, a)
+            if n:
+                decl = wrap_decl(ctx, _DECL(ref, a))
+                if decl.name() in self.names:
+                    self.decls.setdefault(decl.sexpr(), decl)
+                args = (z3.Ast * n)(*[memo[i][0].as_ast() for i in ids])
+                out = wrap(ctx, z3core.Z3_mk_app(ctx.ref(), decl.as_func_decl(), n, args))
+            else:
+                out = x
+            memo[aid] = (out, x)
             stack.pop()
-        return self.memo[e.get_id()][0]
+        return memo[eid][0]
 
     def atoms(self, terms: list[z3.ExprRef]) -> list[z3.BoolRef] | None:
         """The map-reading yes/no questions `terms` are built from (a comparison with a
         map value, an entry's existence), when every read of the map in them is inside
         one; else None. Proving each atom preserved is small where the whole term (path
-        offsets merged over dozens of paths) is not."""
-        inner: dict[int, tuple[bool, z3.ExprRef]] = {}  # a proper subterm is a reading atom
+        offsets merged over dozens of paths) is not. Only the parts that read the map are
+        walked (through z3's C API): the others hold no atom and no read."""
+        if not terms:
+            return []
+        ctx = terms[0].ctx
+        ref = Z3_C.handles(terms[0])[0]
+        for t in terms:
+            symbols(t, self.symbols)
 
-        def is_bool_read(x):
-            return z3.is_bool(x) and self._reads(x)
+        def is_bool_read(a, aid):
+            return _SORT_KIND(ref, _SORT(ref, a)) == z3.Z3_BOOL_SORT and self._reads_raw(ref, a, aid, ctx)
 
-        found: dict[int, z3.BoolRef] = {}
-        stack = list(terms)
+        inner: dict[int, bool] = {}  # id -> a proper subterm is a reading atom (terms alive)
+        found: dict[int, object] = {}  # id -> raw AST of an atom
+        stack = [(Z3_C.handles(t)[1], t.get_id()) for t in terms]
         while stack:
-            x = stack[-1]
-            if x.get_id() in inner:
+            a, aid = stack[-1]
+            if aid in inner:
                 stack.pop()
                 continue
-            kids = x.children() if z3.is_app(x) else []
-            missing = [k for k in kids if k.get_id() not in inner]
+            if not self._reads_raw(ref, a, aid, ctx):
+                inner[aid] = False
+                stack.pop()
+                continue
+            n = _NUM_ARGS(ref, a) if _AST_KIND(ref, a) == z3.Z3_APP_AST else 0
+            kids = [_ARG(ref, a, i) for i in range(n)]
+            ids = [_AST_ID(ref, k) for k in kids]
+            missing = [(k, i) for k, i in zip(kids, ids) if i not in inner]
             if missing:
                 stack.extend(missing)
                 continue
-            below = any(inner[k.get_id()][0] or is_bool_read(k) for k in kids)
-            inner[x.get_id()] = (below, x)
-            if not below and is_bool_read(x):
-                found[x.get_id()] = x
+            below = any(inner[i] or is_bool_read(k, i) for k, i in zip(kids, ids))
+            inner[aid] = below
+            if not below and is_bool_read(a, aid):
+                found[aid] = a
             stack.pop()
-        marks = [(a, z3.FreshBool("atom")) for a in found.values()]
-        if any(self._reads(z3.substitute(t, *marks) if marks else t) for t in terms):
+        if self._read_outside(ref, terms, found):
             return None
-        return list(found.values())
+        return [wrap(ctx, a) for a in found.values()]
+
+    def _read_outside(self, ref, terms: list[z3.ExprRef], atoms: dict[int, object]) -> bool:
+        """Whether some term reads the map outside `atoms` (id -> raw AST): what the terms
+        would still read with each atom replaced by a fresh yes/no symbol."""
+        ctx = terms[0].ctx
+        stack = [(Z3_C.handles(t)[1], t.get_id()) for t in terms]
+        seen: set[int] = set()
+        while stack:
+            a, aid = stack.pop()
+            if aid in seen or aid in atoms:
+                continue
+            seen.add(aid)
+            if _AST_KIND(ref, a) != z3.Z3_APP_AST or not self._reads_raw(ref, a, aid, ctx):
+                continue
+            if _DECL_KIND(ref, _DECL(ref, a)) == z3.Z3_OP_UNINTERPRETED and _NUM_ARGS(ref, a):
+                name = _SYMBOL(ref, _DECL_NAME(ref, _DECL(ref, a)))
+                if (name.decode() if isinstance(name, bytes) else name) in self.names:
+                    return True
+            n = _NUM_ARGS(ref, a)
+            stack.extend((k, _AST_ID(ref, k)) for k in (_ARG(ref, a, i) for i in range(n)))
+        return False
+
+
+def _is_constant(ref, a) -> bool:
+    """Whether raw AST `a` is a bit-vector value, true or false (z3.is_bv_value, is_true,
+    is_false)."""
+    kind = _AST_KIND(ref, a)
+    if kind == z3.Z3_NUMERAL_AST:
+        return _SORT_KIND(ref, _SORT(ref, a)) == z3.Z3_BV_SORT
+    return kind == z3.Z3_APP_AST and _DECL_KIND(ref, _DECL(ref, a)) in (z3.Z3_OP_TRUE, z3.Z3_OP_FALSE)
 
 
 class _After:
@@ -436,7 +509,7 @@ class _Generalised:
         for shape in shapes:
             keys: dict[int, z3.ExprRef] = {}
             pairs = []
-            for read in _in_order([shape], lambda x: z3.is_app(x) and x.decl().name() in self.skeleton.names):
+            for read in _in_order([shape], self._is_read):
                 key = read.arg(0)
                 if self.skeleton._reads(key):
                     return None
@@ -450,14 +523,22 @@ class _Generalised:
             out.setdefault(general.get_id(), general)
         return list(out.values())
 
+    def _is_read(self, ref, a, aid: int) -> bool:
+        """Whether raw AST `a` applies one of the map's functions (`_in_order`'s test)."""
+        if _AST_KIND(ref, a) != z3.Z3_APP_AST:
+            return False
+        decl = _DECL(ref, a)
+        if _DECL_KIND(ref, decl) != z3.Z3_OP_UNINTERPRETED:
+            return False
+        name = _SYMBOL(ref, _DECL_NAME(ref, decl))
+        return (name.decode() if isinstance(name, bytes) else name) in self.skeleton.names
+
     def _renamed(self, sketch):
-        parts = _in_order([t for w in sketch for t in _terms(w)], lambda x: x.get_id() in self.skeleton.parts)
+        parts = _in_order([t for w in sketch for t in _terms(w)], lambda ref, a, aid: aid in self.skeleton.parts)
         pairs = [(v, z3.Const(f"mapuse.w.{i}", v.sort())) for i, v in enumerate(parts)]
         if not pairs:
             return sketch
-
-        def r(x):
-            return z3.substitute(x, *pairs)
+        r = _substitution(pairs)
 
         return tuple(
             type(w)(w.kind, r(w.key), None if w.off is None else r(w.off), tuple(r(d) for d in w.data)) for w in sketch
@@ -465,22 +546,41 @@ class _Generalised:
 
 
 def _in_order(exprs: list[z3.ExprRef], wanted) -> list[z3.ExprRef]:
-    """The distinct subterms of `exprs` for which `wanted` holds, in the order a depth-first
-    walk meets them (the same order for terms of the same shape): not below a wanted one."""
-    out: dict[int, z3.ExprRef] = {}
+    """The distinct subterms of `exprs` for which `wanted(ref, ast, id)` holds (a raw AST of
+    a `Z3_C` walk), in the order a depth-first walk meets them (the same order for terms of
+    the same shape): not below a wanted one."""
+    if not exprs:
+        return []
+    ctx = exprs[0].ctx
+    ref = Z3_C.handles(exprs[0])[0]
+    out: dict[int, object] = {}
     seen: set[int] = set()
     for root in exprs:
-        stack = [root]
+        stack = [(Z3_C.handles(root)[1], root.get_id())]
         while stack:
-            x = stack.pop()
-            if x.get_id() in seen:
+            a, aid = stack.pop()
+            if aid in seen:
                 continue
-            seen.add(x.get_id())
-            if wanted(x):
-                out.setdefault(x.get_id(), x)
-            elif z3.is_app(x):
-                stack.extend(reversed(x.children()))
-    return list(out.values())
+            seen.add(aid)
+            if wanted(ref, a, aid):
+                out.setdefault(aid, a)
+            elif _AST_KIND(ref, a) in (z3.Z3_APP_AST, z3.Z3_NUMERAL_AST):
+                kids = [_ARG(ref, a, i) for i in range(_NUM_ARGS(ref, a))]
+                stack.extend((k, _AST_ID(ref, k)) for k in reversed(kids))
+    return [wrap(ctx, a) for a in out.values()]
+
+
+def _substitution(pairs: list[tuple[z3.ExprRef, z3.ExprRef]]):
+    """z3.substitute(x, *pairs) as a function, for pairs whose sorts match (no sort check
+    per pair and call: the C arrays are built once)."""
+    n = len(pairs)
+    frm = (z3.Ast * n)(*[a.as_ast() for a, _ in pairs])
+    to = (z3.Ast * n)(*[b.as_ast() for _, b in pairs])
+
+    def substitute(x: z3.ExprRef) -> z3.ExprRef:
+        return wrap(x.ctx, z3core.Z3_substitute(x.ctx.ref(), x.as_ast(), n, frm, to))
+
+    return substitute
 
 
 def _map_decls(expr: z3.ExprRef, name: str) -> list[z3.FuncDeclRef]:

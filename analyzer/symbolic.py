@@ -280,6 +280,27 @@ def _z3c() -> Z3C:
 
 #: The C functions of this z3 build (see Z3C).
 Z3_C = _z3c()
+
+#: z3's public Python classes for a term, by its sort's kind (`wrap`).
+_CLASS_OF_SORT = {z3.Z3_BOOL_SORT: z3.BoolRef, z3.Z3_BV_SORT: z3.BitVecRef, z3.Z3_ARRAY_SORT: z3.ArrayRef}
+
+
+def wrap(ctx: z3.Context, ast) -> z3.ExprRef:
+    """A raw AST (of a `Z3_C` walk) of context `ctx` as z3's Python term of its sort's class
+    (BoolRef, BitVecRef, ArrayRef; else ExprRef), which keeps the term alive. `ast` may
+    also be what z3core's wrappers return (a ctypes object)."""
+    if Z3_C.raw and not isinstance(ast, int):
+        ast = ast.value
+    ref = ctx.ref().value if Z3_C.raw else ctx.ref()
+    cls = _CLASS_OF_SORT.get(Z3_C.sort_kind(ref, Z3_C.sort(ref, ast)), z3.ExprRef)
+    return cls(z3.Ast.from_buffer_copy(ctypes.c_void_p(ast)) if Z3_C.raw else ast, ctx)
+
+
+def wrap_decl(ctx: z3.Context, decl) -> z3.FuncDeclRef:
+    """A raw function declaration (`Z3_C.decl`) of context `ctx` as z3's FuncDeclRef."""
+    return z3.FuncDeclRef(z3.FuncDecl.from_buffer_copy(ctypes.c_void_p(decl)) if Z3_C.raw else decl, ctx)
+
+
 _AST_KIND, _AST_ID, _NUM_ARGS, _ARG = Z3_C.ast_kind, Z3_C.ast_id, Z3_C.num_args, Z3_C.arg
 _DECL, _DECL_KIND, _DECL_NAME = Z3_C.decl, Z3_C.decl_kind, Z3_C.decl_name
 _SYMBOL, _BODY = Z3_C.symbol, Z3_C.body
