@@ -158,9 +158,19 @@ class TimedSolver(SimSolver):
     API stops it at 1.0 s): a single call is kept short by MAX_PRODUCTS instead.
     `deadline` None: no deadline (the cross-check's calls after the exploration)."""
 
-    def __init__(self, deadline: float | None = None, clock=time.perf_counter, **kwargs):
+    def __init__(self, deadline: float | None = None, clock=time.perf_counter, ctx=None, **kwargs):
         super().__init__(**kwargs)
-        self.deadline, self.clock = deadline, clock
+        self._deadline, self.clock, self.ctx = deadline, clock, ctx
+
+    @property
+    def deadline(self) -> float | None:
+        """The exploration's deadline: its Context's (`ctx`), which a protocol walk's probe
+        moves nearer (`Step.load_anywhere`), else the one given; set: that one, no Context."""
+        return self.ctx.deadline if self.ctx is not None else self._deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self._deadline, self.ctx = value, None
 
     @property
     def _solver(self):
@@ -180,7 +190,7 @@ class TimedSolver(SimSolver):
 
     def copy(self, memo):
         c = super().copy(memo)
-        c.deadline, c.clock = self.deadline, self.clock
+        c._deadline, c.clock, c.ctx = self._deadline, self.clock, self.ctx
         return c
 
     def _past_deadline(self, e=None) -> None:
@@ -791,10 +801,9 @@ class Step:
         calls for its bounds, then an If-chain over every byte between), and every later
         branch on the loaded value is as slow."""
         insn, out = self.insn, []
-        for cond, leaf in cases:
-            if not self.s.solver.satisfiable(extra_constraints=[cond]):
-                continue
-            t = self.s.copy()
+        cases = [(cond, leaf) for cond, leaf in cases if self.s.solver.satisfiable(extra_constraints=[cond])]
+        for i, (cond, leaf) in enumerate(cases):
+            t = self.s.copy() if i < len(cases) - 1 else self.s  # the last case in the state itself (`fork`)
             t.solver.add(cond)
             v = Step(self.ctx, t, self.func, insn).load(leaf, insn.size)
             if insn.size < 8:
@@ -806,10 +815,9 @@ class Step:
     def split_store(self, cases: list, value):
         """A store through a merged pointer: one successor per address, as `split_load`."""
         out = []
-        for cond, leaf in cases:
-            if not self.s.solver.satisfiable(extra_constraints=[cond]):
-                continue
-            t = self.s.copy()
+        cases = [(cond, leaf) for cond, leaf in cases if self.s.solver.satisfiable(extra_constraints=[cond])]
+        for i, (cond, leaf) in enumerate(cases):
+            t = self.s.copy() if i < len(cases) - 1 else self.s  # the last case in the state itself (`fork`)
             t.solver.add(cond)
             self.store(leaf, value, t)
             out += self.next(t, cond)
@@ -892,8 +900,10 @@ class Step:
         if len(ways) == 1:
             return [(ways[0], st, claripy.true())]
         out = []
-        for w in ways:
-            t = st.copy()
+        for i, w in enumerate(ways):
+            # the last direction goes on in `st` itself (its claripy solver is warm: a copy's
+            # first query re-sends every constraint to z3), the others in copies made first
+            t = st.copy() if i < len(ways) - 1 else st
             guard = cond if w else claripy.Not(cond)
             t.solver.add(guard)  # later splits of the same instruction see it
             out.append((w, t, guard))
@@ -1953,7 +1963,9 @@ def explore_angr(
             # no read is pinned to one address (Step.load reads symbolic addresses itself)
             angr.options.CONSERVATIVE_READ_STRATEGY,
         },  # Step.fork checks
-        remove_options={angr.options.SIMPLIFY_EXIT_STATE},
+        # COPY_STATES off: a state is stepped in place (the Scheduler drops it for its
+        # successors), so its claripy solver stays warm; a fork copies it for one direction only
+        remove_options={angr.options.SIMPLIFY_EXIT_STATE, angr.options.COPY_STATES},
     )
     packet = [_sym(f"pkt.{i}", 8) for i in range(max(options.max_len, 1))]
     packet_len = _sym("pkt.len", 64)
@@ -2014,7 +2026,7 @@ def explore_angr(
     }.items():
         state.globals[k] = v
     initial = list(state.solver.constraints)
-    state.register_plugin("solver", TimedSolver(ctx.deadline, ctx.clock))
+    state.register_plugin("solver", TimedSolver(clock=ctx.clock, ctx=ctx))
     state.solver.add(*initial)
     step = Step(ctx, state, program.entry, program.entry.insns[0])
     step.set_packet(state)
