@@ -709,8 +709,20 @@ class Step:
 
     def region(self, addr, state=None) -> tuple[str, int] | None:
         """(kind, base) of the region an address falls in (one solution decides); a stack
-        frame's base is its r10."""
-        a = addr.concrete_value if not addr.symbolic else (state or self.s).solver.eval(addr)
+        frame's base is its r10. A symbolic address whose bounds from its form alone
+        (`interval`: an IHL-relative packet offset) lie in one region is in it whatever its
+        value: no solver call."""
+        if not addr.symbolic:
+            return self.region_at(addr.concrete_value)
+        span = interval(addr)
+        if span is not None:
+            lo = self.region_at(span[0])
+            if lo is not None and lo == self.region_at(span[1]):
+                return lo
+        return self.region_at((state or self.s).solver.eval(addr))
+
+    def region_at(self, a: int) -> tuple[str, int] | None:
+        """`region` of the address `a` (the regions are intervals)."""
         if PKT_BASE - 0x1000 <= a < PKT_BASE + 0x10000:
             return "packet", PKT_BASE
         if STACK_TOP - MAX_CALL_DEPTH * STACK_SPAN <= a < STACK_TOP:
