@@ -153,10 +153,13 @@ class TimedSolver(SimSolver):
     ends the state UNKNOWN with the time budget's reason. Its claripy solver is also made
     with the time left as timeout (claripy takes one only when a solver is made; it is made
     again when its timeout exceeds the time left by more than a quarter plus
-    SOLVER_SLACK_MS), but angr 10's claripy does not stop a call at that timeout (measured:
-    a 1 s timeout on 60 chained 32-bit multiplications ran for minutes, where z3's Python
-    API stops it at 1.0 s): a single call is kept short by MAX_PRODUCTS instead.
-    `deadline` None: no deadline (the cross-check's calls after the exploration)."""
+    SOLVER_SLACK_MS). angr 10.0.5's claripy stops z3 at that timeout (it raises
+    ClaripySolverInterruptError: 14 chained 32-bit multiplications with 0.3 and 1 s stopped
+    after 0.7 and 1.1 s wall on a loaded machine), but not its own work before z3 (60 chained
+    multiplications once ran for minutes): MAX_PRODUCTS keeps terms small. The deadline is
+    the exploration Context's (`ctx`), so a walk probe that moves it nearer
+    (`Step.load_anywhere`) bounds the solver's calls too. `deadline` None: no deadline (the
+    cross-check's calls after the exploration)."""
 
     def __init__(self, deadline: float | None = None, clock=time.perf_counter, ctx=None, **kwargs):
         super().__init__(**kwargs)
