@@ -350,16 +350,28 @@ class CrossCheck:
             )
         self.report.mode = mode if mode != "auto" else ("replay" if cut else "symbolic")
 
-    def run(self) -> CrossCheckReport:
+    def run(self, compare_seconds: float | None = None) -> CrossCheckReport:
+        """Both directions. `compare_seconds`: CPU seconds the angr -> z3 direction may take;
+        the angr paths not reached by then are listed as skipped, saying so (None: all)."""
         for path in self.z3e.paths:
             self._check_z3_path(path)
+        end = None if compare_seconds is None else time.process_time() + compare_seconds
+
+        def check(path, a=None, shard=None) -> None:
+            if end is not None and time.process_time() >= end:
+                self._skip(
+                    "angr", path, f"not compared: the comparison's budget of {compare_seconds:g} CPU s ran out", shard
+                )
+            else:
+                self._check_angr_path(path, a, shard)
+
         if not self.shards:
             for path in self.angre.paths:
-                self._check_angr_path(path)
+                check(path)
         for run, result in zip(self.shards, self.report.shards):
             before = self.report.angr_compared
             for path in run.exploration.paths:
-                self._check_angr_path(path, run.exploration, run.shard.name)
+                check(path, run.exploration, run.shard.name)
             result.compared = self.report.angr_compared - before
         return self.report
 
@@ -1022,6 +1034,7 @@ def cross_check(
     test_run: bool = True,
     limits=None,
     mode: str = "auto",
+    compare_seconds: float | None = None,
 ) -> CrossCheck:
     """Explore `program` with both engines and compare them (kernel confirmation is separate:
     `CrossCheck.confirm`). Without `test_run` (programs the kernel cannot test-run) inputs
@@ -1030,7 +1043,8 @@ def cross_check(
     the packet (a protocol walk) it gets WALK_PROBE_SHARE of the budget more, and if that
     does not finish it the rest goes to "sharded" (`CrossCheckReport.chosen` says so); cut
     by its budget without a walk: "replay" (sharding would not make it easier); else
-    "symbolic" (module docstring)."""
+    "symbolic" (module docstring). `compare_seconds`: `CrossCheck.run`'s bound on the angr ->
+    z3 direction (None: every angr path)."""
     options = options or Options()
     z3e = explore(obj, program, options)
     chosen = None
@@ -1060,5 +1074,5 @@ def cross_check(
             angre = angr_exploration(obj, program, options, limits)
         check = CrossCheck(obj, program, options, z3e, angre, test_run, mode)
     check.report.chosen = chosen
-    check.run()
+    check.run(compare_seconds)
     return check
