@@ -501,15 +501,21 @@ class BpfEngine(SuccessorsEngine):
                 state.globals["cut"] = True
                 outs = [(state, EXIT_ADDR, claripy.true())]
                 break
+            # a fork goes on in the state itself (`Step.fork`): a cut later in the same
+            # instruction ends the state with the constraints it had before it, so that it
+            # still covers the inputs of the directions it drops
+            before = state.solver.constraints
             try:
                 outs = Step(ctx, state, func, insn).run()
             except (PathCut, SimMemoryAddressError) as cut:
                 section, pc = ctx.where(addr)
+                state.solver.reload_solver(before)
                 state.globals["ended"] = End(UNKNOWN, None, str(cut), pc, section)
                 outs = [(state, EXIT_ADDR, claripy.true())]
                 break
             except claripy.ClaripySolverInterruptError:
                 # a solver call ran into the time left (TimedSolver): the budget is spent
+                state.solver.reload_solver(before)
                 section, pc = ctx.where(addr)
                 state.globals["ended"] = End(UNKNOWN, None, cut_reason(ctx, "time", state, addr), pc, section)
                 state.globals["cut"] = True
