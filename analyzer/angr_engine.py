@@ -153,14 +153,27 @@ class TimedSolver(SimSolver):
     ends the state UNKNOWN with the time budget's reason. Its claripy solver is also made
     with the time left as timeout (claripy takes one only when a solver is made; it is made
     again when its timeout exceeds the time left by more than a quarter plus
-    SOLVER_SLACK_MS), but angr 10's claripy does not stop a call at that timeout (measured:
-    a 1 s timeout on 60 chained 32-bit multiplications ran for minutes, where z3's Python
-    API stops it at 1.0 s): a single call is kept short by MAX_PRODUCTS instead.
-    `deadline` None: no deadline (the cross-check's calls after the exploration)."""
+    SOLVER_SLACK_MS). angr 10.0.5's claripy stops z3 at that timeout (it raises
+    ClaripySolverInterruptError: 14 chained 32-bit multiplications with 0.3 and 1 s stopped
+    after 0.7 and 1.1 s wall on a loaded machine), but not its own work before z3 (60 chained
+    multiplications once ran for minutes): MAX_PRODUCTS keeps terms small. The deadline is
+    the exploration Context's (`ctx`), so a walk probe that moves it nearer
+    (`Step.load_anywhere`) bounds the solver's calls too. `deadline` None: no deadline (the
+    cross-check's calls after the exploration)."""
 
-    def __init__(self, deadline: float | None = None, clock=time.perf_counter, **kwargs):
+    def __init__(self, deadline: float | None = None, clock=time.perf_counter, ctx=None, **kwargs):
         super().__init__(**kwargs)
-        self.deadline, self.clock = deadline, clock
+        self._deadline, self.clock, self.ctx = deadline, clock, ctx
+
+    @property
+    def deadline(self) -> float | None:
+        """The exploration's deadline: its Context's (`ctx`), which a protocol walk's probe
+        moves nearer (`Step.load_anywhere`), else the one given; set: that one, no Context."""
+        return self.ctx.deadline if self.ctx is not None else self._deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self._deadline, self.ctx = value, None
 
     @property
     def _solver(self):
@@ -180,7 +193,7 @@ class TimedSolver(SimSolver):
 
     def copy(self, memo):
         c = super().copy(memo)
-        c.deadline, c.clock = self.deadline, self.clock
+        c._deadline, c.clock, c.ctx = self._deadline, self.clock, self.ctx
         return c
 
     def _past_deadline(self, e=None) -> None:
@@ -488,15 +501,21 @@ class BpfEngine(SuccessorsEngine):
                 state.globals["cut"] = True
                 outs = [(state, EXIT_ADDR, claripy.true())]
                 break
+            # a fork goes on in the state itself (`Step.fork`): a cut later in the same
+            # instruction ends the state with the constraints it had before it, so that it
+            # still covers the inputs of the directions it drops
+            before = state.solver.constraints
             try:
                 outs = Step(ctx, state, func, insn).run()
             except (PathCut, SimMemoryAddressError) as cut:
                 section, pc = ctx.where(addr)
+                state.solver.reload_solver(before)
                 state.globals["ended"] = End(UNKNOWN, None, str(cut), pc, section)
                 outs = [(state, EXIT_ADDR, claripy.true())]
                 break
             except claripy.ClaripySolverInterruptError:
                 # a solver call ran into the time left (TimedSolver): the budget is spent
+                state.solver.reload_solver(before)
                 section, pc = ctx.where(addr)
                 state.globals["ended"] = End(UNKNOWN, None, cut_reason(ctx, "time", state, addr), pc, section)
                 state.globals["cut"] = True
@@ -699,8 +718,20 @@ class Step:
 
     def region(self, addr, state=None) -> tuple[str, int] | None:
         """(kind, base) of the region an address falls in (one solution decides); a stack
-        frame's base is its r10."""
-        a = addr.concrete_value if not addr.symbolic else (state or self.s).solver.eval(addr)
+        frame's base is its r10. A symbolic address whose bounds from its form alone
+        (`interval`: an IHL-relative packet offset) lie in one region is in it whatever its
+        value: no solver call."""
+        if not addr.symbolic:
+            return self.region_at(addr.concrete_value)
+        span = interval(addr)
+        if span is not None:
+            lo = self.region_at(span[0])
+            if lo is not None and lo == self.region_at(span[1]):
+                return lo
+        return self.region_at((state or self.s).solver.eval(addr))
+
+    def region_at(self, a: int) -> tuple[str, int] | None:
+        """`region` of the address `a` (the regions are intervals)."""
         if PKT_BASE - 0x1000 <= a < PKT_BASE + 0x10000:
             return "packet", PKT_BASE
         if STACK_TOP - MAX_CALL_DEPTH * STACK_SPAN <= a < STACK_TOP:
@@ -791,10 +822,9 @@ class Step:
         calls for its bounds, then an If-chain over every byte between), and every later
         branch on the loaded value is as slow."""
         insn, out = self.insn, []
-        for cond, leaf in cases:
-            if not self.s.solver.satisfiable(extra_constraints=[cond]):
-                continue
-            t = self.s.copy()
+        cases = [(cond, leaf) for cond, leaf in cases if self.s.solver.satisfiable(extra_constraints=[cond])]
+        for i, (cond, leaf) in enumerate(cases):
+            t = self.s.copy() if i < len(cases) - 1 else self.s  # the last case in the state itself (`fork`)
             t.solver.add(cond)
             v = Step(self.ctx, t, self.func, insn).load(leaf, insn.size)
             if insn.size < 8:
@@ -806,10 +836,9 @@ class Step:
     def split_store(self, cases: list, value):
         """A store through a merged pointer: one successor per address, as `split_load`."""
         out = []
-        for cond, leaf in cases:
-            if not self.s.solver.satisfiable(extra_constraints=[cond]):
-                continue
-            t = self.s.copy()
+        cases = [(cond, leaf) for cond, leaf in cases if self.s.solver.satisfiable(extra_constraints=[cond])]
+        for i, (cond, leaf) in enumerate(cases):
+            t = self.s.copy() if i < len(cases) - 1 else self.s  # the last case in the state itself (`fork`)
             t.solver.add(cond)
             self.store(leaf, value, t)
             out += self.next(t, cond)
@@ -892,8 +921,10 @@ class Step:
         if len(ways) == 1:
             return [(ways[0], st, claripy.true())]
         out = []
-        for w in ways:
-            t = st.copy()
+        for i, w in enumerate(ways):
+            # the last direction goes on in `st` itself (its claripy solver is warm: a copy's
+            # first query re-sends every constraint to z3), the others in copies made first
+            t = st.copy() if i < len(ways) - 1 else st
             guard = cond if w else claripy.Not(cond)
             t.solver.add(guard)  # later splits of the same instruction see it
             out.append((w, t, guard))
@@ -1953,7 +1984,9 @@ def explore_angr(
             # no read is pinned to one address (Step.load reads symbolic addresses itself)
             angr.options.CONSERVATIVE_READ_STRATEGY,
         },  # Step.fork checks
-        remove_options={angr.options.SIMPLIFY_EXIT_STATE},
+        # COPY_STATES off: a state is stepped in place (the Scheduler drops it for its
+        # successors), so its claripy solver stays warm; a fork copies it for one direction only
+        remove_options={angr.options.SIMPLIFY_EXIT_STATE, angr.options.COPY_STATES},
     )
     packet = [_sym(f"pkt.{i}", 8) for i in range(max(options.max_len, 1))]
     packet_len = _sym("pkt.len", 64)
@@ -2014,7 +2047,7 @@ def explore_angr(
     }.items():
         state.globals[k] = v
     initial = list(state.solver.constraints)
-    state.register_plugin("solver", TimedSolver(ctx.deadline, ctx.clock))
+    state.register_plugin("solver", TimedSolver(clock=ctx.clock, ctx=ctx))
     state.solver.add(*initial)
     step = Step(ctx, state, program.entry, program.entry.insns[0])
     step.set_packet(state)

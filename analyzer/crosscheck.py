@@ -350,16 +350,28 @@ class CrossCheck:
             )
         self.report.mode = mode if mode != "auto" else ("replay" if cut else "symbolic")
 
-    def run(self) -> CrossCheckReport:
+    def run(self, compare_seconds: float | None = None) -> CrossCheckReport:
+        """Both directions. `compare_seconds`: CPU seconds the angr -> z3 direction may take;
+        the angr paths not reached by then are listed as skipped, saying so (None: all)."""
         for path in self.z3e.paths:
             self._check_z3_path(path)
+        end = None if compare_seconds is None else time.process_time() + compare_seconds
+
+        def check(path, a=None, shard=None) -> None:
+            if end is not None and time.process_time() >= end:
+                self._skip(
+                    "angr", path, f"not compared: the comparison's budget of {compare_seconds:g} CPU s ran out", shard
+                )
+            else:
+                self._check_angr_path(path, a, shard)
+
         if not self.shards:
             for path in self.angre.paths:
-                self._check_angr_path(path)
+                check(path)
         for run, result in zip(self.shards, self.report.shards):
             before = self.report.angr_compared
             for path in run.exploration.paths:
-                self._check_angr_path(path, run.exploration, run.shard.name)
+                check(path, run.exploration, run.shard.name)
             result.compared = self.report.angr_compared - before
         return self.report
 
@@ -893,8 +905,10 @@ class CrossCheck:
 #: program again with merging (see `angr_exploration`).
 UNMERGED_STATES = 64
 #: Share of `--timeout` the unmerged try may take (on xdp-filter it took all of a 60 s budget,
-#: leaving the merged run nothing).
+#: leaving the merged run nothing); in mode auto, share of the walk probe (`Limits.walk_probe`).
 UNMERGED_SHARE = 0.25
+#: Least share of the walk probe the merged run keeps after the unmerged try (mode auto).
+PROBE_KEPT = 0.5
 
 
 def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=None):
@@ -903,7 +917,9 @@ def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=
     more of the z3 engine), else with merging (exact, fewer and larger paths). `limits`
     (angr_engine.Limits) bound the merged run; `options.timeout` bounds both runs together
     (the unmerged try gets UNMERGED_SHARE of it, the merged run what it left). With
-    `limits.walk_probe` (mode auto) an unmerged try cut after a protocol walk is returned as
+    `limits.walk_probe` (mode auto) the probe is one for both tries: the unmerged try gets
+    UNMERGED_SHARE of it in all, the merged run what the unmerged try left of it (at least
+    PROBE_KEPT) past its own walk; an unmerged try cut after a protocol walk is returned as
     it is: the caller explores that program shard by shard (`cross_check`)."""
     from .angr_engine import Limits, explore_angr  # angr is imported only when a cross-check is asked for
 
@@ -913,10 +929,12 @@ def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=
         if options.timeout is not None:  # the unmerged try gets a share, the merged run the rest
             first = replace(first, timeout=options.timeout * UNMERGED_SHARE)
         probe = tight.walk_probe
-        if probe is not None:  # mode auto: the unmerged try no longer than the probe (xdp-filter: 21 s past a walk)
-            tight = replace(tight, max_seconds=min(tight.max_seconds or probe, probe))
+        if probe is not None:  # mode auto: the unmerged try gets UNMERGED_SHARE of the probe (xdp-filter: 21 s)
+            tight = replace(tight, max_seconds=min(tight.max_seconds or probe, probe * UNMERGED_SHARE))
             if first.timeout is not None:
-                first = replace(first, timeout=min(first.timeout, probe))
+                first = replace(first, timeout=min(first.timeout, probe * UNMERGED_SHARE))
+        clock = time.process_time if tight.cpu else time.perf_counter
+        began = clock()
         unmerged = explore_angr(obj, program, first, limits=tight)
         if unmerged.budget is None or not unmerged.budget.cut:
             return unmerged
@@ -924,6 +942,8 @@ def angr_exploration(obj: BpfObject, program: Program, options: Options, limits=
             return unmerged  # mode auto: a protocol walk angr cannot finish unmerged goes to the shards
         if options.timeout is not None:  # one budget for both tries
             options = replace(options, timeout=max(options.timeout - unmerged.seconds, 0.001))
+        if probe is not None:  # the merged run's probe: what the unmerged try left of it (one probe for both)
+            limits = replace(limits or Limits(), walk_probe=max(probe - (clock() - began), probe * PROBE_KEPT))
     return explore_angr(obj, program, options, limits=limits)
 
 
@@ -1014,6 +1034,7 @@ def cross_check(
     test_run: bool = True,
     limits=None,
     mode: str = "auto",
+    compare_seconds: float | None = None,
 ) -> CrossCheck:
     """Explore `program` with both engines and compare them (kernel confirmation is separate:
     `CrossCheck.confirm`). Without `test_run` (programs the kernel cannot test-run) inputs
@@ -1022,7 +1043,8 @@ def cross_check(
     the packet (a protocol walk) it gets WALK_PROBE_SHARE of the budget more, and if that
     does not finish it the rest goes to "sharded" (`CrossCheckReport.chosen` says so); cut
     by its budget without a walk: "replay" (sharding would not make it easier); else
-    "symbolic" (module docstring)."""
+    "symbolic" (module docstring). `compare_seconds`: `CrossCheck.run`'s bound on the angr ->
+    z3 direction (None: every angr path)."""
     options = options or Options()
     z3e = explore(obj, program, options)
     chosen = None
@@ -1052,5 +1074,5 @@ def cross_check(
             angre = angr_exploration(obj, program, options, limits)
         check = CrossCheck(obj, program, options, z3e, angre, test_run, mode)
     check.report.chosen = chosen
-    check.run()
+    check.run(compare_seconds)
     return check
