@@ -1120,6 +1120,8 @@ def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef 
     model (no packet bytes: a constant)."""
     at = _value_bytes(term, model)
     width = term.size()
+    if not at:
+        return _around_var(s, model, term)
     if len(at) * 8 < width:
         return None
     fresh = [z3.BitVec(f"every!{i}", 8) for i in range(len(at))]
@@ -1158,6 +1160,58 @@ def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef 
     bits = z3.BitVecVal(keep, b.size()) | z3.ZeroExt(b.size() - width, x) << low if b.size() > width else x
     placed = [(byte, z3.Extract(b.size() - 1 - 8 * i, b.size() - 8 - 8 * i, bits)) for i, byte in enumerate(fresh)]
     return z3.substitute(z3.And(*[pinned(a) for a in s.assertions()], value == x), *placed)
+
+
+def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef | None:
+    """`_around` for a term whose value in `model` is no packet bytes but one variable of
+    its width (ports of a protocol the dissector model leaves unknown, DCCP or UDP-Lite: a
+    fresh value): the formula over x holds iff `model`, with that variable set to x, still
+    satisfies every assertion of `s` and the term then equals x. None when the value is not
+    one such variable (a constant in this model)."""
+    var = _value_var(term, model)
+    if var is None:
+        return None
+    x = _every_x(term.size())
+    consts = [d() for d in model.decls() if d.arity() == 0]
+    pins = [(c, model.eval(c, model_completion=True)) for c in consts if not c.eq(var)]
+    funs = [(d, f) for d in model.decls() if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
+
+    def pinned(t: z3.ExprRef) -> z3.ExprRef:
+        t = z3.substitute(t, *pins) if pins else t
+        return z3.substitute_funs(t, *funs) if funs else t
+
+    value = pinned(term)
+    ones = (1 << term.size()) - 1
+    for v in (0, 1, ones):
+        at = z3.simplify(z3.substitute(value, (var, z3.BitVecVal(v, term.size()))))
+        if not z3.is_bv_value(at) or at.as_long() != v:
+            return None
+    return z3.substitute(z3.And(*[pinned(a) for a in s.assertions()], value == x), (var, x))
+
+
+def _value_var(term: z3.ExprRef, model: z3.ModelRef) -> z3.BitVecRef | None:
+    """The one variable (an uninterpreted constant of the term's sort) `term`'s value is in
+    `model`, read as `_value_bytes` reads packet bytes (outside if-then-else conditions, in
+    the branches the model takes); None when it is anything else."""
+    found: list[z3.ExprRef] = []
+    seen: set[int] = set()
+    todo = [term]
+    while todo:
+        t = todo.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        if z3.is_select(t) and t.arg(0).eq(PACKET):
+            return None
+        if z3.is_app_of(t, z3.Z3_OP_ITE):
+            todo.append(t.arg(1) if z3.is_true(model.eval(t.arg(0), model_completion=True)) else t.arg(2))
+        elif z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            found.append(t)
+        else:
+            todo.extend(t.children())
+    if len(found) != 1 or not found[0].sort().eq(term.sort()):
+        return None
+    return found[0]
 
 
 def _at(term: z3.ExprRef, fresh: list[z3.BitVecRef], v: int) -> int | None:
