@@ -13,7 +13,10 @@ contents, ctx fields and helper results. `decode(e, path)` names what it reads:
   VLAN id, fragment bits) are named when the mask selects exactly them;
 * byte comparisons that together cover a field (`pkt[12] == 8 ∧ pkt[13] == 0`) are joined
   (`eth.proto == ipv4`);
-* what no field fits stays as `pkt[34:36]`; map lookups print as `blacklist[ipv4.saddr]`.
+* what no field fits stays as `pkt[34:36]`; map lookups print as `blacklist[ipv4.saddr]`,
+  a key of several parts as its parts in memory order (an LPM key: `{32, ipv4.saddr}`),
+  one read at an offset no header layout of the path fixes as `2 bytes at a
+  packet-dependent offset (…)` with the start of its offset, not the offset's whole term.
 
 A hash or checksum computed from the packet prints as `hash(udp.sport, udp.dport)` (or
 `f(...)`): the fields it reads, through the summaries it is made of (`summary.<n>`, whose
