@@ -13,7 +13,10 @@ contents, ctx fields and helper results. `decode(e, path)` names what it reads:
   VLAN id, fragment bits) are named when the mask selects exactly them;
 * byte comparisons that together cover a field (`pkt[12] == 8 ∧ pkt[13] == 0`) are joined
   (`eth.proto == ipv4`);
-* what no field fits stays as `pkt[34:36]`; map lookups print as `blacklist[ipv4.saddr]`.
+* what no field fits stays as `pkt[34:36]`; map lookups print as `blacklist[ipv4.saddr]`,
+  a key of several parts as its parts in memory order (an LPM key: `{32, ipv4.saddr}`),
+  one read at an offset no header layout of the path fixes as `2 bytes at a
+  packet-dependent offset (…)` with the start of its offset, not the offset's whole term.
 
 A hash or checksum computed from the packet prints as `hash(udp.sport, udp.dport)` (or
 `f(...)`): the fields it reads, through the summaries it is made of (`summary.<n>`, whose
@@ -96,6 +99,8 @@ VLAN_TPIDS = (0x8100, 0x88A8)
 L4 = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmp6", "ports": "l4"}
 #: Longest rendering of one condition (characters); longer ones end with "…".
 MAX_TEXT = 1200
+#: Characters of a packet-dependent key offset printed (`Decoder._key_parts`).
+KEY_RAW = 40
 #: Layouts (header positions, a few z3 queries each) worked out per rendered condition.
 MAX_LAYOUTS = 40
 #: z3 queries per rendered condition (questions a model at hand answers are free), and z3's
@@ -826,9 +831,85 @@ class Decoder:
         return None
 
     def _key(self, key, lay, cond) -> str:
+        """A map key: the field it is (`ipv4.saddr`, whatever the byte order), else its parts
+        in memory order (`_key_parts`), else the term."""
         r = self.read(key, lay, cond)
         d = self.describe(r, lay) if r is not None else None
-        return d[0] if d is not None else self._term(key, lay, cond)
+        if d is not None:
+            return d[0]
+        parts = self._key_parts(key, lay, cond)
+        return parts if parts is not None else self._term(key, lay, cond)
+
+    def _key_parts(self, key, lay, cond) -> str | None:
+        """A key made of packet bytes and constants, as its parts in memory order: the key's
+        value is the little-endian load of its bytes (the lowest byte first in memory), so an
+        LPM key {prefixlen 32, address} prints `{32, ipv4.saddr}`. A run of constant bytes
+        prints as the little-endian number it holds; a run of packet bytes at consecutive
+        places of one header as its field; a run at an offset no header layout of the path
+        fixes as `N bytes at a packet-dependent offset (…)` with the first KEY_RAW characters
+        of its offset, not the offset's whole if-then-else chain. None when the key is not
+        made of whole bytes (`_term` prints it). Zero bytes at the end of memory (the high
+        end: a zero-extended value) are left out, as `read` does."""
+        if not (z3.is_app(key) and key.decl().kind() == z3.Z3_OP_CONCAT):
+            return None
+        kids = list(key.children())
+        if z3.is_bv_value(kids[0]) and kids[0].as_long() == 0 and len(kids) > 1:
+            kids = kids[1:]
+        units: list[tuple[str, object]] = []  # memory order: ("const", byte) | ("at", place) | ("dyn", index)
+        for kid in reversed(kids):
+            if kid.size() % 8:
+                return None
+            if z3.is_bv_value(kid):
+                units += [("const", b) for b in kid.as_long().to_bytes(kid.size() // 8, "little")]
+                continue
+            if z3.is_select(kid) and kid.arg(0).eq(PACKET) and not z3.is_bv_value(kid.arg(1)):
+                place = self._place(lay, kid.arg(1), cond)
+                units.append(("dyn", kid.arg(1)) if place[0] == "?" else ("at", place))
+                continue
+            r = self.read(kid, lay, cond)
+            if r is None or r.lo % 8 or (r.hi + 1) % 8 or r.hi + 1 != kid.size():
+                return None
+            units += [("at", o) for o in reversed(r.offs)]
+        runs: list[list] = []
+        for unit in units:
+            last = runs[-1] if runs else None
+            if last is not None and last[0][0] == unit[0] and self._follows(last[-1], unit, lay):
+                last.append(unit)
+            else:
+                runs.append([unit])
+        texts = []
+        for run in runs:
+            kind = run[0][0]
+            if kind == "const":
+                v = int.from_bytes(bytes(b for _, b in run), "little")
+                texts.append(str(v) if v < 256 else hex(v))
+            elif kind == "at":
+                offs = tuple(o for _, o in run)
+                d = self.describe(Read(offs, 8 * len(offs) - 1, 0), lay)
+                if d is None:
+                    return None
+                texts.append(d[0])
+            else:
+                texts.append(f"{len(run)} bytes at a packet-dependent offset ({self._brief(run[0][1], lay, cond)})")
+        return texts[0] if len(texts) == 1 else "{" + ", ".join(texts) + "}"
+
+    def _follows(self, a: tuple, b: tuple, lay: Layout) -> bool:
+        """Whether key unit `b` is the packet byte after `a` (both of one kind), or both constants."""
+        if a[0] == "const":
+            return True
+        if a[0] == "at":
+            (ha, oa), (hb, ob) = self.absolute(lay, a[1]), self.absolute(lay, b[1])
+            return ha == hb and ob == oa + 1
+        delta = z3.simplify(b[1] - a[1])
+        return z3.is_bv_value(delta) and delta.as_long() == 1
+
+    def _brief(self, index, lay, cond) -> str:
+        """The first KEY_RAW characters of `pkt[index]` as `_term` prints it, not counted
+        against MAX_TEXT (only they are printed)."""
+        emitted = self.emitted
+        text = " ".join(self._term(PACKET[index], lay, cond).split())
+        self.emitted = emitted
+        return text if len(text) <= KEY_RAW else text[: KEY_RAW - 1] + "…"
 
     def _term(self, t, lay, cond) -> str:
         if self.emitted > MAX_TEXT:
