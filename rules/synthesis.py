@@ -1191,27 +1191,12 @@ def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.Bool
 
 def _value_var(term: z3.ExprRef, model: z3.ModelRef) -> z3.BitVecRef | None:
     """The one variable (an uninterpreted constant of the term's sort) `term`'s value is in
-    `model`, read as `_value_bytes` reads packet bytes (outside if-then-else conditions, in
-    the branches the model takes); None when it is anything else."""
-    found: list[z3.ExprRef] = []
-    seen: set[int] = set()
-    todo = [term]
-    while todo:
-        t = todo.pop()
-        if t.get_id() in seen:
-            continue
-        seen.add(t.get_id())
-        if z3.is_select(t) and t.arg(0).eq(PACKET):
-            return None
-        if z3.is_app_of(t, z3.Z3_OP_ITE):
-            todo.append(t.arg(1) if z3.is_true(model.eval(t.arg(0), model_completion=True)) else t.arg(2))
-        elif z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            found.append(t)
-        else:
-            todo.extend(t.children())
-    if len(found) != 1 or not found[0].sort().eq(term.sort()):
+    `model` (`_value_leaves`); None when it is anything else: packet bytes, several
+    variables, a constant."""
+    leaves = _value_leaves(term, model)
+    if len(leaves) != 1 or z3.is_select(leaves[0]) or not leaves[0].sort().eq(term.sort()):
         return None
-    return found[0]
+    return leaves[0]
 
 
 def _at(term: z3.ExprRef, fresh: list[z3.BitVecRef], v: int) -> int | None:
@@ -1238,10 +1223,18 @@ def _interpretation(f: z3.FuncDeclRef, interp) -> z3.ExprRef | None:
 
 
 def _value_bytes(term: z3.ExprRef, model: z3.ModelRef) -> list[int]:
-    """The packet offsets, ascending, of the bytes `term`'s value is made of in `model`:
-    packet reads outside if-then-else conditions, in the branches the model takes (a byte
-    read only to decide or to index is not counted)."""
-    out: set[int] = set()
+    """The packet offsets, ascending, of the bytes `term`'s value is made of in `model`
+    (`_value_leaves`; a byte read only to decide or to index is not counted)."""
+    return sorted(
+        {model.eval(t.arg(1), model_completion=True).as_long() for t in _value_leaves(term, model) if z3.is_select(t)}
+    )
+
+
+def _value_leaves(term: z3.ExprRef, model: z3.ModelRef) -> list[z3.ExprRef]:
+    """What `term`'s value is made of in `model`: its packet reads and uninterpreted
+    constants outside if-then-else conditions, in the branches the model takes (a read's
+    index is not walked into), each once."""
+    out: list[z3.ExprRef] = []
     seen: set[int] = set()
     todo = [term]
     while todo:
@@ -1250,12 +1243,14 @@ def _value_bytes(term: z3.ExprRef, model: z3.ModelRef) -> list[int]:
             continue
         seen.add(t.get_id())
         if z3.is_select(t) and t.arg(0).eq(PACKET):
-            out.add(model.eval(t.arg(1), model_completion=True).as_long())
+            out.append(t)
         elif z3.is_app_of(t, z3.Z3_OP_ITE):
             todo.append(t.arg(1) if z3.is_true(model.eval(t.arg(0), model_completion=True)) else t.arg(2))
+        elif z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out.append(t)
         else:
             todo.extend(t.children())
-    return sorted(out)
+    return out
 
 
 def _still(model: z3.ModelRef | None, added: list[z3.BoolRef]) -> z3.ModelRef | None:
