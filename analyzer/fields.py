@@ -179,6 +179,8 @@ class Known:
     facts: list[z3.BoolRef] = field(default_factory=list)
     #: models at hand (Decoder.models, by index) -> whether they satisfy the premise
     fits: dict[int, bool] = field(default_factory=dict)
+    #: the rendering's witnesses (Decoder.witnesses) that are models of `cond`, once worked out
+    witnessed: list[z3.ModelRef] | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,9 @@ class Decoder:
         self.holds: dict[tuple[int, int], bool] = {}
         #: the z3 context of the rendering under way (`_Session`), None between renderings
         self.session: _Session | None = None
+        #: concrete models of the environment and the condition being rendered (`witnesses`:
+        #: the path's exploration witness and its untagged variants), used only to refute
+        self.witnesses: list[Witness] = []
 
     # --- which headers the path has ----------------------------------------------------
     #
@@ -380,6 +385,8 @@ class Decoder:
         if not self._may_constrain(cond, claim) or not self._question():
             return False
         known = self._known(cond)
+        if self._refuted(known, claim):
+            return False  # a packet of `cond` where the claim is false: z3 would find no proof
         if known.model is not None and z3.is_false(known.model.eval(claim, model_completion=True)):
             return False  # a packet of `cond` where the claim is false
         model = self._premise_model(known)
@@ -392,6 +399,19 @@ class Decoder:
         if known.whole or (known.branch and _offsets(claim) is not None):
             return False  # the premise is `cond`; a branch's layout claims come from its premise
         return self._check([cond, z3.Not(claim)])[0] == z3.unsat and self._proven(known, claim)
+
+    def _refuted(self, known: Known, claim: z3.BoolRef) -> bool:
+        """Whether a witness of the rendering is a model of `known.cond` (and the
+        environment) where `claim` is false. Only ever a refutation, evaluated (exact): the
+        answer z3 would give is sat (or unknown), and `_implied` says False on either, so the
+        text does not depend on which witness the path has, or on having one; nothing of the
+        witness is kept (no model at hand, no candidate value) and no z3 query is asked for
+        it (see `witnesses`)."""
+        if not self.witnesses:
+            return False
+        if known.witnessed is None:
+            known.witnessed = [w for w in self.witnesses if w.satisfies(known.cond)]
+        return any(w.falsifies(claim) for w in known.witnessed)
 
     @staticmethod
     def _proven(known: Known, claim: z3.BoolRef) -> bool:
@@ -583,13 +603,16 @@ class Decoder:
 
     # --- rendering ---------------------------------------------------------------------------
 
-    def render(self, cond: z3.BoolRef, lay: Layout | None = None) -> str:
-        """`cond` in header fields, one line (`NOT_DECODED` past the deadline)."""
+    def render(self, cond: z3.BoolRef, lay: Layout | None = None, witness: z3.ModelRef | None = None) -> str:
+        """`cond` in header fields, one line (`NOT_DECODED` past the deadline). `witness`
+        (a model of the path, Path.witness) only saves z3 queries: the text is the same
+        without it or with any other model (`_refuted`)."""
         if self.deadline is not None and time.perf_counter() >= self.deadline:
             self.fixed_used = False
             return NOT_DECODED
         with self._rendering():
             cond = self.session.canonical(cond)
+            self.witnesses = witnesses(witness, [*self.env, cond])
             self.fixed_used, self.emitted = False, 0
             self.longs.clear()
             lay = lay or self.layout(cond)
@@ -1019,6 +1042,7 @@ class Decoder:
             self._forget()
 
     def _forget(self) -> None:
+        self.witnesses = []
         self.texts.clear()
         self.known.clear()
         self.models.clear()
@@ -1464,6 +1488,55 @@ class _Session:
         return answer, model, by_limit
 
 
+@dataclass
+class Witness:
+    """A concrete model of a rendered condition and its environment: z3's model, read with
+    PACKET (and PACKET_LEN) replaced by `packet` and `length` (an untagged variant of the
+    model's packet), or as it is. Evaluation is exact: a claim it makes false is not implied."""
+
+    model: z3.ModelRef
+    packet: z3.ArrayRef | None = None
+    length: z3.BitVecRef | None = None
+
+    def value(self, f: z3.ExprRef) -> z3.ExprRef:
+        if self.packet is not None:
+            f = z3.substitute(f, (PACKET, self.packet), (PACKET_LEN, self.length))
+        return self.model.eval(f, model_completion=True)
+
+    def satisfies(self, f: z3.BoolRef) -> bool:
+        return z3.is_true(self.value(f))
+
+    def falsifies(self, f: z3.BoolRef) -> bool:
+        return z3.is_false(self.value(f))
+
+
+#: VLAN tags a witness's packet is stripped of, at most (`witnesses`): 802.1Q and QinQ.
+MAX_UNTAG = 2
+
+
+def witnesses(model: z3.ModelRef | None, formulas: list[z3.BoolRef]) -> list[Witness]:
+    """`model` and its untagged variants (the same packet with its first VLAN tags removed,
+    the length 4 bytes less each) that satisfy every one of `formulas` (evaluated): the
+    exploration's witness often has a tag, and the untagged packet refutes the claims a
+    tagged one cannot (an ethertype at 12 of IPv4)."""
+    if model is None or model.ctx != formulas[-1].ctx:
+        return []
+    out = []
+    whole = z3.And(formulas)
+    w = Witness(model)
+    for _ in range(MAX_UNTAG + 1):
+        if w.satisfies(whole):
+            out.append(w)
+        tpid = w.value(z3.Concat(PACKET[12], PACKET[13]))
+        if not z3.is_bv_value(tpid) or tpid.as_long() not in VLAN_TPIDS:
+            break
+        packet = w.packet if w.packet is not None else PACKET
+        length = w.length if w.length is not None else PACKET_LEN
+        i = z3.BitVec("i", 64)
+        w = Witness(model, z3.Lambda([i], z3.If(z3.ULT(i, 12), packet[i], packet[i + 4])), length - 4)
+    return out
+
+
 def forget() -> None:
     """Drop what is kept across renderings (`_ANSWERS`, `_PURE`): for timing a cold decoding."""
     _ANSWERS.clear()
@@ -1496,7 +1569,7 @@ def decode(e, path) -> str:
     memo = e.decoded.get(path.id)
     if memo is None or memo[0] is not path or [a.get_id() for a in memo[1]] != [a.get_id() for a in env]:
         decoder = Decoder(env, decode_deadline(e), e.summaries)
-        memo = e.decoded[path.id] = (path, env, decoder.render(e.condition(path)))
+        memo = e.decoded[path.id] = (path, env, decoder.render(e.condition(path), witness=path.witness))
     return memo[2]
 
 

@@ -46,6 +46,7 @@ import analyzer.fields as fields
 import rules.counterexample as counterexample
 import rules.output as output
 import rules.synthesis as synthesis
+from analyzer.exploration import Options
 from analyzer.explore import explore
 from lifter.program import load_object
 from rules.ruleset import build
@@ -74,7 +75,7 @@ timed(fields.Decoder, "render", "render")
 timed(synthesis.Synthesizer, "extract_all", "extract")
 timed(synthesis.Synthesizer, "prove", "prove")
 obj = load_object(path)
-e = explore(obj, obj.programs[0])
+e = explore(obj, obj.programs[0], Options(witnesses=True))  # as `rules` explores: the decoder refutes on them
 rs = build(e, ())
 for k in cpu:
     cpu[k] = 0.0
