@@ -232,6 +232,8 @@ class Decoder:
         self.checks = 0
         #: the models z3 gave while rendering this condition, in the order asked (`_at_hand`)
         self.models: list[z3.ModelRef] = []
+        #: indices in `models` of the models z3 gave for a premise (`_premise_model`), in order
+        self.premised: list[int] = []
         #: (model index, formula AST id) -> whether the model satisfies it (`_holds`)
         self.holds: dict[tuple[int, int], bool] = {}
         #: the z3 context of the rendering under way (`_Session`), None between renderings
@@ -277,11 +279,12 @@ class Decoder:
     def _check(self, formulas: list[z3.BoolRef], alone: bool = False) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
         """z3 on the environment and `formulas` under the per-query resource limit (and the
         deadline): the answer and, when sat, a model; unknown without asking past the
-        deadline (the question asking it was counted: `_question`). Either way the answer is a function of the condition
-        rendered, not of the terms the process made before: asked in the rendering's own z3
-        context (`_Session`), or, `alone` (a question on a premise: small, and the same for
-        many paths), in a context of its own and kept (`_ANSWERS`: a function of the
-        question, so any rendering may take it)."""
+        deadline (the question asking it was counted: `_question`). The answer is a function
+        of the question alone: asked in a z3 context made for it (`_Session`), not the
+        rendering's, whose terms depend on the questions asked before (and a witness
+        spares some: `_refuted`). Kept for the rendering (`session.answers`), or, `alone` (a
+        question on a premise: small, and the same for many paths), for any rendering
+        (`_ANSWERS`)."""
         if self._late():
             return z3.unknown, None
         session = self.session or _Session()  # outside a rendering: a context of its own
@@ -291,7 +294,7 @@ class Decoder:
         if memo is None:
             timeout = None if self.deadline is None else max(1, int((self.deadline - time.perf_counter()) * 1000))
             self.checks += 1
-            answer, model, by_limit = (_Session() if alone else session).solve(asked, timeout)
+            answer, model, by_limit = _Session().solve(asked, timeout)
             memo = (answer, model, asked)
             if answer != z3.unknown or by_limit:  # not the deadline's timeout
                 if alone:
@@ -323,6 +326,8 @@ class Decoder:
                 known.answer, known.premise_model = z3.sat, m
             else:
                 known.answer, known.premise_model = self._check(known.premise, alone=True)
+                if known.premise_model is not None:
+                    self.premised.append(next(i for i, k in enumerate(self.models) if k is known.premise_model))
             m = known.premise_model
             if m is not None and known.model is None and z3.is_true(m.eval(known.cond, model_completion=True)):
                 known.model = m  # a model of `cond` too (exact: evaluated)
@@ -335,8 +340,11 @@ class Decoder:
         false: a model of the premise, or a packet of it where a claim does not hold,
         without asking z3 (a branch's premise often holds in a model its parent or a
         sibling got). Only this rendering's models: the text stays a function of the
-        condition."""
-        for i, m in enumerate(self.models):
+        condition. A model of the premise is one z3 gave for a premise (`premised`): which
+        premises are asked, and in which order, does not depend on the claims refuted on
+        the way (by a witness or not), so neither do the premise models (see `_refuted`)."""
+        for i in range(len(self.models)) if falsifies is not None else self.premised:
+            m = self.models[i]
             fits = known.fits.get(i)
             if fits is None:
                 fits = known.fits[i] = all(self._holds(i, f) for f in known.premise)
@@ -385,13 +393,13 @@ class Decoder:
         if not self._may_constrain(cond, claim) or not self._question():
             return False
         known = self._known(cond)
-        if self._refuted(known, claim):
-            return False  # a packet of `cond` where the claim is false: z3 would find no proof
         if known.model is not None and z3.is_false(known.model.eval(claim, model_completion=True)):
             return False  # a packet of `cond` where the claim is false
         model = self._premise_model(known)
         if known.answer == z3.unsat:
             return self._proven(known, claim)  # `cond` is unsatisfiable: it implies anything
+        if self._refuted(known, claim):
+            return False  # a witness of `cond` where the claim is false: z3 would prove nothing
         if model is None or not z3.is_false(model.eval(claim, model_completion=True)):
             if self._at_hand(known, claim) is None:
                 if self._check([*known.premise, z3.Not(claim)], alone=True)[0] == z3.unsat:
@@ -402,11 +410,20 @@ class Decoder:
 
     def _refuted(self, known: Known, claim: z3.BoolRef) -> bool:
         """Whether a witness of the rendering is a model of `known.cond` (and the
-        environment) where `claim` is false. Only ever a refutation, evaluated (exact): the
-        answer z3 would give is sat (or unknown), and `_implied` says False on either, so the
-        text does not depend on which witness the path has, or on having one; nothing of the
-        witness is kept (no model at hand, no candidate value) and no z3 query is asked for
-        it (see `witnesses`)."""
+        environment) where `claim` is false: then z3 need not be asked whether `cond` implies
+        it. The text does not depend on which witness the path has, or on having one:
+
+        * a witness only refutes, evaluated (exact): where it refutes, z3 would answer sat or
+          unknown (a false claim has no proof), and `_implied` says False on either;
+        * nothing else of it is used: it is no model at hand (`models`), gives no candidate
+          value, answers no premise; it is asked after the premise (`_premise_model`), so the
+          premises asked, their order and their models are the same with or without it;
+        * what it spares is z3 queries on claims and their models, which only ever refute
+          (`_at_hand` with a claim); every z3 answer is a function of the query (`_check`:
+          a context per query), not of the queries asked before it.
+
+        So every question gets the same answer and the next question is the same, to the
+        end of the rendering (tests/test_fields_witness.py checks texts on real objects)."""
         if not self.witnesses:
             return False
         if known.witnessed is None:
@@ -1046,6 +1063,7 @@ class Decoder:
         self.texts.clear()
         self.known.clear()
         self.models.clear()
+        self.premised.clear()
         self.holds.clear()
 
     # --- long computations (hashes, checksums) -----------------------------------------------
@@ -1444,11 +1462,12 @@ class _Session:
     layouts, whenever exploration or synthesis had made their terms in another order. In a
     fresh context the condition's terms get their ids in the order of a walk of it
     (`canonical`), and every later term of the rendering in an order the rendering fixes.
-    One context per rendering, not per query (a context costs ~2 ms to make): a condition's
-    queries share its translation. Nothing is carried from one rendering to the next (no
+    Nothing is carried from one rendering to the next (no
     memo of answers across conditions: an answer got in another rendering's context is
     that context's). The Python objects of the context are released by reference count
-    (no cycles), at points the rendering fixes."""
+    (no cycles), at points the rendering fixes. Each z3 query is asked in a session of its
+    own (`Decoder._check`), so its answer near the resource limit does not depend on the
+    queries asked before it."""
 
     def __init__(self):
         self.ctx = fresh_context()
@@ -1497,6 +1516,7 @@ class Witness:
     model: z3.ModelRef
     packet: z3.ArrayRef | None = None
     length: z3.BitVecRef | None = None
+    untagged: int = 0  # VLAN tags cut out of the model's packet
 
     def value(self, f: z3.ExprRef) -> z3.ExprRef:
         if self.packet is not None:
@@ -1533,7 +1553,7 @@ def witnesses(model: z3.ModelRef | None, formulas: list[z3.BoolRef]) -> list[Wit
         packet = w.packet if w.packet is not None else PACKET
         length = w.length if w.length is not None else PACKET_LEN
         i = z3.BitVec("i", 64)
-        w = Witness(model, z3.Lambda([i], z3.If(z3.ULT(i, 12), packet[i], packet[i + 4])), length - 4)
+        w = Witness(model, z3.Lambda([i], z3.If(z3.ULT(i, 12), packet[i], packet[i + 4])), length - 4, w.untagged + 1)
     return out
 
 
