@@ -7,8 +7,10 @@ rules build itself is not timed). Medians of REPEAT runs of process CPU time (th
 shared) after one untimed warm-up; the exploration is done once. Also counts renderings
 longer than one line (must be 0) and the z3 checks the decoding made (each rendering asks
 in a z3 context of its own, nothing is kept between renderings: every run makes the same).
+`--witnesses`: explore with witnesses and render each path with its own, as `rules` does
+(fields.Decoder.render's `witness`: fewer z3 checks, the same texts).
 
-    .venv/bin/python bench/fields.py [--repeat 3] [--objects xdpfilt_dny_all,...]
+    .venv/bin/python bench/fields.py [--repeat 3] [--objects xdpfilt_dny_all,...] [--witnesses]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import corpus  # noqa: E402
+from analyzer.exploration import Options  # noqa: E402
 from analyzer.explore import explore  # noqa: E402
 from analyzer.fields import Decoder  # noqa: E402
 from lifter.program import load_object  # noqa: E402
@@ -46,18 +49,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--objects", default="xdpfilt_dny_all,xdpfilt_dny_ip")
     ap.add_argument("--no-examples", action="store_true", help="time the decoding only")
+    ap.add_argument("--witnesses", action="store_true", help="render each path with its exploration witness")
     args = ap.parse_args()
     wanted = set(args.objects.split(","))
     for path in [p for p in corpus.external_objects() if p.stem in wanted]:
         obj = load_object(path)
         for prog in [p for p in obj.programs if p.is_xdp]:
-            e = explore(obj, prog)
+            e = explore(obj, prog, Options(witnesses=args.witnesses))
             texts: list[str] = []
             checks: list[int] = []
 
             def decode(e=e, texts=texts, checks=checks):
                 d = Decoder(e.environment())
-                texts[:] = [d.render(e.condition(p)) for p in e.paths]
+                texts[:] = [d.render(e.condition(p), witness=p.witness) for p in e.paths]
                 checks.append(d.checks)
 
             t_fields = _median(decode, args.repeat)
