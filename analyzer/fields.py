@@ -180,7 +180,9 @@ class Known:
     #: models at hand (Decoder.models, by index) -> whether they satisfy the premise
     fits: dict[int, bool] = field(default_factory=dict)
     #: the rendering's witnesses (Decoder.witnesses) that are models of `cond`, once worked out
-    witnessed: list[z3.ModelRef] | None = None
+    witnessed: list[Witness] | None = None
+    #: for a branch: (what is known of the condition it is a branch of, the branch's literal)
+    via: tuple[Known, z3.BoolRef] | None = None
 
 
 @dataclass(frozen=True)
@@ -232,15 +234,16 @@ class Decoder:
         self.checks = 0
         #: the models z3 gave while rendering this condition, in the order asked (`_at_hand`)
         self.models: list[z3.ModelRef] = []
-        #: indices in `models` of the models z3 gave for a premise (`_premise_model`), in order
-        self.premised: list[int] = []
         #: (model index, formula AST id) -> whether the model satisfies it (`_holds`)
         self.holds: dict[tuple[int, int], bool] = {}
         #: the z3 context of the rendering under way (`_Session`), None between renderings
         self.session: _Session | None = None
+        #: the rendering's witness (`render`), and what is made of it when first needed:
         #: concrete models of the environment and the condition being rendered (`witnesses`:
-        #: the path's exploration witness and its untagged variants), used only to refute
-        self.witnesses: list[Witness] = []
+        #: the witness and its untagged variants), used only to refute (`_refuted`)
+        self.witness: z3.ModelRef | None = None
+        self.witnesses: list[Witness] | None = None
+        self.rendered: z3.BoolRef | None = None  # the condition `render` renders
 
     # --- which headers the path has ----------------------------------------------------
     #
@@ -276,7 +279,9 @@ class Decoder:
         self.queries += 1
         return True
 
-    def _check(self, formulas: list[z3.BoolRef], alone: bool = False) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
+    def _check(
+        self, formulas: list[z3.BoolRef], alone: bool = False, keep: bool = True
+    ) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
         """z3 on the environment and `formulas` under the per-query resource limit (and the
         deadline): the answer and, when sat, a model; unknown without asking past the
         deadline (the question asking it was counted: `_question`). The answer is a function
@@ -303,7 +308,8 @@ class Decoder:
                     _ANSWERS[key] = memo
                 else:
                     session.answers[key] = memo
-        self._keep(memo[1])
+        if keep:  # a whole-condition question's model is not kept: a witness may spare it (`_refuted`)
+            self._keep(memo[1])
         return memo[0], memo[1]
 
     def _keep(self, model: z3.ModelRef | None) -> None:
@@ -326,8 +332,6 @@ class Decoder:
                 known.answer, known.premise_model = z3.sat, m
             else:
                 known.answer, known.premise_model = self._check(known.premise, alone=True)
-                if known.premise_model is not None:
-                    self.premised.append(next(i for i, k in enumerate(self.models) if k is known.premise_model))
             m = known.premise_model
             if m is not None and known.model is None and z3.is_true(m.eval(known.cond, model_completion=True)):
                 known.model = m  # a model of `cond` too (exact: evaluated)
@@ -340,11 +344,9 @@ class Decoder:
         false: a model of the premise, or a packet of it where a claim does not hold,
         without asking z3 (a branch's premise often holds in a model its parent or a
         sibling got). Only this rendering's models: the text stays a function of the
-        condition. A model of the premise is one z3 gave for a premise (`premised`): which
-        premises are asked, and in which order, does not depend on the claims refuted on
-        the way (by a witness or not), so neither do the premise models (see `_refuted`)."""
-        for i in range(len(self.models)) if falsifies is not None else self.premised:
-            m = self.models[i]
+        condition. Not those of whole-condition questions (`_implied`: not kept), which a
+        witness may spare (`_refuted`)."""
+        for i, m in enumerate(self.models):
             fits = known.fits.get(i)
             if fits is None:
                 fits = known.fits[i] = all(self._holds(i, f) for f in known.premise)
@@ -382,7 +384,8 @@ class Decoder:
         mine = _fixed_part(c)
         reads = frozenset().union(*(_offsets(f) for f in mine))
         near = [f for f in parent.premise if _offsets(f) & reads]  # what may bear on the branch
-        known = Known(sub, _unique([*parent.facts, *near, *mine]), branch=True, facts=list(parent.facts))
+        premise = _unique([*parent.facts, *near, *mine])
+        known = Known(sub, premise, branch=True, facts=list(parent.facts), via=(parent, c))
         self.known[sub.get_id()] = known
         if parent.model is not None and z3.is_true(parent.model.eval(c, model_completion=True)):
             known.model = parent.model
@@ -398,15 +401,15 @@ class Decoder:
         model = self._premise_model(known)
         if known.answer == z3.unsat:
             return self._proven(known, claim)  # `cond` is unsatisfiable: it implies anything
-        if self._refuted(known, claim):
-            return False  # a witness of `cond` where the claim is false: z3 would prove nothing
         if model is None or not z3.is_false(model.eval(claim, model_completion=True)):
             if self._at_hand(known, claim) is None:
                 if self._check([*known.premise, z3.Not(claim)], alone=True)[0] == z3.unsat:
                     return self._proven(known, claim)
         if known.whole or (known.branch and _offsets(claim) is not None):
             return False  # the premise is `cond`; a branch's layout claims come from its premise
-        return self._check([cond, z3.Not(claim)])[0] == z3.unsat and self._proven(known, claim)
+        if self._refuted(known, claim):
+            return False  # a witness of `cond` where the claim is false: z3 would prove nothing
+        return self._check([cond, z3.Not(claim)], keep=False)[0] == z3.unsat and self._proven(known, claim)
 
     def _refuted(self, known: Known, claim: z3.BoolRef) -> bool:
         """Whether a witness of the rendering is a model of `known.cond` (and the
@@ -416,19 +419,33 @@ class Decoder:
         * a witness only refutes, evaluated (exact): where it refutes, z3 would answer sat or
           unknown (a false claim has no proof), and `_implied` says False on either;
         * nothing else of it is used: it is no model at hand (`models`), gives no candidate
-          value, answers no premise; it is asked after the premise (`_premise_model`), so the
-          premises asked, their order and their models are the same with or without it;
-        * what it spares is z3 queries on claims and their models, which only ever refute
-          (`_at_hand` with a claim); every z3 answer is a function of the query (`_check`:
-          a context per query), not of the queries asked before it.
+          value, answers no premise; it is asked last, after the premise and the question
+          on it (`_implied`), so those, their answers and their models are the same with or
+          without it;
+        * what it spares is the whole-condition question, whose model is not kept either
+          way; every z3 answer is a function of the question (`_check`: a context per
+          question), not of the questions asked before it.
 
         So every question gets the same answer and the next question is the same, to the
         end of the rendering (tests/test_fields_witness.py checks texts on real objects)."""
-        if not self.witnesses:
+        if self.witness is None:
             return False
+        return any(w.falsifies(claim) for w in self._witnessed(known))
+
+    def _witnessed(self, known: Known) -> list[Witness]:
+        """The witnesses that are models of `known.cond`: a branch's, those of the condition
+        it is a branch of that satisfy its literal (evaluated: the literal alone, not the
+        whole condition again); the rendered condition's, all (`witnesses` kept only those)."""
+        if self.witnesses is None:  # when first needed: most renderings ask z3 nothing whole
+            root = self._known(self.rendered)
+            self.witnesses = root.witnessed = witnesses(self.witness, [*self.env, root.cond])
         if known.witnessed is None:
-            known.witnessed = [w for w in self.witnesses if w.satisfies(known.cond)]
-        return any(w.falsifies(claim) for w in known.witnessed)
+            if known.via is None:
+                known.witnessed = [w for w in self.witnesses if w.satisfies(known.cond)]
+            else:
+                parent, c = known.via
+                known.witnessed = [w for w in self._witnessed(parent) if w.satisfies(c)]
+        return known.witnessed
 
     @staticmethod
     def _proven(known: Known, claim: z3.BoolRef) -> bool:
@@ -629,7 +646,7 @@ class Decoder:
             return NOT_DECODED
         with self._rendering():
             cond = self.session.canonical(cond)
-            self.witnesses = witnesses(witness, [*self.env, cond])
+            self.witness, self.rendered = witness, cond
             self.fixed_used, self.emitted = False, 0
             self.longs.clear()
             lay = lay or self.layout(cond)
@@ -1059,11 +1076,10 @@ class Decoder:
             self._forget()
 
     def _forget(self) -> None:
-        self.witnesses = []
+        self.witness = self.witnesses = self.rendered = None
         self.texts.clear()
         self.known.clear()
         self.models.clear()
-        self.premised.clear()
         self.holds.clear()
 
     # --- long computations (hashes, checksums) -----------------------------------------------
