@@ -2,7 +2,8 @@
 suggestions and the decoded conditions, in CPU seconds, split by part (issue 14).
 
 Each run is a fresh process (`--tree`'s code: another worktree as a baseline) that explores
-and builds the rules untimed, then prints the tc script under no assumption as the CLI does,
+(with witnesses, as `rules` does: the decoder refutes claims on them) and builds the rules
+untimed, then prints the tc script under no assumption as the CLI does,
 timing its parts with wrappers: `account` (the reasons, keys of map-dependent paths and the
 IP-options facts included), `examples` (counterexamples; `suggest` the suggestions within
 it), the decoding of conditions (`render`: every Decoder.render, wherever it runs), and the
