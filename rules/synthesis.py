@@ -1127,17 +1127,17 @@ def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef 
     fresh = [z3.BitVec(f"every!{i}", 8) for i in range(len(at))]
     b = z3.Concat(*fresh) if len(fresh) > 1 else fresh[0]
     pkt = model.eval(PACKET, model_completion=True)
-    for offset, byte in zip(at, fresh):
-        pkt = z3.Store(pkt, offset, byte)
     consts = [d() for d in model.decls() if d.arity() == 0]
-    pins = [(c, model.eval(c, model_completion=True)) for c in consts if not c.eq(PACKET)] + [(PACKET, pkt)]
-    funs = [(d, f) for d in model.decls() if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
+    pins = [(c, model.eval(c, model_completion=True)) for c in consts if not c.eq(PACKET)]
+    funs = _interpretations(model)
 
-    def pinned(x: z3.ExprRef) -> z3.ExprRef:
-        x = z3.substitute(x, *pins)
-        return z3.substitute_funs(x, *funs) if funs else x  # map values, helper results: the model's
+    def stored(bytes_: list[z3.BitVecRef]) -> z3.ArrayRef:
+        out = pkt
+        for offset, byte in zip(at, bytes_):
+            out = z3.Store(out, offset, byte)
+        return out
 
-    value = pinned(term)
+    value = _pinned(term, [*pins, (PACKET, stored(fresh))], funs)
     # where the term's bits sit in b (a sub-byte key: vlan_prio, vlan_id): its lowest bit;
     # the other bits of those bytes keep the model's values (a TCP header's data offset,
     # which decides whether flower reads the flags at all)
@@ -1158,8 +1158,9 @@ def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef 
     x = _every_x(width)
     keep = model_bytes & ~(ones << low)
     bits = z3.BitVecVal(keep, b.size()) | z3.ZeroExt(b.size() - width, x) << low if b.size() > width else x
-    placed = [(byte, z3.Extract(b.size() - 1 - 8 * i, b.size() - 8 - 8 * i, bits)) for i, byte in enumerate(fresh)]
-    return z3.substitute(z3.And(*[pinned(a) for a in s.assertions()], value == x), *placed)
+    placed = [z3.Extract(b.size() - 1 - 8 * i, b.size() - 8 - 8 * i, bits) for i in range(len(fresh))]
+    # one substitution of the whole conjunction, the bytes placed with the rest
+    return _pinned(z3.And(*s.assertions(), term == x), [*pins, (PACKET, stored(placed))], funs)
 
 
 def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef | None:
@@ -1174,19 +1175,40 @@ def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.Bool
     x = _every_x(term.size())
     consts = [d() for d in model.decls() if d.arity() == 0]
     pins = [(c, model.eval(c, model_completion=True)) for c in consts if not c.eq(var)]
-    funs = [(d, f) for d in model.decls() if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
-
-    def pinned(t: z3.ExprRef) -> z3.ExprRef:
-        t = z3.substitute(t, *pins) if pins else t
-        return z3.substitute_funs(t, *funs) if funs else t
-
-    value = pinned(term)
+    funs = _interpretations(model)
+    value = _pinned(term, pins, funs)
     ones = (1 << term.size()) - 1
     for v in (0, 1, ones):
         at = z3.simplify(z3.substitute(value, (var, z3.BitVecVal(v, term.size()))))
         if not z3.is_bv_value(at) or at.as_long() != v:
             return None
-    return z3.substitute(z3.And(*[pinned(a) for a in s.assertions()], value == x), (var, x))
+    return _pinned(z3.And(*s.assertions(), term == x), [*pins, (var, x)], funs)
+
+
+def _interpretations(model: z3.ModelRef) -> list[tuple[z3.FuncDeclRef, z3.ExprRef]]:
+    """The functions of `model` (map values, helper results) with their interpretation as
+    terms (`_interpretation`), for `_pinned`."""
+    return [(d, f) for d in model.decls() if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
+
+
+def _pinned(t: z3.ExprRef, pins: list[tuple[z3.ExprRef, z3.ExprRef]], funs: list) -> z3.ExprRef:
+    """`t` with the constants `pins` replaced, then the functions `funs` by their terms: one
+    call each of z3's C API over the whole term (z3.substitute's per-pair checks and one call
+    per assertion were most of `_around`'s cost; z3 shares the work on common subterms)."""
+    ctx, kind = t.ctx, type(t)  # a substitution keeps the sort, so the class of the term
+    if pins:
+        n = len(pins)
+        src, dst = (z3.Ast * n)(), (z3.Ast * n)()
+        for i, (a, b) in enumerate(pins):
+            src[i], dst[i] = a.as_ast(), b.as_ast()
+        t = kind(z3.Z3_substitute(ctx.ref(), t.as_ast(), n, src, dst), ctx)
+    if funs:
+        n = len(funs)
+        fs, bodies = (z3.FuncDecl * n)(), (z3.Ast * n)()
+        for i, (f, body) in enumerate(funs):
+            fs[i], bodies[i] = f.as_func_decl(), body.as_ast()
+        t = kind(z3.Z3_substitute_funs(ctx.ref(), t.as_ast(), n, fs, bodies), ctx)
+    return t
 
 
 def _value_var(term: z3.ExprRef, model: z3.ModelRef) -> z3.BitVecRef | None:
