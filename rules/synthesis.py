@@ -28,6 +28,7 @@ program's decision order):
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -1127,9 +1128,9 @@ def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef 
     fresh = [z3.BitVec(f"every!{i}", 8) for i in range(len(at))]
     b = z3.Concat(*fresh) if len(fresh) > 1 else fresh[0]
     pkt = model.eval(PACKET, model_completion=True)
-    consts = [d() for d in model.decls() if d.arity() == 0]
-    pins = [(c, model.eval(c, model_completion=True)) for c in consts if not c.eq(PACKET)]
-    funs = _interpretations(model)
+    values, funs = _model_terms(model)
+    packet = PACKET.get_id()
+    pins = [(c, v) for c, v in values if c.get_id() != packet]
 
     def stored(bytes_: list[z3.BitVecRef]) -> z3.ArrayRef:
         out = pkt
@@ -1173,9 +1174,8 @@ def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.Bool
     if var is None:
         return None
     x = _every_x(term.size())
-    consts = [d() for d in model.decls() if d.arity() == 0]
-    pins = [(c, model.eval(c, model_completion=True)) for c in consts if not c.eq(var)]
-    funs = _interpretations(model)
+    values, funs = _model_terms(model)
+    pins = [(c, v) for c, v in values if c.get_id() != var.get_id()]
     value = _pinned(term, pins, funs)
     ones = (1 << term.size()) - 1
     for v in (0, 1, ones):
@@ -1185,10 +1185,16 @@ def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.Bool
     return _pinned(z3.And(*s.assertions(), term == x), [*pins, (var, x)], funs)
 
 
-def _interpretations(model: z3.ModelRef) -> list[tuple[z3.FuncDeclRef, z3.ExprRef]]:
-    """The functions of `model` (map values, helper results) with their interpretation as
-    terms (`_interpretation`), for `_pinned`."""
-    return [(d, f) for d in model.decls() if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
+@functools.lru_cache(maxsize=4)
+def _model_terms(model: z3.ModelRef) -> tuple[list, list]:
+    """For `_pinned`: `model`'s constants with their values, and its functions (map values,
+    helper results) with their interpretation as terms (`_interpretation`). Asked once per
+    model (extraction asks `_around` for every key around the same model; a model is
+    immutable, kept alive by the cache, so its identity is its key)."""
+    decls = model.decls()
+    values = [(c, model.eval(c, model_completion=True)) for c in (d() for d in decls if d.arity() == 0)]
+    funs = [(d, f) for d in decls if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
+    return values, funs
 
 
 def _pinned(t: z3.ExprRef, pins: list[tuple[z3.ExprRef, z3.ExprRef]], funs: list) -> z3.ExprRef:
