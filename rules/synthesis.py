@@ -1132,10 +1132,14 @@ def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef 
     packet = PACKET.get_id()
     pins = [(c, v) for c, v in values if c.get_id() != packet]
 
+    ctx, index = pkt.ctx, PACKET.domain()
+
     def stored(bytes_: list[z3.BitVecRef]) -> z3.ArrayRef:
+        # z3.Store's sort checks cost more than the stores (the bytes are of the range's sort)
         out = pkt
         for offset, byte in zip(at, bytes_):
-            out = z3.Store(out, offset, byte)
+            at_ = z3.BitVecVal(offset, index)
+            out = z3.ArrayRef(z3.Z3_mk_store(ctx.ref(), out.as_ast(), at_.as_ast(), byte.as_ast()), ctx)
         return out
 
     value = _pinned(term, [*pins, (PACKET, stored(fresh))], funs)
