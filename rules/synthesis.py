@@ -28,6 +28,7 @@ program's decision order):
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -1127,17 +1128,21 @@ def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef 
     fresh = [z3.BitVec(f"every!{i}", 8) for i in range(len(at))]
     b = z3.Concat(*fresh) if len(fresh) > 1 else fresh[0]
     pkt = model.eval(PACKET, model_completion=True)
-    for offset, byte in zip(at, fresh):
-        pkt = z3.Store(pkt, offset, byte)
-    consts = [d() for d in model.decls() if d.arity() == 0]
-    pins = [(c, model.eval(c, model_completion=True)) for c in consts if not c.eq(PACKET)] + [(PACKET, pkt)]
-    funs = [(d, f) for d in model.decls() if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
+    values, funs = _model_terms(model)
+    packet = PACKET.get_id()
+    pins = [(c, v) for c, v in values if c.get_id() != packet]
 
-    def pinned(x: z3.ExprRef) -> z3.ExprRef:
-        x = z3.substitute(x, *pins)
-        return z3.substitute_funs(x, *funs) if funs else x  # map values, helper results: the model's
+    ctx, index = pkt.ctx, PACKET.domain()
 
-    value = pinned(term)
+    def stored(bytes_: list[z3.BitVecRef]) -> z3.ArrayRef:
+        # z3.Store's sort checks cost more than the stores (the bytes are of the range's sort)
+        out = pkt
+        for offset, byte in zip(at, bytes_):
+            at_ = z3.BitVecVal(offset, index)
+            out = z3.ArrayRef(z3.Z3_mk_store(ctx.ref(), out.as_ast(), at_.as_ast(), byte.as_ast()), ctx)
+        return out
+
+    value = _pinned(term, [*pins, (PACKET, stored(fresh))], funs)
     # where the term's bits sit in b (a sub-byte key: vlan_prio, vlan_id): its lowest bit;
     # the other bits of those bytes keep the model's values (a TCP header's data offset,
     # which decides whether flower reads the flags at all)
@@ -1158,8 +1163,9 @@ def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef 
     x = _every_x(width)
     keep = model_bytes & ~(ones << low)
     bits = z3.BitVecVal(keep, b.size()) | z3.ZeroExt(b.size() - width, x) << low if b.size() > width else x
-    placed = [(byte, z3.Extract(b.size() - 1 - 8 * i, b.size() - 8 - 8 * i, bits)) for i, byte in enumerate(fresh)]
-    return z3.substitute(z3.And(*[pinned(a) for a in s.assertions()], value == x), *placed)
+    placed = [z3.Extract(b.size() - 1 - 8 * i, b.size() - 8 - 8 * i, bits) for i in range(len(fresh))]
+    # one substitution of the whole conjunction, the bytes placed with the rest
+    return _pinned(z3.And(*s.assertions(), term == x), [*pins, (PACKET, stored(placed))], funs)
 
 
 def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef | None:
@@ -1172,21 +1178,47 @@ def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.Bool
     if var is None:
         return None
     x = _every_x(term.size())
-    consts = [d() for d in model.decls() if d.arity() == 0]
-    pins = [(c, model.eval(c, model_completion=True)) for c in consts if not c.eq(var)]
-    funs = [(d, f) for d in model.decls() if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
-
-    def pinned(t: z3.ExprRef) -> z3.ExprRef:
-        t = z3.substitute(t, *pins) if pins else t
-        return z3.substitute_funs(t, *funs) if funs else t
-
-    value = pinned(term)
+    values, funs = _model_terms(model)
+    pins = [(c, v) for c, v in values if c.get_id() != var.get_id()]
+    value = _pinned(term, pins, funs)
     ones = (1 << term.size()) - 1
     for v in (0, 1, ones):
         at = z3.simplify(z3.substitute(value, (var, z3.BitVecVal(v, term.size()))))
         if not z3.is_bv_value(at) or at.as_long() != v:
             return None
-    return z3.substitute(z3.And(*[pinned(a) for a in s.assertions()], value == x), (var, x))
+    return _pinned(z3.And(*s.assertions(), term == x), [*pins, (var, x)], funs)
+
+
+@functools.lru_cache(maxsize=4)
+def _model_terms(model: z3.ModelRef) -> tuple[list, list]:
+    """For `_pinned`: `model`'s constants with their values, and its functions (map values,
+    helper results) with their interpretation as terms (`_interpretation`). Asked once per
+    model (extraction asks `_around` for every key around the same model; a model is
+    immutable, kept alive by the cache, so its identity is its key)."""
+    decls = model.decls()
+    values = [(c, model.eval(c, model_completion=True)) for c in (d() for d in decls if d.arity() == 0)]
+    funs = [(d, f) for d in decls if d.arity() > 0 and (f := _interpretation(d, model[d])) is not None]
+    return values, funs
+
+
+def _pinned(t: z3.ExprRef, pins: list[tuple[z3.ExprRef, z3.ExprRef]], funs: list) -> z3.ExprRef:
+    """`t` with the constants `pins` replaced, then the functions `funs` by their terms: one
+    call each of z3's C API over the whole term (z3.substitute's per-pair checks and one call
+    per assertion were most of `_around`'s cost; z3 shares the work on common subterms)."""
+    ctx, kind = t.ctx, type(t)  # a substitution keeps the sort, so the class of the term
+    if pins:
+        n = len(pins)
+        src, dst = (z3.Ast * n)(), (z3.Ast * n)()
+        for i, (a, b) in enumerate(pins):
+            src[i], dst[i] = a.as_ast(), b.as_ast()
+        t = kind(z3.Z3_substitute(ctx.ref(), t.as_ast(), n, src, dst), ctx)
+    if funs:
+        n = len(funs)
+        fs, bodies = (z3.FuncDecl * n)(), (z3.Ast * n)()
+        for i, (f, body) in enumerate(funs):
+            fs[i], bodies[i] = f.as_func_decl(), body.as_ast()
+        t = kind(z3.Z3_substitute_funs(ctx.ref(), t.as_ast(), n, fs, bodies), ctx)
+    return t
 
 
 def _value_var(term: z3.ExprRef, model: z3.ModelRef) -> z3.BitVecRef | None:
