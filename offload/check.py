@@ -50,14 +50,14 @@ from lifter.opcodes import CallSrc
 from lifter.program import BpfObject, Program, load_object
 from rules import output as rules_output
 from rules import ruleset
-from rules.counterexample import examples, pcap
+from rules.counterexample import examples
 from rules.flower import FLOWER_KEYS, Range, prefix_len
 from rules.reasons import REASONS, Reason, account, summary, summary_lines
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
 from . import flowercheck, flowervm, traffic
 from .commands import command_help
-from .options import exploration_flags, exploration_options
+from .options import exploration_flags, exploration_options, pcap_out_flag, write_pcap
 from .programs import device_programs
 from .targets import DEFAULT_TARGETS, TARGETS, Target
 
@@ -733,20 +733,4 @@ def add_parser(sub) -> None:
         "packets: a filter taking a packet the program (BPF_PROG_TEST_RUN) gives another verdict "
         "is a flower-unsound finding, which always fails the gate; its packets go to --pcap-out",
     )
-    add_pcap_out(p)
-
-
-def add_pcap_out(p) -> None:
-    """`--pcap-out FILE` (rules and check)."""
-    p.add_argument(
-        "--pcap-out",
-        metavar="FILE",
-        help="write the counterexample packet of every path left in software to FILE (pcap, Ethernet)",
-    )
-
-
-def write_pcap(path: str, frames: list[bytes]) -> None:
-    try:
-        FsPath(path).write_bytes(pcap(frames))
-    except OSError as err:
-        raise LiftError(f"--pcap-out: cannot write: {err.strerror}", file=path) from None
+    pcap_out_flag(p)

@@ -49,11 +49,17 @@ def command_module(name: str) -> ModuleType:
 
 def runner(name: str) -> Callable[[argparse.Namespace], int]:
     run = command_module(name).run
-    if name == "rules":
+    if name != "rules":
+        return run
+
+    def rules(args: argparse.Namespace) -> int:
+        if not getattr(args, "check_flower", False):  # the VM and verifier are imported only for it
+            return run(args)
         from offload import flowercheck  # --check-flower: check the printed script
 
-        return flowercheck.with_check(run)
-    return run
+        return flowercheck.with_check(run)(args)
+
+    return rules
 
 
 def chosen(argv: list[str]) -> str | None:

@@ -459,17 +459,6 @@ def run(checks: list[Check], img: flowervm.Image | None = None) -> flowervm.Batc
 # --- the CLI option ---------------------------------------------------------------------------
 
 
-def add_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--check-flower",
-        action="store_true",
-        help="apply the printed script in Debian's kernel under QEMU (skip_hw) and send "
-        "witnesses, random and adversarial packets: exit 1 if a non-pass filter "
-        "takes a packet the program (BPF_PROG_TEST_RUN) gives another verdict; "
-        "such packets go to FILE.PROGRAM.unsound.pcap; report on stderr",
-    )
-
-
 def with_check(rules_command):
     """`rules` with --check-flower: run the command, then check what it printed."""
 

@@ -13,7 +13,6 @@ one filter set per map entry, in the chains and prios `rules` prints them at.
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter
 from dataclasses import dataclass
 
@@ -28,21 +27,7 @@ from rules.templates import Fill, FilledFilter, Template, fill, fill_entry, find
 
 from .mapjson import read_json_spec
 from .mapsource import MapSourceSpec, open_maps
-from .options import maps_from
 from .tcsync import SyncFilter
-
-
-def add_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--maps-from",
-        action="append",
-        default=[],
-        metavar="SOURCE",
-        type=maps_from,
-        help="fill the map-dependent paths' rule templates from these map contents (repeatable): "
-        "pinned:DIR (maps pinned in bpffs under DIR), prog:ID (the maps of loaded program ID), "
-        "json:NAME=FILE (a `bpftool map dump -j` of map NAME) or json:FILE ({NAME: dump, ...})",
-    )
 
 
 def read_source(spec: MapSourceSpec, obj: BpfObject) -> MapContents:

@@ -216,6 +216,26 @@ def assume_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def pcap_out_flag(p: argparse.ArgumentParser) -> None:
+    """`--pcap-out FILE` (rules and check), written by `write_pcap`."""
+    p.add_argument(
+        "--pcap-out",
+        metavar="FILE",
+        help="write the counterexample packet of every path left in software to FILE (pcap, Ethernet)",
+    )
+
+
+def write_pcap(path: str, frames: list[bytes]) -> None:
+    """The --pcap-out file: `frames` as a pcap (a write error is bad input)."""
+    from rules.counterexample import pcap
+
+    try:
+        with open(path, "wb") as f:
+            f.write(pcap(frames))
+    except OSError as err:
+        raise LiftError(f"--pcap-out: cannot write: {err.strerror}", file=path) from None
+
+
 def refuse_duplicates(option: str, values: list) -> None:
     """A repeatable option given the same value twice is bad usage."""
     seen = set()

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -94,6 +95,34 @@ def test_console_script_runs():
     require(exe is not None, "the package is not installed in .venv (make setup)")
     result = subprocess.run([exe, "info", corpus_object("thesis_static_rules")], capture_output=True, text=True)
     assert result.returncode == 0 and "xdp_static_rules" in result.stdout
+
+
+#: Modules `rules` without --check-flower, --maps-from and --pcap-out never runs: importing
+#: them costs every run (`check`'s VM and kernel runner, flowercheck's verifier, mapfill's
+#: templates and map sources).
+RULES_DOES_NOT_IMPORT = (
+    "offload.check",
+    "offload.flowercheck",
+    "offload.flowervm",
+    "offload.mapfill",
+    "offload.mapsource",
+    "analyzer.kernel",
+    "analyzer.verify",
+    "rules.templates",
+)
+
+
+def test_rules_imports_only_what_it_runs():
+    """A plain `rules` run (a fresh process, as a user runs it) imports none of the modules
+    of the options it was not given, nor angr."""
+    code = (
+        "import contextlib, io, sys; from offload.cli import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()): rc = main(['rules', {corpus_object('allow_block')!r}, "
+        "'--dev', 'eth0'])\n"
+        f"print(rc, sorted(m for m in {RULES_DOES_NOT_IMPORT + ('angr',)!r} if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.stdout.split("\n")[0] == "0 []", proc.stdout + proc.stderr
 
 
 def test_every_corpus_object_loads_in_the_kernel():

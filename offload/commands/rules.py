@@ -12,7 +12,6 @@ from pathlib import Path
 from analyzer.explore import explore
 from lifter.errors import LiftError
 from lifter.program import load_object
-from offload import check, flowercheck, mapfill
 from offload.commands import command_help
 from offload.console import progress_printer
 from offload.options import (
@@ -22,7 +21,10 @@ from offload.options import (
     exploration_options,
     ifname_pair,
     interface_name,
+    maps_from,
+    pcap_out_flag,
     refuse_duplicates,
+    write_pcap,
 )
 from offload.programs import device_programs
 from rules import output as rules_output
@@ -70,9 +72,25 @@ def add_parser(sub) -> None:
         type=ifname_pair,
         help="device name of an ifindex the program redirects to (repeatable)",
     )
-    check.add_pcap_out(p)
-    flowercheck.add_option(p)  # --check-flower
-    mapfill.add_option(p)  # --maps-from
+    pcap_out_flag(p)
+    p.add_argument(  # run by offload/flowercheck.py
+        "--check-flower",
+        action="store_true",
+        help="apply the printed script in Debian's kernel under QEMU (skip_hw) and send "
+        "witnesses, random and adversarial packets: exit 1 if a non-pass filter "
+        "takes a packet the program (BPF_PROG_TEST_RUN) gives another verdict; "
+        "such packets go to FILE.PROGRAM.unsound.pcap; report on stderr",
+    )
+    p.add_argument(  # read by offload/mapfill.py
+        "--maps-from",
+        action="append",
+        default=[],
+        metavar="SOURCE",
+        type=maps_from,
+        help="fill the map-dependent paths' rule templates from these map contents (repeatable): "
+        "pinned:DIR (maps pinned in bpffs under DIR), prog:ID (the maps of loaded program ID), "
+        "json:NAME=FILE (a `bpftool map dump -j` of map NAME) or json:FILE ({NAME: dump, ...})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,7 +107,11 @@ def run(args: argparse.Namespace) -> int:
     ifnames = dict(args.ifname)
     if args.maps_from and getattr(args, "check_flower", False):
         raise LiftError("--check-flower does not go with --maps-from yet (the VM's program would run with empty maps)")
-    contents = mapfill.contents_from(args.maps_from, obj) if args.maps_from else None
+    contents = None
+    if args.maps_from:
+        from offload import mapfill  # templates, map sources: only with --maps-from
+
+        contents = mapfill.contents_from(args.maps_from, obj)
     frames = []
     for prog in device_programs(obj, args.program, per_program_output=out_dir is not None):
         # rules asks for the paths' witnesses: synthesis starts from them (one query fewer per path)
@@ -126,5 +148,5 @@ def run(args: argparse.Namespace) -> int:
             raise LiftError(f"cannot write: {err.strerror}", file=str(target)) from None
         print(target)
     if args.pcap_out:
-        check.write_pcap(args.pcap_out, frames)
+        write_pcap(args.pcap_out, frames)
     return 0
