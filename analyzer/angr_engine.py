@@ -73,7 +73,6 @@ logging.getLogger("angr").setLevel(logging.CRITICAL)  # before the import: unico
 
 import angr  # noqa: E402
 import archinfo  # noqa: E402
-import networkx as nx
 from angr import claripy
 from angr.engines.successors import SuccessorsEngine
 from angr.errors import SimMemoryAddressError
@@ -439,7 +438,7 @@ def make_project(obj: BpfObject, options: Options) -> tuple[angr.Project, Contex
             ctx.insn_at[ctx.addr(func.section, insn.pc)] = (func, insn)
         for b in func.cfg.blocks:
             ctx.leaders.add(ctx.addr(func.section, b))
-        order = list(reversed(list(nx.dfs_postorder_nodes(func.cfg.graph, func.cfg.entry))))
+        order = func.cfg.postorder()[::-1]
         for i, b in enumerate(order):
             for insn in func.cfg.blocks[b].insns:
                 ctx.rank[ctx.addr(func.section, insn.pc)] = i * 1_000_000 + insn.pc

@@ -33,7 +33,6 @@ import heapq
 import itertools
 import time
 
-import networkx as nx
 import z3
 from z3 import z3core
 
@@ -391,7 +390,7 @@ class Explorer:
         order = self._order.get(func.key)
         if order is None:
             cfg = func.cfg
-            rpo = list(reversed(list(nx.dfs_postorder_nodes(cfg.graph, cfg.entry))))
+            rpo = cfg.postorder()[::-1]
             index = {b: i for i, b in enumerate(rpo)}
             order = {}
             for b, block in cfg.blocks.items():

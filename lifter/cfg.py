@@ -1,21 +1,27 @@
 """Basic blocks and the control-flow graph of one function.
 
-Nodes of `Cfg.graph` are block start slots; every edge has a `kind`: ``taken`` (condition
-true), ``fallthrough`` (condition false or straight-line), ``goto`` (unconditional jump).
+Nodes are block start slots; every edge has a `kind`: ``taken`` (condition true),
+``fallthrough`` (condition false or straight-line), ``goto`` (unconditional jump).
 Calls do not end a block: a bpf-to-bpf call returns, and a failed tail call falls through.
 Loops are found as back edges (u -> h where h dominates u) with their natural-loop bodies;
 a retreating edge whose head does not dominate its tail makes the loop irreducible, which is
 reported rather than guessed at.
+
+The graph is plain dicts (`Cfg.edges`): networkx costs every command ~0.13 s to import, so
+it is imported only by those that ask for `Cfg.graph` (renderers).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import networkx as nx
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from .errors import LiftError
 from .insn import Exit, Goto, Insn, Jump, LoadImm64, ends_block, slots
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 TAKEN, FALLTHROUGH, GOTO = "taken", "fallthrough", "goto"
 
@@ -48,7 +54,9 @@ class Cfg:
 
     function: str
     blocks: dict[int, Block]
-    graph: nx.DiGraph
+    #: block start -> {successor block start: edge kind}, every block a key, successors in
+    #: the order the block's branch is read (fall-through first)
+    edges: dict[int, dict[int, str]]
     entry: int
     exits: list[int] = field(default_factory=list)  # blocks ending in `exit`
     back_edges: list[tuple[int, int]] = field(default_factory=list)
@@ -70,7 +78,38 @@ class Cfg:
         raise KeyError(pc)
 
     def successors(self, start: int) -> list[tuple[int, str]]:
-        return [(dst, data["kind"]) for _, dst, data in self.graph.out_edges(start, data=True)]
+        return list(self.edges[start].items())
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The CFG as a networkx graph, each edge with its `kind` (nodes and edges in the
+        order of `blocks` and `edges`)."""
+        import networkx as nx
+
+        graph = nx.DiGraph()
+        graph.add_nodes_from(self.blocks)
+        for src, succs in self.edges.items():
+            for dst, kind in succs.items():
+                graph.add_edge(src, dst, kind=kind)
+        return graph
+
+    def postorder(self) -> list[int]:
+        """The blocks reachable from the entry in post-order of a depth-first walk taking
+        successors in `edges` order (networkx's dfs_postorder_nodes from the entry)."""
+        out: list[int] = []
+        visited = {self.entry}
+        stack = [(self.entry, iter(self.edges[self.entry]))]
+        while stack:
+            node, children = stack[-1]
+            for child in children:
+                if child not in visited:
+                    visited.add(child)
+                    stack.append((child, iter(self.edges[child])))
+                    break
+            else:
+                stack.pop()
+                out.append(node)
+        return out
 
 
 def build_cfg(function: str, insns: list[Insn], start: int, end: int) -> Cfg:
@@ -106,35 +145,38 @@ def build_cfg(function: str, insns: list[Insn], start: int, end: int) -> Cfg:
         current.append(insn)
     blocks[current[0].pc] = Block(current[0].pc, current[-1].pc + slots(current[-1]), tuple(current))
 
-    graph = nx.DiGraph()
-    graph.add_nodes_from(blocks)
+    edges: dict[int, dict[int, str]] = {b: {} for b in blocks}
     exits = []
     for block in blocks.values():
         insn = block.last
+        out = edges[block.start]
         if isinstance(insn, Exit):
             exits.append(block.start)
         elif isinstance(insn, Goto):
-            graph.add_edge(block.start, insn.target, kind=GOTO)
+            out[insn.target] = GOTO
         elif isinstance(insn, Jump):
             # A jump whose target is the next instruction has one successor reached both ways.
-            graph.add_edge(block.start, block.end, kind=FALLTHROUGH)
+            out[block.end] = FALLTHROUGH
             if insn.target != block.end:
-                graph.add_edge(block.start, insn.target, kind=TAKEN)
+                out[insn.target] = TAKEN
         else:
-            graph.add_edge(block.start, block.end, kind=FALLTHROUGH)
+            out[block.end] = FALLTHROUGH
 
-    cfg = Cfg(function, blocks, graph, start, exits)
-    _find_loops(cfg)
+    cfg = Cfg(function, blocks, edges, start, exits)
+    find_loops(cfg)
     return cfg
 
 
-def _find_loops(cfg: Cfg) -> None:
-    graph = cfg.graph
-    reachable = nx.descendants(graph, cfg.entry) | {cfg.entry}
-    cfg.unreachable = sorted(set(graph) - reachable)
-    sub = graph.subgraph(reachable)
-    # networkx < 3.5 maps the entry to itself; 3.5 and later leave the entry out.
-    idom = nx.immediate_dominators(sub, cfg.entry)
+def find_loops(cfg: Cfg) -> None:
+    """Fill `cfg`'s unreachable blocks, back edges, natural loops and irreducible edges."""
+    edges = cfg.edges
+    reachable = _reached(cfg.entry, edges, set())
+    cfg.unreachable = sorted(set(edges) - reachable)
+    preds: dict[int, list[int]] = {b: [] for b in reachable}
+    for src in reachable:
+        for dst in edges[src]:
+            preds[dst].append(src)
+    idom = _immediate_dominators(cfg, preds)
 
     def dominates(a: int, b: int) -> bool:
         while True:
@@ -145,12 +187,11 @@ def _find_loops(cfg: Cfg) -> None:
                 return False
             b = parent
 
-    for tail, head in _retreating_edges(sub, cfg.entry):
+    for tail, head in _retreating_edges(edges, cfg.entry):
         if dominates(head, tail):
             cfg.back_edges.append((tail, head))
             # Natural loop: the header plus every block that reaches the latch without it.
-            without_head = sub.subgraph(set(sub) - {head})
-            body = {head, tail} | (nx.ancestors(without_head, tail) if tail != head else set())
+            body = {head} | (_reached(tail, preds, {head}) if tail != head else set())
             cfg.loops.append(Loop(head, tail, frozenset(body)))
         else:
             cfg.irreducible.append((tail, head))
@@ -158,11 +199,56 @@ def _find_loops(cfg: Cfg) -> None:
     cfg.loops.sort(key=lambda loop: (loop.header, loop.latch))
 
 
-def _retreating_edges(graph: nx.DiGraph, entry: int) -> list[tuple[int, int]]:
+def _reached(start: int, edges, avoid: set[int]) -> set[int]:
+    """`start` and every node reached from it along `edges` (node -> successors) without
+    passing through a node of `avoid`."""
+    seen = {start}
+    todo = [start]
+    while todo:
+        for nxt in edges[todo.pop()]:
+            if nxt not in seen and nxt not in avoid:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def _immediate_dominators(cfg: Cfg, preds: dict[int, list[int]]) -> dict[int, int]:
+    """Each block reachable from the entry -> its immediate dominator (the entry -> itself):
+    Cooper, Harvey and Kennedy's iteration over the reverse post-order ("A Simple, Fast
+    Dominance Algorithm", 2001); the dominator tree is unique, whatever computes it."""
+    order = cfg.postorder()
+    rank = {b: i for i, b in enumerate(order)}  # post-order number: the entry has the highest
+    idom = {cfg.entry: cfg.entry}
+
+    def meet(a: int, b: int) -> int:
+        while a != b:
+            while rank[a] < rank[b]:
+                a = idom[a]
+            while rank[b] < rank[a]:
+                b = idom[b]
+        return a
+
+    changed = True
+    while changed:
+        changed = False
+        for b in reversed(order):
+            if b == cfg.entry:
+                continue
+            new = None
+            for p in preds[b]:
+                if p in idom:
+                    new = p if new is None else meet(p, new)
+            if idom.get(b) != new:
+                idom[b] = new
+                changed = True
+    return idom
+
+
+def _retreating_edges(edges: dict[int, dict[int, str]], entry: int) -> list[tuple[int, int]]:
     """Edges to a node on the current DFS path (iterative DFS, deterministic order)."""
     on_stack: set[int] = {entry}
     visited: set[int] = {entry}
-    stack = [(entry, iter(sorted(graph.successors(entry))))]
+    stack = [(entry, iter(sorted(edges[entry])))]
     found = []
     while stack:
         node, children = stack[-1]
@@ -176,5 +262,5 @@ def _retreating_edges(graph: nx.DiGraph, entry: int) -> list[tuple[int, int]]:
         elif child not in visited:
             visited.add(child)
             on_stack.add(child)
-            stack.append((child, iter(sorted(graph.successors(child)))))
+            stack.append((child, iter(sorted(edges[child]))))
     return found

@@ -13,9 +13,9 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from .btf import Btf, parse_btf
 from .btf_ext import BtfExt, LineInfo, parse_btf_ext
@@ -26,6 +26,9 @@ from .errors import LiftError
 from .insn import Call, ExternRef, FuncRef, Insn, LoadImm64, MapRef, slots
 from .maps import MapDef, read_maps, relocation_map
 from .opcodes import INSN_SIZE, MAX_PROG_INSNS, CallSrc, Reloc
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: Section-name prefixes and what loader attach type they mean (libbpf's SEC() names plus
 #: the legacy names older loaders accepted).
@@ -109,7 +112,20 @@ class Program:
     section: str
     entry: Function
     functions: list[Function]  # entry first
-    call_graph: nx.DiGraph
+    #: (caller, callee, kind) of every call and callback reference, in the order found
+    calls: list[tuple[FunctionKey, FunctionKey, str]]
+
+    @cached_property
+    def call_graph(self) -> nx.DiGraph:
+        """The calls as a networkx graph (imported only when asked: renderers), each edge with
+        its `kind`."""
+        import networkx as nx
+
+        graph = nx.DiGraph()
+        graph.add_node(self.entry.key)
+        for caller, callee, kind in self.calls:
+            graph.add_edge(caller, callee, kind=kind)
+        return graph
 
     @property
     def attach(self) -> str:
@@ -380,17 +396,16 @@ def _check_callees(func: Function, functions: dict[FunctionKey, Function]) -> No
 
 
 def _program(entry: Function, functions: dict[FunctionKey, Function]) -> Program:
-    graph = nx.DiGraph()
-    graph.add_node(entry.key)
+    calls = []
     order = [entry]
     seen = {entry.key}
     todo = [entry]
     while todo:
         func = todo.pop()
         for _pc, callee, kind in func.callees():
-            graph.add_edge(func.key, callee, kind=kind)
+            calls.append((func.key, callee, kind))
             if callee not in seen:
                 seen.add(callee)
                 order.append(functions[callee])
                 todo.append(functions[callee])
-    return Program(entry.name, entry.section, entry, order, graph)
+    return Program(entry.name, entry.section, entry, order, calls)

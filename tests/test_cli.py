@@ -99,8 +99,9 @@ def test_console_script_runs():
 
 #: Modules `rules` without --check-flower, --maps-from and --pcap-out never runs: importing
 #: them costs every run (`check`'s VM and kernel runner, flowercheck's verifier, mapfill's
-#: templates and map sources).
+#: templates and map sources; networkx, which only renderers of the CFG use).
 RULES_DOES_NOT_IMPORT = (
+    "networkx",
     "offload.check",
     "offload.flowercheck",
     "offload.flowervm",
