@@ -20,7 +20,6 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable
-from importlib import metadata
 from types import ModuleType
 
 from lifter.errors import EXIT_BAD_INPUT, LiftError
@@ -28,12 +27,25 @@ from offload.commands import COMMANDS
 from offload.options import OneLineParser
 
 
+class Version(argparse.Action):
+    """`--version`: the installed package's version, looked up only when asked (importing
+    importlib.metadata and reading the package's metadata cost every run ~40 ms)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib import metadata
+
+        print(f"xdp2tc {metadata.version('xdp2tc')}")
+        parser.exit()
+
+
 def parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or with `only` (a command's name, or "" for none) a parser whose
     other commands have their name and help but no options: what parsing a command line of
     `only` needs, since argparse reads the options of the chosen command alone."""
     top = OneLineParser(prog="xdp2tc", description=__doc__.split("\n")[0])
-    top.add_argument("--version", action="version", version=f"xdp2tc {metadata.version('xdp2tc')}")
+    top.add_argument(
+        "--version", action=Version, nargs=0, default=argparse.SUPPRESS, help="show program's version number and exit"
+    )
     sub = top.add_subparsers(dest="command", required=True)
     for name, (_, help_text) in COMMANDS.items():
         if only is None or name == only:
