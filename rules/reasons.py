@@ -192,7 +192,10 @@ def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] 
         keys = []
         for m in maps:
             key = next((a.key for a in path.accesses if a.map == m), None)
-            keys.append(f"map {m}" + (f" keyed by {decoder.key_fields(key, simple)}" if key is not None else ""))
+            keys.append(
+                f"map {m}"
+                + (f" keyed by {decoder.key_fields(key, simple, witness=path.witness)}" if key is not None else "")
+            )
         return Reason("map-dependent", "; ".join(keys))
     if "summary" in kinds:
         return Reason(
