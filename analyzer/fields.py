@@ -402,11 +402,10 @@ class Decoder:
         if known.answer == z3.unsat:
             return self._proven(known, claim)  # `cond` is unsatisfiable: it implies anything
         if model is None or not z3.is_false(model.eval(claim, model_completion=True)):
+            if _held(known.premise, claim):  # no model of the premise falsifies it either
+                return self._proven(known, claim)
             if self._at_hand(known, claim) is None:
-                if (
-                    _held(known.premise, claim)
-                    or self._check([*known.premise, z3.Not(claim)], alone=True)[0] == z3.unsat
-                ):
+                if self._check([*known.premise, z3.Not(claim)], alone=True)[0] == z3.unsat:
                     return self._proven(known, claim)
         if known.whole or (known.branch and _offsets(claim) is not None):
             return False  # the premise is `cond`; a branch's layout claims come from its premise
