@@ -402,7 +402,7 @@ class Decoder:
         if known.answer == z3.unsat:
             return self._proven(known, claim)  # `cond` is unsatisfiable: it implies anything
         if model is None or not z3.is_false(model.eval(claim, model_completion=True)):
-            if _held(known.premise, claim):  # no model of the premise falsifies it either
+            if known.answer == z3.sat and _held(known.premise, claim):  # no model falsifies it either
                 return self._proven(known, claim)
             if self._at_hand(known, claim) is None:
                 if self._check([*known.premise, z3.Not(claim)], alone=True)[0] == z3.unsat:
@@ -1308,7 +1308,8 @@ def _offsets(t: z3.ExprRef) -> frozenset[int] | None:
 
 def _held(premise: list[z3.BoolRef], claim: z3.BoolRef) -> bool:
     """Whether `claim` is one of `premise`'s formulas (the same term): then the premise implies
-    it and z3 need not be asked (`_implied`). A branch's premise holds what its parent was
+    it and z3 need not be asked (`_implied`: when z3 solved the premise; one past
+    QUERY_RLIMIT is still asked, as before). A branch's premise holds what its parent was
     proven to imply (`_branch`), and the branch's layout asks the same claims again: 30-40
     of the 120-140 z3 questions of `rules` on an xdp-filter object were such, each unsat."""
     i = claim.get_id()
