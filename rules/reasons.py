@@ -192,7 +192,10 @@ def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] 
         keys = []
         for m in maps:
             key = next((a.key for a in path.accesses if a.map == m), None)
-            keys.append(f"map {m}" + (f" keyed by {decoder.key_fields(key, simple)}" if key is not None else ""))
+            keys.append(
+                f"map {m}"
+                + (f" keyed by {decoder.key_fields(key, simple, witness=path.witness)}" if key is not None else "")
+            )
         return Reason("map-dependent", "; ".join(keys))
     if "summary" in kinds:
         return Reason(
@@ -233,7 +236,11 @@ def fixed_l4_reads(e, path) -> bool:
     the path's condition reads a byte at a constant offset that lies in a field of that L4
     header when the IPv4 header has no options, and some packet of the path has an IHL
     other than 5 (a model shows it). The facts `analyzer.fields` names such reads by
-    (`FIXED_NOTE`), asked in full here: the decoded text stops at its query budget."""
+    (`FIXED_NOTE`), asked in full here: the decoded text stops at its query budget.
+
+    The path's witness (a model of it, checked here by evaluation) answers "not implied"
+    for the claims it makes false, without z3: where it does, z3 answers sat (or unknown),
+    and either is a no."""
     cond = e.condition(path)
     if not _l4_starts(_constant_reads(cond)):  # a superset of the simplified reads: no z3
         return False
@@ -245,7 +252,11 @@ def fixed_l4_reads(e, path) -> bool:
     reads = _constant_reads(cond)
     base = z3.Solver(ctx=ctx)
     base.set("rlimit", FACT_RLIMIT)
-    base.add(*[a.translate(ctx) for a in e.environment()], cond)
+    env = [a.translate(ctx) for a in e.environment()]
+    base.add(*env, cond)
+    witness = path.witness.translate(ctx) if path.witness is not None else None
+    if witness is not None and not z3.is_true(witness.eval(z3.And(*env, cond), model_completion=True)):
+        witness = None  # not a model of the path: it refutes nothing
 
     def byte(o: int) -> z3.BitVecRef:
         return pkt[z3.BitVecVal(o, 64, ctx)]
@@ -254,6 +265,8 @@ def fixed_l4_reads(e, path) -> bool:
         return z3.Concat(byte(o), byte(o + 1))
 
     def implied(claim) -> bool:
+        if witness is not None and z3.is_false(witness.eval(claim, model_completion=True)):
+            return False
         base.push()
         base.add(z3.Not(claim))
         r = base.check()

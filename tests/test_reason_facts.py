@@ -10,11 +10,16 @@ ihl*4.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from conftest import corpus_object
+import z3
+from conftest import corpus_object, require
 
 import analyzer.fields as fields
+import corpus
 from analyzer.classify import classes
+from analyzer.exploration import Options
 from analyzer.explore import explore
 from analyzer.fields import FIXED_NOTE, Decoder
 from lifter.program import load_object
@@ -52,3 +57,35 @@ def test_programs_that_honour_ihl_or_are_not_ipv4_are_not_ip_options(stem):
     after an IPv6 header: no path is told IP options."""
     e = _explored(stem)
     assert not any(fixed_l4_reads(e, p) for p in e.paths)
+
+
+@pytest.mark.parametrize("path", ["external:xdpfilt_alw_ip", "or_direct_udp_k16", "ipv4_options", "vlan_tags"])
+def test_the_witness_changes_no_answer_and_spares_queries(path, monkeypatch):
+    """`fixed_l4_reads` with the path's witness (it refutes claims by evaluation) answers as
+    without one (every claim asked of z3: the old way, the reference), on paths where the
+    answer is yes (or_direct_udp) and no; on xdpfilt_alw_ip the witness spares z3 checks."""
+    if path.startswith("external:"):
+        obj_path = corpus.EXTERNAL_DIR / "libxdp1" / f"{path.split(':')[1]}.o"
+        require(obj_path.is_file(), f"{obj_path} is not built (make corpus external)")
+        obj = load_object(obj_path)
+    else:
+        obj = load_object(corpus_object(path))
+    e = explore(obj, obj.programs[0], Options(witnesses=True))
+    checks = [0]
+    check = z3.Solver.check
+
+    def counted(self, *a):
+        checks[0] += 1
+        return check(self, *a)
+
+    monkeypatch.setattr(z3.Solver, "check", counted)
+    with_witness = [fixed_l4_reads(e, p) for p in e.paths]
+    spared = checks[0]
+    checks[0] = 0
+    without = [fixed_l4_reads(e, dataclasses.replace(p, witness=None)) for p in e.paths]
+    assert with_witness == without
+    assert any(p.witness is not None for p in e.paths)
+    if path == "or_direct_udp_k16":
+        assert any(with_witness)
+    if path == "external:xdpfilt_alw_ip":
+        assert spared < checks[0]
