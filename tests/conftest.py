@@ -95,6 +95,17 @@ def need_object(path: Path | None) -> Path:
     return path
 
 
+def explored_with_witnesses(path: Path):
+    """The exploration of the object's first program with the paths' witnesses kept, as
+    `rules` explores it (the object built, or skip / fail under CI as need_object)."""
+    from analyzer.exploration import Options
+    from analyzer.explore import explore
+    from lifter.program import load_object
+
+    obj = load_object(need_object(path))
+    return explore(obj, obj.programs[0], Options(witnesses=True))
+
+
 def assemble(source: str, tmp_path: Path, name: str = "asm", mcpu: str = "v4") -> Path:
     """Assemble BPF assembly text with clang into an object under tmp_path."""
     clang = require_tool(CLANG)

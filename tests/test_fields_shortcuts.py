@@ -13,26 +13,17 @@ from __future__ import annotations
 
 import pytest
 import z3
-from conftest import require
+from conftest import explored_with_witnesses
 
 import analyzer.fields as fields
 import corpus
-from analyzer.exploration import Options
-from analyzer.explore import explore
 from analyzer.fields import Decoder
-from lifter.program import load_object
 
 OBJECTS = [
     corpus.EXTERNAL_DIR / "libxdp1" / "xdpfilt_alw_ip.o",
     corpus.EXTERNAL_DIR / "libxdp1" / "xdpfilt_dny_udp.o",
     corpus.BUILD_DIR / "clang" / "vlan_tags.o",
 ]
-
-
-def _explored(path):
-    require(path.is_file(), f"{path} is not built (make corpus external)")
-    obj = load_object(path)
-    return explore(obj, obj.programs[0], Options(witnesses=True))
 
 
 def _texts(e) -> list[str]:
@@ -53,7 +44,7 @@ def _z3_unsat(formulas: list[z3.BoolRef]) -> bool:
 
 @pytest.mark.parametrize("obj", OBJECTS, ids=lambda p: p.stem)
 def test_held_claims_change_no_text(obj, monkeypatch):
-    e = _explored(obj)
+    e = explored_with_witnesses(obj)
     held = fields._held
     monkeypatch.setattr(fields, "_held", lambda premise, claim: False)
     asked = _texts(e)  # every claim asked of z3
@@ -74,7 +65,7 @@ def test_held_claims_change_no_text(obj, monkeypatch):
 
 @pytest.mark.parametrize("stem", ["xdpfilt_alw_ip", "xdpfilt_alw_tcp"])
 def test_key_texts_do_not_depend_on_the_witness(stem, monkeypatch):
-    e = _explored(corpus.EXTERNAL_DIR / "libxdp1" / f"{stem}.o")
+    e = explored_with_witnesses(corpus.EXTERNAL_DIR / "libxdp1" / f"{stem}.o")
     refuted = []
     plain = Decoder._refuted
 

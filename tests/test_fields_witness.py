@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import pytest
 import z3
-from conftest import require
+from conftest import explored_with_witnesses
 
 import analyzer.fields as fields
 import corpus
-from analyzer.exploration import Options
-from analyzer.explore import explore
 from analyzer.fields import Decoder, witnesses
 from analyzer.symbolic import PACKET, PACKET_LEN
-from lifter.program import load_object
 
 #: z3's resource limit for the independent checks (the decoder's is fields.QUERY_RLIMIT):
 #: generous, so that a refuted claim's counterexample is found, not given up on
@@ -27,12 +24,6 @@ OBJECTS = [
     corpus.EXTERNAL_DIR / "libxdp1" / "xdpfilt_dny_udp.o",
     corpus.BUILD_DIR / "clang" / "vlan_tags.o",
 ]
-
-
-def _explored(path):
-    require(path.is_file(), f"{path} is not built (make corpus external)")
-    obj = load_object(path)
-    return explore(obj, obj.programs[0], Options(witnesses=True))
 
 
 def _other_model(env, cond, w: z3.ModelRef) -> z3.ModelRef | None:
@@ -51,7 +42,7 @@ def _other_model(env, cond, w: z3.ModelRef) -> z3.ModelRef | None:
 
 @pytest.mark.parametrize("obj", OBJECTS, ids=lambda p: p.stem)
 def test_texts_do_not_depend_on_the_witness(obj, monkeypatch):
-    e = _explored(obj)
+    e = explored_with_witnesses(obj)
     env = e.environment()
     refuted: list[tuple[z3.BoolRef, z3.BoolRef]] = []
     plain = Decoder._refuted
@@ -90,7 +81,7 @@ def test_untagged_variants_are_models_of_the_condition():
     """A witness with a VLAN tag gives its untagged packet when the condition allows it (the
     Witness read with the tag's 4 bytes cut out): checked against z3's own evaluation of the
     condition on that packet, built by hand."""
-    e = _explored(corpus.BUILD_DIR / "clang" / "vlan_tags.o")
+    e = explored_with_witnesses(corpus.BUILD_DIR / "clang" / "vlan_tags.o")
     env = e.environment()
     seen = 0
     for path in e.paths:

@@ -11,15 +11,15 @@ ihl*4.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import z3
-from conftest import corpus_object, require
+from conftest import corpus_object, explored_with_witnesses
 
 import analyzer.fields as fields
 import corpus
 from analyzer.classify import classes
-from analyzer.exploration import Options
 from analyzer.explore import explore
 from analyzer.fields import FIXED_NOTE, Decoder
 from lifter.program import load_object
@@ -65,12 +65,9 @@ def test_the_witness_changes_no_answer_and_spares_queries(path, monkeypatch):
     without one (every claim asked of z3: the old way, the reference), on paths where the
     answer is yes (or_direct_udp) and no; on xdpfilt_alw_ip the witness spares z3 checks."""
     if path.startswith("external:"):
-        obj_path = corpus.EXTERNAL_DIR / "libxdp1" / f"{path.split(':')[1]}.o"
-        require(obj_path.is_file(), f"{obj_path} is not built (make corpus external)")
-        obj = load_object(obj_path)
+        e = explored_with_witnesses(corpus.EXTERNAL_DIR / "libxdp1" / f"{path.split(':')[1]}.o")
     else:
-        obj = load_object(corpus_object(path))
-    e = explore(obj, obj.programs[0], Options(witnesses=True))
+        e = explored_with_witnesses(Path(corpus_object(path)))
     checks = [0]
     check = z3.Solver.check
 
