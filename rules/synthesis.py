@@ -21,7 +21,11 @@ program's decision order):
    generalised to the widest match that does not cover packets the block is meant to
    take; two shields of the same keys that differ in values are widened into one without
    those keys (flower cannot see what separates them: an IPv4 option moving the port).
-   After MAX_SHIELDS attempts the block is given up: its paths stay in software.
+   After MAX_SHIELDS attempts the block is given up: its paths stay in software. So is a
+   block whose own paths are all map-decided (`map_decided`: with the maps as a freshly
+   loaded program has them, every packet of them gets another outcome), once its shield
+   loop has run MAP_DECIDED_ROUND rounds: no shield can help it, since each of its packets
+   then needs one (a filter is fixed while the maps may be as loaded).
 4. **Lay out** (ruleset.py): prios per mask shape, chains for multi-key value sets; then
    the printed script is read back and proved (final.py) - what is printed is what is proved.
 """
@@ -75,6 +79,21 @@ QUERY_TIMEOUT_MS = 10000
 #: the most any shortcut that answered took on 10 corpus and xdp-filter objects (issue 14,
 #: session 14): 75,580 (qinq_tags), so 200,000 leaves room and cuts the hopeless ones early.
 SHORTCUT_RLIMIT = 200_000
+#: z3's deterministic resource limit of the question `map_decided` asks z3 (where the path's
+#: witness does not answer it). Past it the path is taken as not map-decided: it is
+#: extracted and proved as before, so the limit bounds the cost, never an answer. On the
+#: xdp-filter objects the questions it answers take up to ~N (issue 14, session 20).
+MAP_DECIDED_RLIMIT = 2_000_000
+#: Shield rounds after which `prove` asks whether the block's paths are all map-decided:
+#: blocks most often fail or prove in fewer, and then the question costs nothing.
+MAP_DECIDED_ROUND = 2
+#: Why a block of map-decided paths is given up, before rules/reasons.py names the map (and
+#: the header fields of its key) from the paths' inputs.
+MAP_DECIDED = Reason(
+    "not-expressible",
+    "with the maps as a freshly loaded program has them (hash maps empty, arrays zeroed) the "
+    "program gives every packet of this path another verdict: no filter fixed in the NIC can take them",
+)
 
 #: Keys extracted from paths, per protocol family, in the order shields are generalised
 #: (the first ones dropped first: least likely to separate verdicts).
@@ -253,6 +272,9 @@ class Synthesizer:
         self.chain_budget = MAX_SPLIT_CHAINS
         #: paths offloaded by some of their blocks while another was given up: why the rest stays
         self.partial: dict[int, Reason] = {}
+        #: map_decided's answers, by path id; `as_loaded`'s map contents and its memo
+        self.decided: dict[int, bool] = {}
+        self._as_loaded: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
         opts = e.options
         #: perf_counter() past which no path is extracted nor block proved (None: no budget)
         self.deadline = (
@@ -359,6 +381,45 @@ class Synthesizer:
             self.partial.update({p: b.why for p in b.paths if p in offloaded})
             self.failed.update({p: b for p in gone})
         return Synthesis(kept, self.software, self.assume, self.e.options.max_len)
+
+    @functools.cached_property
+    def loaded_maps(self) -> list[tuple]:
+        """Exploration.maps_as_loaded: the map contents `as_loaded` puts in."""
+        return self.e.maps_as_loaded()
+
+    def as_loaded(self, expr: z3.ExprRef) -> z3.ExprRef:
+        """`expr` with the maps as a freshly loaded program has them
+        (Exploration.maps_as_loaded), simplified; memoised by term."""
+        if not self.loaded_maps:
+            return expr
+        hit = self._as_loaded.get(expr.get_id())
+        if hit is None:  # the term is kept with its answer: no id is reused while memoised
+            hit = self._as_loaded[expr.get_id()] = (expr, z3.simplify(z3.substitute_funs(expr, *self.loaded_maps)))
+        return hit[1]
+
+    def map_decided(self, p: Path) -> bool:
+        """Whether non-pass path `p` is decided by the maps: every packet of it (under any map
+        contents, helper results and ctx) gets another outcome with the same helper results
+        and ctx but the maps as loaded (`as_loaded`). Then no filter can take any of its
+        packets soundly, since a filter is fixed while the maps may be as loaded. Exact where
+        it says yes: z3 proves it (in a context of its own, under MAP_DECIDED_RLIMIT); a path
+        whose witness keeps its outcome with the maps as loaded, or that z3 does not settle
+        within the limit, is not map-decided (it is extracted and proved as any other)."""
+        if p.id in self.decided:
+            return self.decided[p.id]
+        o = self.outcomes[p.id]
+        answer = False
+        if isinstance(o, Outcome) and not o.is_pass and not is_rewrite(o) and self.loaded_maps:
+            # another outcome with the maps as loaded: what every packet of a map-decided path gets
+            other = z3.And(*[self.as_loaded(x) for x in self.env], z3.Not(self.as_loaded(self.good(o))))
+            w = p.witness
+            held = w is not None and z3.is_true(w.eval(z3.And(*self.env, self.conds[p.id]), model_completion=True))
+            if not (held and z3.is_false(w.eval(other, model_completion=True))):
+                # (else the witness is a packet of the path that keeps its outcome: not decided)
+                r, _ = isolated(self.env, self.conds[p.id], z3.Not(other), rlimit=MAP_DECIDED_RLIMIT)
+                answer = r == z3.unsat
+        self.decided[p.id] = answer
+        return answer
 
     def extract(self, p: Path, outcome: Outcome, quiet: bool = False) -> Block | None:
         """Path `p`'s first block (extract_all), or None."""
@@ -779,7 +840,7 @@ class Synthesizer:
         good = self.good(b.outcome)
         taken = self.reach(earlier)
         region = b.formula(self.d)
-        for _ in range(MAX_SHIELDS):
+        for rounds in range(MAX_SHIELDS):
             shields = [match_formula(m, self.d) for m in b.shields]
             r, model = isolated(
                 self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good), timeout_ms=QUERY_TIMEOUT_MS
@@ -799,6 +860,9 @@ class Synthesizer:
                 return
             if r == z3.unknown:
                 b.why = Reason("unknown", "z3 gave no answer in time")
+                return
+            if rounds == MAP_DECIDED_ROUND and all(self.map_decided(self.e.paths[p]) for p in b.paths):
+                b.why = MAP_DECIDED
                 return
             shield = self.shield(b, model, good)
             b.shields = self.widen(b, good, shield)
