@@ -766,7 +766,7 @@ class Synthesizer:
             model = s.model() if s.check() == z3.sat else None
         for name in names:
             term = keys[name]
-            values = _key_values(s, model, term, MAX_VALUES + 1)
+            values = _key_values(s, model, term, MAX_VALUES + 1, self.loaded_maps)
             if values is None:
                 # what enumerating would conclude, in one small query instead of 65 checks
                 # and a prefix/fixed-bit search: the key does not matter, or is left free
@@ -1143,31 +1143,42 @@ def _decides_beyond_chain(b: Block) -> bool:
     return bool(b.masked) or any(name not in CHAIN_KEYS for name in b.sets)
 
 
-def _key_values(s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, limit: int) -> list[int] | None:
+def _key_values(
+    s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, limit: int, loaded: list[tuple] = ()
+) -> list[int] | None:
     """Up to `limit` values `term` takes in the models of `s`, or None when it takes every
     value of its width. Both are worked out around `model` first (`_around`: only the bits
     that make up the term's value change, every other variable - map contents and helper
     results too - keeps its model value), in small queries over one variable:
-    - every value: the formula holds for every x (one query instead of 65 checks);
+    - every value: the formula holds for every x (one query instead of 65 checks); where it
+      does not, the same with the maps as loaded (`loaded`: Exploration.maps_as_loaded, the
+      other variables keeping their model values), when given: a key a map lookup is keyed
+      by (an allow list: the model's map has no entry for most x, an empty one has none
+      for all);
     - else its solutions are values the term takes, and the models of `s` give the rest, if
       any (one check when there are none).
     The same set as `_values`; where the term is not made of packet bits that can change
     alone (a map lookup keyed by them, a value computed from them), `_values` it is."""
     if model is None:
         return _values(s, term, limit)
-    claim = _around(s, model, term)
+    claim, near = _around(s, model, term), model
     if claim is None:  # a constant in this model (ports of a packet without them): another
         s.push()
         s.add(term != model.eval(term, model_completion=True))
         other = s.model() if s.check() == z3.sat else None
         s.pop()  # the claim is about s itself: the value excluded here is one of them
-        claim = _around(s, other, term) if other is not None else False
+        claim, near = (_around(s, other, term) if other is not None else False), other
     if claim is None or claim is False:
         return _values(s, term, limit, _seen(model, term))
     # the shortcut's own timeout: an unknown answer proves nothing and finds no value, and
     # `_values` on the path does the rest
     if solver(z3.Not(claim), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
         return None
+    if loaded and _reads_maps(near):
+        as_loaded = _around(s, near, term, loaded)
+        if as_loaded is not None and as_loaded is not False:
+            if solver(z3.Not(as_loaded), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
+                return None
     known = _values(solver(claim, rlimit=SHORTCUT_RLIMIT), _every_x(term.size()), limit)
     return _values(s, term, limit, known)
 
@@ -1177,24 +1188,30 @@ def _every_x(width: int) -> z3.BitVecRef:
     return z3.BitVec("every!value", width)
 
 
-def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef | bool | None:
+def _around(
+    s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef, maps: list[tuple] | None = None
+) -> z3.BoolRef | bool | None:
     """A formula over x (`_every_x`, the term's width) that holds iff `model`'s packet, with
     the bits that make up the term's value replaced by x, still satisfies every assertion of
     `s` and the term then equals x. All other variables (map contents, helper results too)
-    keep their model values, so the formula is small and each x satisfying it is a value of
+    keep their model values - the maps the contents `maps` instead, when given (function,
+    body) pairs for them - so the formula is small and each x satisfying it is a value of
     the term in a model of `s`. False when the term's value is not such bits (changing them
     changes how it is computed); None when it is made of fewer bits than its width in this
     model (no packet bytes: a constant)."""
     at = _value_bytes(term, model)
     width = term.size()
     if not at:
-        return _around_var(s, model, term)
+        return _around_var(s, model, term) if maps is None else None
     if len(at) * 8 < width:
         return None
     fresh = [z3.BitVec(f"every!{i}", 8) for i in range(len(at))]
     b = z3.Concat(*fresh) if len(fresh) > 1 else fresh[0]
     pkt = model.eval(PACKET, model_completion=True)
     values, funs = _model_terms(model)
+    if maps is not None:  # the given contents first: substitute_funs replaces each function once
+        mine = {f.get_id() for f, _ in maps}
+        funs = [*maps, *[(f, body) for f, body in funs if f.get_id() not in mine]]
     packet = PACKET.get_id()
     pins = [(c, v) for c, v in values if c.get_id() != packet]
 
@@ -1253,6 +1270,11 @@ def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.Bool
         if not z3.is_bv_value(at) or at.as_long() != v:
             return None
     return _pinned(z3.And(*s.assertions(), term == x), [*pins, (var, x)], funs)
+
+
+def _reads_maps(model: z3.ModelRef) -> bool:
+    """Whether `model` interprets map contents (`map.` functions): the path reads a map."""
+    return any(f.name().startswith("map.") for f, _ in _model_terms(model)[1])
 
 
 @functools.lru_cache(maxsize=4)
