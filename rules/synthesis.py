@@ -80,9 +80,10 @@ QUERY_TIMEOUT_MS = 10000
 #: session 14): 75,580 (qinq_tags), so 200,000 leaves room and cuts the hopeless ones early.
 SHORTCUT_RLIMIT = 200_000
 #: z3's deterministic resource limit of the question `map_decided` asks z3 (where the path's
-#: witness does not answer it). Past it the path is taken as not map-decided: it is
-#: extracted and proved as before, so the limit bounds the cost, never an answer. On the
-#: xdp-filter objects the questions it answers take up to ~N (issue 14, session 20).
+#: witness does not answer it). Past it the path is taken as not map-decided: its block's
+#: shield loop runs on as before, so the limit bounds the cost, never an answer. Asked of
+#: every non-pass path of the xdp-filter objects in a trial, the questions z3 settled took
+#: up to 1.8 million (alw_udp); those prove asks (alw_ip) up to 342,000 (issue 14, session 20).
 MAP_DECIDED_RLIMIT = 2_000_000
 #: Shield rounds after which `prove` asks whether the block's paths are all map-decided:
 #: blocks most often fail or prove in fewer, and then the question costs nothing.
@@ -404,7 +405,7 @@ class Synthesizer:
         packets soundly, since a filter is fixed while the maps may be as loaded. Exact where
         it says yes: z3 proves it (in a context of its own, under MAP_DECIDED_RLIMIT); a path
         whose witness keeps its outcome with the maps as loaded, or that z3 does not settle
-        within the limit, is not map-decided (it is extracted and proved as any other)."""
+        within the limit, is not map-decided."""
         if p.id in self.decided:
             return self.decided[p.id]
         o = self.outcomes[p.id]
