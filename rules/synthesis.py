@@ -1153,9 +1153,9 @@ def _key_values(
     results too - keeps its model value), in small queries over one variable:
     - every value: the formula holds for every x (one query instead of 65 checks); where it
       does not, the same with the maps as loaded (`loaded`: Exploration.maps_as_loaded, the
-      other variables keeping their model values), when given: a key a map lookup is keyed
-      by (an allow list: the model's map has no entry for most x, an empty one has none
-      for all);
+      other variables keeping their model values), then with each map alone as loaded
+      (`_emptied`), when given: a key a map lookup is keyed by (an allow list: the model's
+      map has no entry for most x, an empty one has none for all);
     - else its solutions are values the term takes, and the models of `s` give the rest, if
       any (one check when there are none).
     The same set as `_values`; where the term is not made of packet bits that can change
@@ -1176,8 +1176,10 @@ def _key_values(
     if solver(z3.Not(claim), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
         return None
     if loaded and _reads_maps(near):
-        as_loaded = _around(s, near, term, loaded)
-        if as_loaded is not None and as_loaded is not False:
+        for contents in _emptied(loaded):
+            as_loaded = _around(s, near, term, contents)
+            if as_loaded is None or as_loaded is False:
+                break  # the same for every contents: the term's bytes decide it
             if solver(z3.Not(as_loaded), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
                 return None
     known = _values(solver(claim, rlimit=SHORTCUT_RLIMIT), _every_x(term.size()), limit)
@@ -1271,6 +1273,16 @@ def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.Bool
         if not z3.is_bv_value(at) or at.as_long() != v:
             return None
     return _pinned(z3.And(*s.assertions(), term == x), [*pins, (var, x)], funs)
+
+
+def _emptied(loaded: list[tuple]) -> list[list[tuple]]:
+    """The map contents `_key_values` tries: every map as loaded, then each map as loaded
+    alone (the others as the model has them: an allow list on one key and a lookup that
+    must hit on another, as xdp-filter's allow mode does), in name order."""
+    by_map: dict[str, list[tuple]] = {}
+    for f, body in loaded:
+        by_map.setdefault(f.name().rsplit(".", 1)[0], []).append((f, body))
+    return [loaded] + ([by_map[n] for n in sorted(by_map)] if len(by_map) > 1 else [])
 
 
 def _reads_maps(model: z3.ModelRef) -> bool:

@@ -112,14 +112,16 @@ def test_prove_gives_up_map_decided_blocks_as_the_whole_shield_loop_does(monkeyp
     assert new == old
 
 
-def test_key_values_with_the_maps_as_loaded_extracts_the_same_blocks(monkeypatch):
-    """xdp-filter's dny_all looks its MAC lists up by src_mac: around a model whose map holds
-    that address the key has one value, with the maps as loaded every value. The blocks
-    extracted with that shortcut are the ones the plain enumeration (65 z3 checks a key)
-    gives, and the shortcut did answer for some key."""
+@pytest.mark.parametrize("stem", ["xdpfilt_dny_all", "xdpfilt_alw_all"])
+def test_key_values_with_the_maps_as_loaded_extracts_the_same_blocks(monkeypatch, stem):
+    """xdp-filter's _all variants look their MAC list up by src_mac: around a model whose
+    map holds that address the key has one value, with the map as loaded every value (in
+    allow mode with the other maps as the model has them: an IPv6 or port lookup must still
+    hit). The blocks extracted with that shortcut are the ones the plain enumeration (65 z3
+    checks a key) gives, and the shortcut did answer for some key."""
     import rules.synthesis as synthesis
 
-    path = corpus.EXTERNAL_DIR / "libxdp1" / "xdpfilt_dny_all.o"
+    path = corpus.EXTERNAL_DIR / "libxdp1" / f"{stem}.o"
     e = explored_with_witnesses(Path(path))
     around, answered = synthesis._around, []
 
