@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 import z3
 from z3 import z3core
 
+from lifter.maps import MapDef, is_global_data_section
 from lifter.program import BpfObject, Program
 
 from .state import Effect, MapAccess, MapWrite
-from .symbolic import Z3_C, Source, symbols
+from .symbolic import Z3_C, Source, map_found, map_val, symbols
 from .xdp import INVALID, VERDICTS
 
 __all__ = [
@@ -226,6 +227,29 @@ class Exploration:
         ctx = expr.ctx
         return z3.BoolRef(z3core.Z3_substitute(ctx.ref(), expr.as_ast(), len(pairs), src, dst), ctx)
 
+    def maps_as_loaded(self, global_bytes=None) -> list[tuple[z3.FuncDeclRef, z3.ExprRef]]:
+        """The map contents a freshly loaded program starts with, as `z3.substitute_funs`
+        pairs for the maps the paths read or write: hash, LRU and LPM maps empty (no entry
+        found), arrays zeroed, global data (`.data`, `.bss`, `.rodata`) as `global_bytes(mdef)`
+        gives it (default: the object's initial bytes, what the loader writes). One map
+        state every map can be in, so a formula true of it is true of some run."""
+        pairs: list[tuple[z3.FuncDeclRef, z3.ExprRef]] = []
+        maps = {m.name: m for m in self.obj.maps}
+        for name in sorted(self.read_maps | self.written_maps):
+            mdef = maps[name]
+            bits = 8 * (mdef.key_size or 4)
+            if is_global_data_section(mdef.section):
+                data = global_bytes(mdef) if global_bytes is not None else _initial_bytes(mdef)
+                off = z3.Var(1, z3.BitVecSort(32))  # the second argument of map.<name>.val
+                value = z3.BitVecVal(0, 8)
+                for i in range(len(data) - 1, -1, -1):
+                    value = z3.If(off == i, z3.BitVecVal(data[i], 8), value)
+                pairs.append((map_val(name, bits), value))
+                continue
+            pairs.append((map_found(name, bits), z3.BoolVal(False)))
+            pairs.append((map_val(name, bits), z3.BitVecVal(0, 8)))
+        return pairs
+
     def base_constraints(self) -> list[z3.BoolRef]:
         return list(self.solver.assertions())
 
@@ -243,6 +267,11 @@ class Exploration:
             ]
             self._environment = (len(assertions), env)
         return list(self._environment[1])
+
+
+def _initial_bytes(mdef: MapDef) -> bytes:
+    """A global data section's bytes as the loader writes them (zeros for `.bss`)."""
+    return mdef.initial or bytes(mdef.value_size or 0)
 
 
 def _is_definition(a: z3.BoolRef) -> bool:

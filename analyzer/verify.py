@@ -405,22 +405,8 @@ class Verifier:
     def _empty_maps(self) -> list[tuple]:
         """Map contents for the random phase, as z3 functions: hash maps empty, arrays zero
         (the first 256 slots are zeroed; others never hold anything but zero here),
-        global data as loaded."""
-        pairs = []
-        for name in self.e.read_maps | self.e.written_maps:
-            mdef = self.maps[name]
-            bits = 8 * (mdef.key_size or 4)
-            off = z3.Var(1, z3.BitVecSort(32))  # the second argument of map.<name>.val
-            if is_global_data_section(mdef.section):
-                data = self._global_bytes(mdef)
-                value = z3.BitVecVal(0, 8)
-                for i in range(len(data) - 1, -1, -1):
-                    value = z3.If(off == i, z3.BitVecVal(data[i], 8), value)
-                pairs.append((map_val(name, bits), value))
-                continue
-            pairs.append((map_found(name, bits), z3.BoolVal(False)))
-            pairs.append((map_val(name, bits), z3.BitVecVal(0, 8)))
-        return pairs
+        global data as loaded (Exploration.maps_as_loaded, writable globals read back)."""
+        return self.e.maps_as_loaded(self._global_bytes)
 
     def _global_bytes(self, mdef) -> bytes:
         if mdef.read_only:

@@ -21,7 +21,11 @@ program's decision order):
    generalised to the widest match that does not cover packets the block is meant to
    take; two shields of the same keys that differ in values are widened into one without
    those keys (flower cannot see what separates them: an IPv4 option moving the port).
-   After MAX_SHIELDS attempts the block is given up: its paths stay in software.
+   After MAX_SHIELDS attempts the block is given up: its paths stay in software. So is a
+   block whose own paths are all map-decided (`map_decided`: with the maps as a freshly
+   loaded program has them, every packet of them gets another outcome), once its shield
+   loop has run MAP_DECIDED_ROUND rounds: no shield can help it, since each of its packets
+   then needs one (a filter is fixed while the maps may be as loaded).
 4. **Lay out** (ruleset.py): prios per mask shape, chains for multi-key value sets; then
    the printed script is read back and proved (final.py) - what is printed is what is proved.
 """
@@ -75,6 +79,22 @@ QUERY_TIMEOUT_MS = 10000
 #: the most any shortcut that answered took on 10 corpus and xdp-filter objects (issue 14,
 #: session 14): 75,580 (qinq_tags), so 200,000 leaves room and cuts the hopeless ones early.
 SHORTCUT_RLIMIT = 200_000
+#: z3's deterministic resource limit of the question `map_decided` asks z3 (where the path's
+#: witness does not answer it). Past it the path is taken as not map-decided: its block's
+#: shield loop runs on as before, so the limit bounds the cost, never an answer. Asked of
+#: every non-pass path of the xdp-filter objects in a trial, the questions z3 settled took
+#: up to 1.8 million (alw_udp); those prove asks (alw_ip) up to 342,000 (issue 14, session 20).
+MAP_DECIDED_RLIMIT = 2_000_000
+#: Shield rounds after which `prove` asks whether the block's paths are all map-decided:
+#: blocks most often fail or prove in fewer, and then the question costs nothing.
+MAP_DECIDED_ROUND = 2
+#: Why a block of map-decided paths is given up, before rules/reasons.py names the map (and
+#: the header fields of its key) from the paths' inputs.
+MAP_DECIDED = Reason(
+    "not-expressible",
+    "with the maps as a freshly loaded program has them (hash maps empty, arrays zeroed) the "
+    "program gives every packet of this path another verdict: no filter fixed in the NIC can take them",
+)
 
 #: Keys extracted from paths, per protocol family, in the order shields are generalised
 #: (the first ones dropped first: least likely to separate verdicts).
@@ -253,6 +273,9 @@ class Synthesizer:
         self.chain_budget = MAX_SPLIT_CHAINS
         #: paths offloaded by some of their blocks while another was given up: why the rest stays
         self.partial: dict[int, Reason] = {}
+        #: map_decided's answers, by path id; `as_loaded`'s map contents and its memo
+        self.decided: dict[int, bool] = {}
+        self._as_loaded: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
         opts = e.options
         #: perf_counter() past which no path is extracted nor block proved (None: no budget)
         self.deadline = (
@@ -359,6 +382,45 @@ class Synthesizer:
             self.partial.update({p: b.why for p in b.paths if p in offloaded})
             self.failed.update({p: b for p in gone})
         return Synthesis(kept, self.software, self.assume, self.e.options.max_len)
+
+    @functools.cached_property
+    def loaded_maps(self) -> list[tuple]:
+        """Exploration.maps_as_loaded: the map contents `as_loaded` puts in."""
+        return self.e.maps_as_loaded()
+
+    def as_loaded(self, expr: z3.ExprRef) -> z3.ExprRef:
+        """`expr` with the maps as a freshly loaded program has them
+        (Exploration.maps_as_loaded), simplified; memoised by term."""
+        if not self.loaded_maps:
+            return expr
+        hit = self._as_loaded.get(expr.get_id())
+        if hit is None:  # the term is kept with its answer: no id is reused while memoised
+            hit = self._as_loaded[expr.get_id()] = (expr, z3.simplify(z3.substitute_funs(expr, *self.loaded_maps)))
+        return hit[1]
+
+    def map_decided(self, p: Path) -> bool:
+        """Whether non-pass path `p` is decided by the maps: every packet of it (under any map
+        contents, helper results and ctx) gets another outcome with the same helper results
+        and ctx but the maps as loaded (`as_loaded`). Then no filter can take any of its
+        packets soundly, since a filter is fixed while the maps may be as loaded. Exact where
+        it says yes: z3 proves it (in a context of its own, under MAP_DECIDED_RLIMIT); a path
+        whose witness keeps its outcome with the maps as loaded, or that z3 does not settle
+        within the limit, is not map-decided."""
+        if p.id in self.decided:
+            return self.decided[p.id]
+        o = self.outcomes[p.id]
+        answer = False
+        if isinstance(o, Outcome) and not o.is_pass and not is_rewrite(o) and self.loaded_maps:
+            # another outcome with the maps as loaded: what every packet of a map-decided path gets
+            other = z3.And(*[self.as_loaded(x) for x in self.env], z3.Not(self.as_loaded(self.good(o))))
+            w = p.witness
+            held = w is not None and z3.is_true(w.eval(z3.And(*self.env, self.conds[p.id]), model_completion=True))
+            if not (held and z3.is_false(w.eval(other, model_completion=True))):
+                # (else the witness is a packet of the path that keeps its outcome: not decided)
+                r, _ = isolated(self.env, self.conds[p.id], z3.Not(other), rlimit=MAP_DECIDED_RLIMIT)
+                answer = r == z3.unsat
+        self.decided[p.id] = answer
+        return answer
 
     def extract(self, p: Path, outcome: Outcome, quiet: bool = False) -> Block | None:
         """Path `p`'s first block (extract_all), or None."""
@@ -705,7 +767,7 @@ class Synthesizer:
             model = s.model() if s.check() == z3.sat else None
         for name in names:
             term = keys[name]
-            values = _key_values(s, model, term, MAX_VALUES + 1)
+            values = _key_values(s, model, term, MAX_VALUES + 1, self.loaded_maps)
             if values is None:
                 # what enumerating would conclude, in one small query instead of 65 checks
                 # and a prefix/fixed-bit search: the key does not matter, or is left free
@@ -779,7 +841,7 @@ class Synthesizer:
         good = self.good(b.outcome)
         taken = self.reach(earlier)
         region = b.formula(self.d)
-        for _ in range(MAX_SHIELDS):
+        for rounds in range(MAX_SHIELDS):
             shields = [match_formula(m, self.d) for m in b.shields]
             r, model = isolated(
                 self.env, taken, region, *[z3.Not(x) for x in shields], z3.Not(good), timeout_ms=QUERY_TIMEOUT_MS
@@ -799,6 +861,9 @@ class Synthesizer:
                 return
             if r == z3.unknown:
                 b.why = Reason("unknown", "z3 gave no answer in time")
+                return
+            if rounds == MAP_DECIDED_ROUND and all(self.map_decided(self.e.paths[p]) for p in b.paths):
+                b.why = MAP_DECIDED
                 return
             shield = self.shield(b, model, good)
             b.shields = self.widen(b, good, shield)
@@ -1079,31 +1144,44 @@ def _decides_beyond_chain(b: Block) -> bool:
     return bool(b.masked) or any(name not in CHAIN_KEYS for name in b.sets)
 
 
-def _key_values(s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, limit: int) -> list[int] | None:
+def _key_values(
+    s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, limit: int, loaded: list[tuple] = ()
+) -> list[int] | None:
     """Up to `limit` values `term` takes in the models of `s`, or None when it takes every
     value of its width. Both are worked out around `model` first (`_around`: only the bits
     that make up the term's value change, every other variable - map contents and helper
     results too - keeps its model value), in small queries over one variable:
-    - every value: the formula holds for every x (one query instead of 65 checks);
+    - every value: the formula holds for every x (one query instead of 65 checks); where it
+      does not, the same with the maps as loaded (`loaded`: Exploration.maps_as_loaded, the
+      other variables keeping their model values), then with each map alone as loaded
+      (`_emptied`), when given: a key a map lookup is keyed by (an allow list: the model's
+      map has no entry for most x, an empty one has none for all);
     - else its solutions are values the term takes, and the models of `s` give the rest, if
       any (one check when there are none).
     The same set as `_values`; where the term is not made of packet bits that can change
     alone (a map lookup keyed by them, a value computed from them), `_values` it is."""
     if model is None:
         return _values(s, term, limit)
-    claim = _around(s, model, term)
+    claim, near = _around(s, model, term), model
     if claim is None:  # a constant in this model (ports of a packet without them): another
         s.push()
         s.add(term != model.eval(term, model_completion=True))
         other = s.model() if s.check() == z3.sat else None
         s.pop()  # the claim is about s itself: the value excluded here is one of them
-        claim = _around(s, other, term) if other is not None else False
+        claim, near = (_around(s, other, term) if other is not None else False), other
     if claim is None or claim is False:
         return _values(s, term, limit, _seen(model, term))
     # the shortcut's own timeout: an unknown answer proves nothing and finds no value, and
     # `_values` on the path does the rest
     if solver(z3.Not(claim), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
         return None
+    if loaded and _reads_maps(near):
+        for contents in _emptied(loaded):
+            as_loaded = _around(s, near, term, contents)
+            if as_loaded is None or as_loaded is False:
+                break  # the same for every contents: the term's bytes decide it
+            if solver(z3.Not(as_loaded), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
+                return None
     known = _values(solver(claim, rlimit=SHORTCUT_RLIMIT), _every_x(term.size()), limit)
     return _values(s, term, limit, known)
 
@@ -1113,24 +1191,30 @@ def _every_x(width: int) -> z3.BitVecRef:
     return z3.BitVec("every!value", width)
 
 
-def _around(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef | bool | None:
+def _around(
+    s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef, maps: list[tuple] | None = None
+) -> z3.BoolRef | bool | None:
     """A formula over x (`_every_x`, the term's width) that holds iff `model`'s packet, with
     the bits that make up the term's value replaced by x, still satisfies every assertion of
     `s` and the term then equals x. All other variables (map contents, helper results too)
-    keep their model values, so the formula is small and each x satisfying it is a value of
+    keep their model values - the maps the contents `maps` instead, when given (function,
+    body) pairs for them - so the formula is small and each x satisfying it is a value of
     the term in a model of `s`. False when the term's value is not such bits (changing them
     changes how it is computed); None when it is made of fewer bits than its width in this
     model (no packet bytes: a constant)."""
     at = _value_bytes(term, model)
     width = term.size()
     if not at:
-        return _around_var(s, model, term)
+        return _around_var(s, model, term) if maps is None else None
     if len(at) * 8 < width:
         return None
     fresh = [z3.BitVec(f"every!{i}", 8) for i in range(len(at))]
     b = z3.Concat(*fresh) if len(fresh) > 1 else fresh[0]
     pkt = model.eval(PACKET, model_completion=True)
     values, funs = _model_terms(model)
+    if maps is not None:  # the given contents first: substitute_funs replaces each function once
+        mine = {f.get_id() for f, _ in maps}
+        funs = [*maps, *[(f, body) for f, body in funs if f.get_id() not in mine]]
     packet = PACKET.get_id()
     pins = [(c, v) for c, v in values if c.get_id() != packet]
 
@@ -1189,6 +1273,21 @@ def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.Bool
         if not z3.is_bv_value(at) or at.as_long() != v:
             return None
     return _pinned(z3.And(*s.assertions(), term == x), [*pins, (var, x)], funs)
+
+
+def _emptied(loaded: list[tuple]) -> list[list[tuple]]:
+    """The map contents `_key_values` tries: every map as loaded, then each map as loaded
+    alone (the others as the model has them: an allow list on one key and a lookup that
+    must hit on another, as xdp-filter's allow mode does), in name order."""
+    by_map: dict[str, list[tuple]] = {}
+    for f, body in loaded:
+        by_map.setdefault(f.name().rsplit(".", 1)[0], []).append((f, body))
+    return [loaded] + ([by_map[n] for n in sorted(by_map)] if len(by_map) > 1 else [])
+
+
+def _reads_maps(model: z3.ModelRef) -> bool:
+    """Whether `model` interprets map contents (`map.` functions): the path reads a map."""
+    return any(f.name().startswith("map.") for f, _ in _model_terms(model)[1])
 
 
 @functools.lru_cache(maxsize=4)

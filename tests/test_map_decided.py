@@ -1,0 +1,148 @@
+"""Map-decided paths (rules/synthesis.py `map_decided`) and prove's early exit on them.
+
+A non-pass path is map-decided when every packet of it gets another outcome with the maps
+as a freshly loaded program has them (hash maps empty, arrays zeroed, global data as
+written in the object). Expectations are derived by hand from the corpus sources; the
+claim is checked on packets by the kernel (a freshly loaded program is in exactly that
+state); prove's early exit is compared with the full shield loop it cuts short.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import z3
+
+import corpus
+from analyzer.symbolic import PACKET, PACKET_LEN
+from tests.conftest import corpus_object, explored_with_witnesses
+
+#: stem -> whether its DROP paths are map-decided, read off the source:
+#: - thesis_ddos_blacklist drops on an entry in `blacklist` or `port_blacklist`: with both
+#:   maps empty every packet passes;
+#: - config_array drops only while config[0].enabled != 0: a zeroed slot passes everything;
+#: - hash_counter drops UDP whatever its counter map holds;
+#: - globals drops UDP to `blocked_port` while `drop_enabled` (.data, initially 1) is set:
+#:   as loaded it still drops.
+EXPECTED = {
+    "thesis_ddos_blacklist": True,
+    "config_array": True,
+    "hash_counter": False,
+    "globals": False,
+}
+
+
+def _synthesizer(path):
+    from rules.synthesis import Synthesizer
+
+    return Synthesizer(explored_with_witnesses(Path(path)), (), {})
+
+
+def _drop_paths(s):
+    return [p for p in s.e.paths if p.verdict == "DROP"]
+
+
+@pytest.mark.parametrize("stem", sorted(EXPECTED))
+def test_map_decided_drop_paths_are_the_hand_derived_ones(stem):
+    s = _synthesizer(corpus_object(stem))
+    drops = _drop_paths(s)
+    assert drops, stem
+    assert {p.id: s.map_decided(p) for p in drops} == {p.id: EXPECTED[stem] for p in drops}
+
+
+def _packets(s, p, n: int) -> list[bytes]:
+    """Up to `n` different frames of path `p` (z3 models of its condition, any map contents)."""
+    sv = z3.Solver()
+    sv.add(*s.env, s.conds[p.id])
+    out = []
+    while len(out) < n and sv.check() == z3.sat:
+        m = sv.model()
+        length = m.eval(PACKET_LEN, model_completion=True).as_long()
+        data = bytes(m.eval(PACKET[z3.BitVecVal(i, 64)], model_completion=True).as_long() for i in range(length))
+        out.append(data)
+        sv.add(z3.Or(PACKET_LEN != length, *[PACKET[z3.BitVecVal(i, 64)] != b for i, b in enumerate(data)]))
+    return out
+
+
+@pytest.mark.parametrize("stem", [s for s, decided in sorted(EXPECTED.items()) if decided])
+def test_kernel_gives_packets_of_map_decided_paths_another_verdict_as_loaded(stem):
+    """Frames of each map-decided DROP path, run by BPF_PROG_TEST_RUN on the object freshly
+    loaded (its maps as `map_decided` assumes them), are not dropped."""
+    from analyzer import kernel
+    from analyzer.xdp import VERDICTS
+    from tests.test_kernel_runner import kernel_ready
+
+    kernel_ready()
+    path = corpus_object(stem)
+    s = _synthesizer(path)
+    checked = 0
+    with kernel.load(path) as loaded:
+        for p in _drop_paths(s):
+            assert s.map_decided(p)
+            for frame in _packets(s, p, 4):
+                got = VERDICTS.get(loaded.run(s.e.program.name, frame).retval)
+                assert got not in ("DROP", "ABORTED"), (stem, p.id, frame.hex(), got)
+                checked += 1
+    assert checked >= 4
+
+
+def test_prove_gives_up_map_decided_blocks_as_the_whole_shield_loop_does(monkeypatch):
+    """On xdp-filter's alw_ip (Debian's libxdp1), whose IPv4 and IPv6 address blocks are
+    map-decided, the early exit fires and the outcome is what the full loop of MAX_SHIELDS
+    rounds gives: the same blocks proved (none), the same paths given up."""
+    import rules.synthesis as synthesis
+
+    path = corpus.EXTERNAL_DIR / "libxdp1" / "xdpfilt_alw_ip.o"
+
+    def outcome(fired: list):
+        s = _synthesizer(path)
+        syn = s.run()
+        fired += [b.paths for b in s.failed.values() if b.why is synthesis.MAP_DECIDED]
+        kept = [(b.protocol, sorted(b.sets.items()), b.outcome, b.paths) for b in syn.blocks]
+        return kept, sorted(p for paths, _ in syn.software for p in paths), sorted(s.failed)
+
+    early: list = []
+    new = outcome(early)
+    assert early, "the early exit did not fire: nothing compared"
+    monkeypatch.setattr(synthesis, "MAP_DECIDED_ROUND", synthesis.MAX_SHIELDS)  # never reached
+    late: list = []
+    old = outcome(late)
+    assert not late
+    assert new == old
+
+
+@pytest.mark.parametrize("stem", ["xdpfilt_dny_all", "xdpfilt_alw_all"])
+def test_key_values_with_the_maps_as_loaded_extracts_the_same_blocks(monkeypatch, stem):
+    """xdp-filter's _all variants look their MAC list up by src_mac: around a model whose
+    map holds that address the key has one value, with the map as loaded every value (in
+    allow mode with the other maps as the model has them: an IPv6 or port lookup must still
+    hit). The blocks extracted with that shortcut are the ones the plain enumeration (65 z3
+    checks a key) gives, and the shortcut did answer for some key."""
+    import rules.synthesis as synthesis
+
+    path = corpus.EXTERNAL_DIR / "libxdp1" / f"{stem}.o"
+    e = explored_with_witnesses(Path(path))
+    around, answered = synthesis._around, []
+
+    def counted(s, model, term, maps=None):
+        claim = around(s, model, term, maps)
+        if maps is not None and claim is not None and claim is not False:
+            answered.append(synthesis.solver(z3.Not(claim), rlimit=synthesis.SHORTCUT_RLIMIT).check() == z3.unsat)
+        return claim
+
+    def blocks(s):
+        out = {}
+        for p in s.e.paths:
+            o = s.outcomes[p.id]
+            if isinstance(o, synthesis.Outcome) and not o.is_pass:
+                out[p.id] = [(b.protocol, b.sets, b.masked, b.set_masks) for b in s.extract_all(p, o)]
+        return out
+
+    monkeypatch.setattr(synthesis, "_around", counted)
+    new = blocks(synthesis.Synthesizer(e, (), {}))
+    assert any(answered), "the maps-as-loaded shortcut never answered: nothing compared"
+    plain = synthesis._key_values
+    monkeypatch.setattr(synthesis, "_key_values", lambda s, model, term, limit, loaded=(): plain(s, model, term, limit))
+    old = blocks(synthesis.Synthesizer(e, (), {}))
+    assert new == old
