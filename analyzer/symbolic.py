@@ -230,8 +230,7 @@ def native(wrapper, restype, nargs: int = 2):
 @dataclass(frozen=True)
 class Z3C:
     """z3's C functions the term walks call on raw ASTs (`symbols` here, fields' offset and
-    shape walks, report's instruction ranges, reasons' constant reads, synthesis' named
-    values), one table for all.
+    shape walks, report's instruction ranges, reasons' constant reads), one table for all.
     With `raw` each is the C function itself (`native`: it takes `ctx_ref().value` and
     `as_ast().value`); else z3's checked wrappers, which take the ExprRef's `ctx_ref()` and
     `as_ast()`. `handles` gives a walk's start in the form the table takes."""
@@ -249,7 +248,6 @@ class Z3C:
     numeral: object
     sort: object
     sort_kind: object
-    decl_int: object
 
     def handles(self, e: z3.AstRef) -> tuple:
         """(context, AST) of `e` as this table's functions take them: the raw pointers for
@@ -273,7 +271,6 @@ def _z3c() -> Z3C:
         (z3core.Z3_get_numeral_string, ctypes.c_char_p, 2),
         (z3core.Z3_get_sort, ctypes.c_void_p, 2),
         (z3core.Z3_get_sort_kind, ctypes.c_uint, 2),
-        (z3core.Z3_get_decl_int_parameter, ctypes.c_int, 3),
     ]
     natives = [native(wrapper, restype, nargs) for wrapper, restype, nargs in table]
     if all(natives):

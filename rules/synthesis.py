@@ -37,7 +37,7 @@ import z3
 from analyzer.classify import classes
 from analyzer.exploration import Exploration, Path
 from analyzer.fields import IPV6_EXT_HEADERS, IPV6_FRAGMENT
-from analyzer.symbolic import PACKET, PACKET_LEN, Z3_C, const_value
+from analyzer.symbolic import PACKET, PACKET_LEN, const_value
 
 from .dissector import chain_keys, dissect, match_formula
 from .flower import (
@@ -75,8 +75,6 @@ QUERY_TIMEOUT_MS = 10000
 #: the most any shortcut that answered took on 10 corpus and xdp-filter objects (issue 14,
 #: session 14): 75,580 (qinq_tags), so 200,000 leaves room and cuts the hopeless ones early.
 SHORTCUT_RLIMIT = 200_000
-#: Values `_claim_values` enumerates before it reads the rest off the claim's formula.
-NAMED_AFTER = 8
 
 #: Keys extracted from paths, per protocol family, in the order shields are generalised
 #: (the first ones dropped first: least likely to separate verdicts).
@@ -1106,85 +1104,8 @@ def _key_values(s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, lim
     # `_values` on the path does the rest
     if solver(z3.Not(claim), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
         return None
-    known = _claim_values(claim, term.size(), limit)
+    known = _values(solver(claim, rlimit=SHORTCUT_RLIMIT), _every_x(term.size()), limit)
     return _values(s, term, limit, known)
-
-
-def _claim_values(claim: z3.BoolRef, width: int, limit: int) -> list[int]:
-    """Up to `limit` values of x (`_every_x(width)`) in the models of `claim` (`_around`'s
-    formula): enumerated (`_values`); past NAMED_AFTER of them, the values an OR of tests
-    names are read off z3's simplification of the claim (`_named`) and one query proves
-    the claim is x being one of them, else the enumeration goes on. An OR of 48 ports: 9
-    checks instead of 49 (or_stress_k48's 4 keys: ~15 ms less each). Fewer values are
-    enumerated as they always were, in the same order of z3 calls: the terms a context
-    made decide which models later checks return (rules/isolation.py), and even making x
-    before the solver moved a counterexample frame of xdpfilt_alw_ip."""
-    s = solver(claim, rlimit=SHORTCUT_RLIMIT)
-    x = _every_x(width)
-    known = _values(s, x, min(limit, NAMED_AFTER))
-    if len(known) < NAMED_AFTER:
-        return known
-    named = _named(z3.simplify(claim), x)
-    if len(named) <= limit and set(known) <= set(named):
-        if solver(claim != z3.Or([x == v for v in named]), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
-            return known + [v for v in named if v not in known]
-    return _values(s, x, limit, known)
-
-
-def _named(f: z3.BoolRef, x: z3.BitVecRef) -> list[int]:
-    """Values of x that `f`'s And/Or/Not structure compares it with: `x == c`, and a
-    conjunction of equalities that fixes every bit of x (`Extract(15, 8, x) == 78` and
-    `Extract(7, 0, x) == 32`: how z3 simplifies a byte-wise test). Candidates only:
-    `_claim_values` checks them. Walked through z3's C API (`Z3_C`): an OR of 48 addresses
-    is ~1,600 Boolean terms."""
-    c = Z3_C
-    ctx, root = c.handles(f)
-    xid, full = x.get_id(), (1 << x.size()) - 1
-    out: dict[int, None] = {}
-    seen: set[int] = set()
-    todo = [root]
-    while todo:
-        a = todo.pop()
-        aid = c.ast_id(ctx, a)
-        if aid in seen or c.ast_kind(ctx, a) != z3.Z3_APP_AST:
-            continue
-        seen.add(aid)
-        kind = c.decl_kind(ctx, c.decl(ctx, a))
-        if kind == z3.Z3_OP_EQ:
-            parts = [_fixes(c, ctx, a, xid)]
-        elif kind in (z3.Z3_OP_AND, z3.Z3_OP_OR, z3.Z3_OP_NOT):
-            kids = [c.arg(ctx, a, i) for i in range(c.num_args(ctx, a))]
-            todo.extend(kids)
-            parts = [_fixes(c, ctx, k, xid) for k in kids] if kind == z3.Z3_OP_AND else []
-        else:
-            continue
-        value = mask = 0
-        for part in parts:
-            if part is not None:
-                value, mask = value | part[0], mask | part[1]
-        if mask & full == full:
-            out[value & full] = None
-    return list(out)
-
-
-def _fixes(c, ctx, a, xid: int) -> tuple[int, int] | None:
-    """(value, mask) when raw term `a` (`_named`'s walk) is `x == k` or `Extract(hi, lo, x)
-    == k`, either side, x the term of id `xid`; else None."""
-    if c.ast_kind(ctx, a) != z3.Z3_APP_AST or c.decl_kind(ctx, c.decl(ctx, a)) != z3.Z3_OP_EQ:
-        return None
-    lhs, rhs = c.arg(ctx, a, 0), c.arg(ctx, a, 1)
-    if c.ast_kind(ctx, lhs) == z3.Z3_NUMERAL_AST:
-        lhs, rhs = rhs, lhs
-    if c.ast_kind(ctx, rhs) != z3.Z3_NUMERAL_AST or c.ast_kind(ctx, lhs) != z3.Z3_APP_AST:
-        return None
-    k = int(c.numeral(ctx, rhs))
-    if c.ast_id(ctx, lhs) == xid:
-        return k, -1  # every bit (the caller's full mask is narrower)
-    decl = c.decl(ctx, lhs)
-    if c.decl_kind(ctx, decl) != z3.Z3_OP_EXTRACT or c.ast_id(ctx, c.arg(ctx, lhs, 0)) != xid:
-        return None
-    hi, lo = c.decl_int(ctx, decl, 0), c.decl_int(ctx, decl, 1)
-    return k << lo, ((1 << (hi - lo + 1)) - 1) << lo
 
 
 def _every_x(width: int) -> z3.BitVecRef:
