@@ -80,6 +80,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import z3
+from z3 import z3core
 
 from analyzer.symbolic import PACKET, PACKET_LEN, mk_ite, truth
 
@@ -126,10 +127,21 @@ L4_KEYS = ("src_port", "dst_port", "tcp_flags", "icmp_type", "icmp_code")
 
 _FALSE = z3.BoolVal(False)
 _TRUE = z3.BoolVal(True)
+_UNASKED = object()  # `_ite`'s `known` when the caller did not ask truth(cond)
+
+
+#: Bit-vector sorts by width, for `_bv` (a sort z3 hash-conses: the one it would make again).
+_SORTS: dict[int, z3.BitVecSortRef] = {}
 
 
 def _bv(value: int, bits: int) -> z3.BitVecRef:
-    return z3.BitVecVal(value % (1 << bits), bits)
+    """z3.BitVecVal(value mod 2**bits, bits): the same C call, without its Python checks (the
+    model makes ~1,900 of them)."""
+    sort = _SORTS.get(bits)
+    if sort is None:
+        sort = _SORTS[bits] = z3.BitVecSort(bits)
+    ctx = sort.ctx
+    return z3.BitVecNumRef(z3core.Z3_mk_numeral(ctx.ref(), str(value % (1 << bits)), sort.ast), ctx)
 
 
 def fresh(name: str) -> z3.BitVecRef:
@@ -159,10 +171,13 @@ def _fresh_part(names) -> _Part:
     return _Part({n: fresh(n) for n in names}, {n: _TRUE for n in names})
 
 
-def _ite(cond: z3.BoolRef, a, b):
-    if a.eq(b):
+def _ite(cond: z3.BoolRef, a, b, known: bool | None = _UNASKED):
+    """If(cond, a, b), simplified when a is b or cond is a constant (`known`: truth(cond)
+    when the caller has it)."""
+    if a.as_ast().value == b.as_ast().value:  # Z3_is_eq_ast: the same (hash-consed) term
         return a
-    known = truth(cond)
+    if known is _UNASKED:
+        known = truth(cond)
     if known is not None:
         return a if known else b
     return mk_ite(cond, a, b)  # z3.If's term, without its sort coercions (same sorts here)
@@ -171,11 +186,12 @@ def _ite(cond: z3.BoolRef, a, b):
 def _merge(cond: z3.BoolRef, a: _Part, b: _Part, names) -> _Part:
     """Per key in `names`: a's value where cond holds, else b's (a key a part lacks is 0 there)."""
     out = _Part()
+    known = truth(cond)
     for n in names:
-        out.values[n] = _ite(cond, a.get(n), b.get(n))
+        out.values[n] = _ite(cond, a.get(n), b.get(n), known)
         ua, ub = a.unk(n), b.unk(n)
         if not (truth(ua) is False and truth(ub) is False):
-            out.unknown[n] = _ite(cond, ua, ub)
+            out.unknown[n] = _ite(cond, ua, ub, known)
     return out
 
 
@@ -189,7 +205,12 @@ def _union(*parts: _Part) -> _Part:
 
 
 def _in(x: z3.BitVecRef, values) -> z3.BoolRef:
-    return z3.Or([x == v for v in values])
+    """z3.Or([x == v for v in values]): the same C calls in the same order (a numeral, its
+    equality, ...; then the Or), without the Python API's coercions."""
+    ctx, bits = x.ctx, x.size()
+    eqs = [z3.BoolRef(z3core.Z3_mk_eq(ctx.ref(), x.as_ast(), _bv(v, bits).as_ast()), ctx) for v in values]
+    arr = (z3.Ast * len(eqs))(*[e.as_ast() for e in eqs])
+    return z3.BoolRef(z3core.Z3_mk_or(ctx.ref(), len(eqs), arr), ctx)
 
 
 # --- the model ------------------------------------------------------------------------------
@@ -207,7 +228,8 @@ class _Model:
         return _bv(o, 64) if isinstance(o, int) else o
 
     def byte(self, o) -> z3.BitVecRef:
-        return z3.Select(self.pkt, self.off(o))
+        at, ctx = self.off(o), self.pkt.ctx  # z3.Select's C call, without its sort coercions
+        return z3.BitVecRef(z3core.Z3_mk_select(ctx.ref(), self.pkt.as_ast(), at.as_ast()), ctx)
 
     def be(self, o, n: int) -> z3.BitVecRef:
         if n == 1:

@@ -21,11 +21,13 @@ label is printed only from this proof.
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 
 import z3
+from z3 import z3core
 
-from analyzer.symbolic import mk_and, mk_not
+from analyzer.symbolic import Z3_C, mk_and, mk_not
 
 from .actionmodel import ActionError, parse_actions
 from .dissector import match_formula
@@ -165,16 +167,40 @@ def any_of(terms: list[z3.BoolRef]) -> z3.BoolRef:
     """The Or of `terms` with the conjuncts they all share taken out: And(C, Or(rests)) for
     terms And(C, rest_i) (filters of one chain level share their protocol, ip_proto and
     dissector conditions and differ in one key). The same set; z3 proves over it several
-    times faster (or_direct_udp_k48's soundness query: 0.35 -> 0.05 s)."""
-    parts = [t.children() if z3.is_and(t) else [t] for t in terms]
-    shared = set.intersection(*({x.get_id() for x in p} for p in parts))
+    times faster (or_direct_udp_k48's soundness query: 0.35 -> 0.05 s). The conjuncts are
+    read through z3's C API (`Z3_C`: no Python term per conjunct) and the result is made by
+    the same z3.And/z3.Or calls on them, in the same order (the same terms)."""
+    c = Z3_C
+    ctx = terms[0].ctx
+    parts = []
+    for t in terms:
+        h, a = c.handles(t)
+        is_and = c.ast_kind(h, a) == z3.Z3_APP_AST and c.decl_kind(h, c.decl(h, a)) == z3.Z3_OP_AND
+        kids = [c.arg(h, a, i) for i in range(c.num_args(h, a))] if is_and else [a]
+        parts.append([(c.ast_id(h, k), k) for k in kids])
+    shared = set.intersection(*({i for i, _ in p} for p in parts))
     if not shared:
         return z3.Or(terms)
-    rests = [[x for x in p if x.get_id() not in shared] for p in parts]
-    common = [x for x in parts[0] if x.get_id() in shared]
+    rests = [[k for i, k in p if i not in shared] for p in parts]
+    common = [k for i, k in parts[0] if i in shared]
     if any(not r for r in rests):  # one term is the shared part alone: the Or is that part
-        return z3.And(common)
-    return z3.And(common + [z3.Or([r[0] if len(r) == 1 else z3.And(r) for r in rests])])
+        return _made(z3core.Z3_mk_and, ctx, common)
+    ors = [_made(z3core.Z3_mk_and, ctx, r) if len(r) > 1 else r[0] for r in rests]
+    return _made(z3core.Z3_mk_and, ctx, common + [_made(z3core.Z3_mk_or, ctx, ors)])
+
+
+def _made(mk, ctx: z3.Context, args: list) -> z3.BoolRef:
+    """z3.And/z3.Or (`mk`: Z3_mk_and, Z3_mk_or) of Boolean terms given as raw ASTs (`Z3_C`)
+    or BoolRefs, through the one C call those make; the BoolRefs among `args` keep the raw
+    ones' parents alive until the call."""
+    arr = (z3.Ast * len(args))()
+    for i, a in enumerate(args):
+        if isinstance(a, z3.ExprRef):
+            a = a.as_ast()
+        elif Z3_C.raw:
+            a = z3.Ast.from_buffer_copy(ctypes.c_void_p(a))
+        arr[i] = a
+    return z3.BoolRef(mk(ctx.ref(), len(args), arr), ctx)
 
 
 def first_match(filters: list[Filter], d) -> FirstMatch:
