@@ -4,11 +4,16 @@ A non-pass path is map-decided when every packet of it gets another outcome with
 as a freshly loaded program has them (hash maps empty, arrays zeroed, global data as
 written in the object). Expectations are derived by hand from the corpus sources; the
 claim is checked on packets by the kernel (a freshly loaded program is in exactly that
-state); prove's early exit is compared with the full shield loop it cuts short.
+state); prove's early exit is compared with the full shield loop it cuts short, and
+extraction's shortcut with the maps as loaded with the plain enumeration.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +21,7 @@ import z3
 
 import corpus
 from analyzer.symbolic import PACKET, PACKET_LEN
-from tests.conftest import corpus_object, explored_with_witnesses
+from tests.conftest import corpus_object, explored_with_witnesses, need_object
 
 #: stem -> whether its DROP paths are map-decided, read off the source:
 #: - thesis_ddos_blacklist drops on an entry in `blacklist` or `port_blacklist`: with both
@@ -87,62 +92,95 @@ def test_kernel_gives_packets_of_map_decided_paths_another_verdict_as_loaded(ste
     assert checked >= 4
 
 
-def test_prove_gives_up_map_decided_blocks_as_the_whole_shield_loop_does(monkeypatch):
+#: test_prove_gives_up_map_decided_blocks_as_the_whole_shield_loop_does's work, in a fresh
+#: process (the shields a counterexample leads to are read off models of the main z3
+#: context, so the rounds a block takes may depend on the tests before, not in `rules`).
+_SAME_OUTCOME = """
+import json, sys
+from pathlib import Path
+import rules.synthesis as synthesis
+from tests.conftest import explored_with_witnesses
+
+e = explored_with_witnesses(Path(sys.argv[1]))
+
+def outcome(fired):
+    s = synthesis.Synthesizer(e, (), {})
+    syn = s.run()
+    fired += [b.paths for b in s.failed.values() if b.why is synthesis.MAP_DECIDED]
+    kept = [repr((b.protocol, sorted(b.sets.items()), b.outcome, b.paths)) for b in syn.blocks]
+    return kept, sorted(p for paths, _ in syn.software for p in paths), sorted(s.failed)
+
+early, late = [], []
+new = outcome(early)
+synthesis.MAP_DECIDED_ROUND = synthesis.MAX_SHIELDS  # never reached
+old = outcome(late)
+print(json.dumps({"early": early, "late": late, "new": new, "old": old}))
+"""
+
+
+def _fresh(code: str, path: Path) -> dict:
+    """The JSON `code` prints, run in a fresh process on object `path` (as `rules` runs)."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], cwd=root, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_prove_gives_up_map_decided_blocks_as_the_whole_shield_loop_does():
     """On xdp-filter's alw_ip (Debian's libxdp1), whose IPv4 and IPv6 address blocks are
     map-decided, the early exit fires and the outcome is what the full loop of MAX_SHIELDS
     rounds gives: the same blocks proved (none), the same paths given up."""
-    import rules.synthesis as synthesis
+    got = _fresh(_SAME_OUTCOME, need_object(corpus.EXTERNAL_DIR / "libxdp1" / "xdpfilt_alw_ip.o"))
+    assert got["early"], "the early exit did not fire: nothing compared"
+    assert not got["late"]
+    assert got["new"] == got["old"]
 
-    path = corpus.EXTERNAL_DIR / "libxdp1" / "xdpfilt_alw_ip.o"
 
-    def outcome(fired: list):
-        s = _synthesizer(path)
-        syn = s.run()
-        fired += [b.paths for b in s.failed.values() if b.why is synthesis.MAP_DECIDED]
-        kept = [(b.protocol, sorted(b.sets.items()), b.outcome, b.paths) for b in syn.blocks]
-        return kept, sorted(p for paths, _ in syn.software for p in paths), sorted(s.failed)
+#: test_key_values_with_the_maps_as_loaded_extracts_the_same_blocks's work, run in a fresh
+#: process: which model extraction starts from, and so whether the shortcut applies, depends
+#: on the z3 terms made before (other tests), as in `rules` it depends on nothing.
+_SAME_BLOCKS = """
+import json, sys
+from pathlib import Path
+import z3
+import rules.synthesis as synthesis
+from tests.conftest import explored_with_witnesses
 
-    early: list = []
-    new = outcome(early)
-    assert early, "the early exit did not fire: nothing compared"
-    monkeypatch.setattr(synthesis, "MAP_DECIDED_ROUND", synthesis.MAX_SHIELDS)  # never reached
-    late: list = []
-    old = outcome(late)
-    assert not late
-    assert new == old
+e = explored_with_witnesses(Path(sys.argv[1]))
+around, answered = synthesis._around, []
+
+def counted(s, model, term, maps=None):
+    claim = around(s, model, term, maps)
+    if maps is not None and claim is not None and claim is not False:
+        answered.append(synthesis.solver(z3.Not(claim), rlimit=synthesis.SHORTCUT_RLIMIT).check() == z3.unsat)
+    return claim
+
+def blocks(s):
+    out = {}
+    for p in s.e.paths:
+        o = s.outcomes[p.id]
+        if isinstance(o, synthesis.Outcome) and not o.is_pass:
+            out[p.id] = repr([(b.protocol, b.sets, b.masked, b.set_masks) for b in s.extract_all(p, o)])
+    return out
+
+synthesis._around = counted
+new = blocks(synthesis.Synthesizer(e, (), {}))
+plain = synthesis._key_values
+synthesis._key_values = lambda s, model, term, limit, loaded=(): plain(s, model, term, limit)
+old = blocks(synthesis.Synthesizer(e, (), {}))
+print(json.dumps({"answered": any(answered), "new": new, "old": old}))
+"""
 
 
 @pytest.mark.parametrize("stem", ["xdpfilt_dny_all", "xdpfilt_alw_all"])
-def test_key_values_with_the_maps_as_loaded_extracts_the_same_blocks(monkeypatch, stem):
+def test_key_values_with_the_maps_as_loaded_extracts_the_same_blocks(stem):
     """xdp-filter's _all variants look their MAC list up by src_mac: around a model whose
     map holds that address the key has one value, with the map as loaded every value (in
     allow mode with the other maps as the model has them: an IPv6 or port lookup must still
     hit). The blocks extracted with that shortcut are the ones the plain enumeration (65 z3
-    checks a key) gives, and the shortcut did answer for some key."""
-    import rules.synthesis as synthesis
-
-    path = corpus.EXTERNAL_DIR / "libxdp1" / f"{stem}.o"
-    e = explored_with_witnesses(Path(path))
-    around, answered = synthesis._around, []
-
-    def counted(s, model, term, maps=None):
-        claim = around(s, model, term, maps)
-        if maps is not None and claim is not None and claim is not False:
-            answered.append(synthesis.solver(z3.Not(claim), rlimit=synthesis.SHORTCUT_RLIMIT).check() == z3.unsat)
-        return claim
-
-    def blocks(s):
-        out = {}
-        for p in s.e.paths:
-            o = s.outcomes[p.id]
-            if isinstance(o, synthesis.Outcome) and not o.is_pass:
-                out[p.id] = [(b.protocol, b.sets, b.masked, b.set_masks) for b in s.extract_all(p, o)]
-        return out
-
-    monkeypatch.setattr(synthesis, "_around", counted)
-    new = blocks(synthesis.Synthesizer(e, (), {}))
-    assert any(answered), "the maps-as-loaded shortcut never answered: nothing compared"
-    plain = synthesis._key_values
-    monkeypatch.setattr(synthesis, "_key_values", lambda s, model, term, limit, loaded=(): plain(s, model, term, limit))
-    old = blocks(synthesis.Synthesizer(e, (), {}))
-    assert new == old
+    checks a key) gives, and the shortcut did answer for some key (in a fresh process, as
+    `rules` runs)."""
+    got = _fresh(_SAME_BLOCKS, need_object(corpus.EXTERNAL_DIR / "libxdp1" / f"{stem}.o"))
+    assert got["answered"], "the maps-as-loaded shortcut never answered: nothing compared"
+    assert got["new"] == got["old"]
