@@ -968,7 +968,7 @@ class ShardRun:
         return ShardResult(self.shard.name, len(a.paths), len(a.paths) - len(cut), seconds=self.seconds, cut=why)
 
 
-#: Share of a "sharded" run's time budget kept for the shards that are not concrete.
+#: Share of a "sharded" run's time budget kept for the shards after the first levels (deep, open).
 OPEN_SHARDS_SHARE = 0.25
 #: Fair shares of what is left that one concrete shard may take: where every shard needs a
 #: little more than its fair share (xdpfilt_*_all: ~2 CPU s each, 40 s for 17 concrete
@@ -980,32 +980,41 @@ CONCRETE_SHARE_FACTOR = 4.0
 SHARDED_SECONDS = 600.0
 
 
-def sharded_exploration(obj: BpfObject, program: Program, options: Options, limits=None, project=None) -> list:
+def sharded_exploration(
+    obj: BpfObject, program: Program, options: Options, limits=None, project=None, only: list | None = None
+) -> list:
     """angr's exploration of `program` shard by shard (analyzer/shards.py; the partition
     proved with z3 first): merged states (unless --no-merge), one Project for all. The time
     budget (`options.timeout`, else `limits.max_seconds`; seconds of this process's CPU
     time, Limits.cpu, so that the shards get their work done on a loaded machine) is shared: the concrete shards
-    (shards.Shard.concrete) go first, each with what is left of the budget less
-    OPEN_SHARDS_SHARE of it, divided by the concrete shards still to go, times
-    CONCRETE_SHARE_FACTOR (at most all of it); then the open ones,
-    each with what is left divided by the shards still to go. Returns [ShardRun] in shard
-    order."""
+    of the walk's first levels (shards.Shard.concrete, not `deep`) go first, each with what
+    is left of the budget less OPEN_SHARDS_SHARE of it, divided by those still to go, times
+    CONCRETE_SHARE_FACTOR (at most all of it); then the deep ones (concrete shards carved
+    out of what would be open: sampled header lengths, a third level), each with
+    CONCRETE_SHARE_FACTOR times what is left divided by the shards still to go; then the
+    open ones, each with what is left divided by the shards still to go. So the first
+    levels get the budget they had before the deep shards were carved out, and a long run
+    finishes the deep ones too. `only`: explore these shards of the partition alone (a
+    test's choice; the z3 witnesses outside them are replayed). Returns [ShardRun] in
+    shard order."""
     from .angr_engine import Limits, explore_angr, make_project
     from .shards import proven_split
 
-    shards = proven_split()
+    shards = [s for s in proven_split() if only is None or s in only]
     limits = replace(limits or Limits(), cpu=True)
     total = options.timeout if options.timeout is not None else (limits.max_seconds or SHARDED_SECONDS)
     opts = replace(options, timeout=None)
     if project is None:
         project, _ = make_project(obj, opts)
     start, out = time.process_time(), []
-    n_concrete = sum(s.concrete for s in shards)
+    n_first = sum(s.concrete and not s.deep for s in shards)  # shards come in order: first, deep, open
     for i, shard in enumerate(shards):
         left = total - (time.process_time() - start)
-        if shard.concrete:  # up to CONCRETE_SHARE_FACTOR fair shares: what a shard leaves goes on
+        if shard.concrete and not shard.deep:  # up to CONCRETE_SHARE_FACTOR fair shares: what one leaves goes on
             concrete_left = left - OPEN_SHARDS_SHARE * total
-            share = min(concrete_left, CONCRETE_SHARE_FACTOR * concrete_left / (n_concrete - i))
+            share = min(concrete_left, CONCRETE_SHARE_FACTOR * concrete_left / (n_first - i))
+        elif shard.concrete:  # deep: as many fair shares of what is left, the open ones' included
+            share = min(left, CONCRETE_SHARE_FACTOR * left / (len(shards) - i))
         else:
             share = left / (len(shards) - i)
         share = max(share, 0.001)
@@ -1035,6 +1044,7 @@ def cross_check(
     limits=None,
     mode: str = "auto",
     compare_seconds: float | None = None,
+    shards: list | None = None,
 ) -> CrossCheck:
     """Explore `program` with both engines and compare them (kernel confirmation is separate:
     `CrossCheck.confirm`). Without `test_run` (programs the kernel cannot test-run) inputs
@@ -1044,7 +1054,8 @@ def cross_check(
     does not finish it the rest goes to "sharded" (`CrossCheckReport.chosen` says so); cut
     by its budget without a walk: "replay" (sharding would not make it easier); else
     "symbolic" (module docstring). `compare_seconds`: `CrossCheck.run`'s bound on the angr ->
-    z3 direction (None: every angr path)."""
+    z3 direction (None: every angr path). `shards`: in mode "sharded", explore only these
+    shards of the partition (`sharded_exploration`'s `only`)."""
     options = options or Options()
     z3e = explore(obj, program, options)
     chosen = None
@@ -1067,7 +1078,7 @@ def cross_check(
         from .angr_engine import make_project
 
         project, _ = make_project(obj, replace(options, timeout=None))
-        runs = sharded_exploration(obj, program, options, limits, project)
+        runs = sharded_exploration(obj, program, options, limits, project, shards)
         check = CrossCheck(obj, program, options, z3e, runs[0].exploration, test_run, mode, runs, project)
     else:
         if mode != "auto":

@@ -57,11 +57,15 @@ class Shard:
     """One part of the input space: a name (the protocol path, e.g. `vlan1/ipv6/frag/no-ext`)
     and the atoms that define it. `concrete`: every offset of the walk (`WALK`) is fixed in
     it; the others (an extension header of a length the shard leaves free, a longer chain,
-    more VLAN tags) are explored last, with what the concrete ones left of the budget."""
+    more VLAN tags) are explored last, with what the concrete ones left of the budget.
+    `deep`: a concrete shard carved out of what would otherwise be open (`split`: sampled
+    header lengths, a third extension header, a third VLAN tag): explored after the other
+    concrete shards, before the open ones."""
 
     name: str
     atoms: tuple[Atom, ...]
     concrete: bool = True  # the walk's offsets are constants in it (else a length byte stays free)
+    deep: bool = False  # carved out of an open shard: a sampled length, a third level (explored later)
 
     @property
     def fixed(self) -> dict[int, int]:
@@ -120,56 +124,95 @@ WALK = {
     "ipv6_fragment": 44,  # 8 bytes, no length byte
     "ipv6_ah": 51,
 }
-#: Extension headers the shards follow (deeper chains stay symbolic in their shard).
-EXT_SHARD_DEPTH = 2
-#: VLAN tags the shards follow (more tags stay symbolic in their shard: in the walk the
-#: offsets still move only by control flow, which an unmerged exploration keeps concrete).
+#: Extension headers the shards follow (deeper chains stay symbolic in their shard). Past the
+#: first level only the 8-byte ones (length byte 0, fragment) are followed.
+EXT_SHARD_DEPTH = 3
+#: VLAN tags the shards follow in full; one more tag is followed to IPv4 and to IPv6 without
+#: extension headers (deep shards), and more tags stay symbolic in their shard.
 VLAN_SHARD_DEPTH = 2
+#: Length bytes of a first extension header the shards fix besides 0 (sampled: one shard
+#: each, deep): hop-by-hop/routing/destination options of 16 bytes ((1 + 1) * 8), and AH of
+#: 24 bytes ((4 + 2) * 4: RFC 4302's header with a 96-bit ICV, as HMAC-SHA1-96 gives). The
+#: other lengths stay free in one open shard each.
+SAMPLED_EXT_LENGTHS = (1,)
+SAMPLED_AH_LENGTHS = (4,)
 
 
 def split() -> list[Shard]:
     """The shards of the protocol walk (`WALK`): by ethertype and VLAN tags (0..
-    VLAN_SHARD_DEPTH), IPv4 with IHL 5 or not, and IPv6 by next header: none of the
-    extension headers, one with length byte 0 or a fragment header (then the next header:
-    none, or a chain), one with another length, AH; each split with its "other" shard.
-    Concrete shards first."""
+    VLAN_SHARD_DEPTH, and one more tag to plain IPv4/IPv6), IPv4 with IHL 5 or not, and IPv6
+    by next header: none of the extension headers; one with length byte 0, a sampled length
+    (SAMPLED_EXT_LENGTHS), a fragment header or a sampled AH (SAMPLED_AH_LENGTHS), each then
+    followed; one with another length, another AH; past the first header only 8-byte
+    ones are followed, to EXT_SHARD_DEPTH. Each split has its "other" shard. Order: the
+    concrete shards of the walk's first levels, then the deep ones, then the open ones."""
     w = WALK
     out: list[Shard] = []
+    by_len = w["ipv6_ext_by_len8"]
+    exts = by_len + (w["ipv6_fragment"], w["ipv6_ah"])
+
+    def ipv4(off: int, atoms: tuple, name: str, deep: bool) -> None:
+        plain = (Atom(off, 2, (w["ipv4"],)),)
+        out.append(Shard(f"{name}ipv4", atoms + plain + (Atom(off + 2, 1, (w["ipv4_plain"],)),), deep=deep))
+        out.append(
+            Shard(f"{name}ipv4-options", atoms + plain + (Atom(off + 2, 1, (w["ipv4_plain"],), False),), deep=deep)
+        )
 
     def l2(off: int, depth: int, atoms: tuple, name: str) -> None:
-        known = [w["ipv4"], w["ipv6"]] + (list(w["vlan_tpids"]) if depth < VLAN_SHARD_DEPTH else [])
-        out.append(Shard(f"{name}ipv4", atoms + (Atom(off, 2, (w["ipv4"],)), Atom(off + 2, 1, (w["ipv4_plain"],)))))
+        tags = depth <= VLAN_SHARD_DEPTH  # a tag here is followed (the last one only so far: `last`)
+        last = depth > VLAN_SHARD_DEPTH
+        deep = last
+        ipv4(off, atoms, name, deep)
+        v6 = atoms + (Atom(off, 2, (w["ipv6"],)),)
+        l3 = off + 2
+        if last:  # IPv6 without extension headers; with them, open
+            nh = l3 + w["ipv6_nexthdr_at"]
+            out.append(Shard(f"{name}ipv6/no-ext", v6 + (Atom(nh, 1, exts, False),), deep=True))
+            out.append(Shard(f"{name}ipv6/ext", v6 + (Atom(nh, 1, exts),), concrete=False))
+        else:
+            ipv6(l3 + w["ipv6_nexthdr_at"], l3 + w["ipv6_header"], 0, v6, f"{name}ipv6", False)
+        if tags:
+            l2(off + w["vlan_tag"], depth + 1, atoms + (Atom(off, 2, w["vlan_tpids"]),), f"{name}vlan{depth + 1}/")
+        known = [w["ipv4"], w["ipv6"]] + (list(w["vlan_tpids"]) if tags else [])
+        # past the tags followed in full the other ethertypes are a deep shard (they were
+        # open while a further tag was among them)
         out.append(
             Shard(
-                f"{name}ipv4-options",
-                atoms + (Atom(off, 2, (w["ipv4"],)), Atom(off + 2, 1, (w["ipv4_plain"],), False)),
+                f"{name}other",
+                atoms + (Atom(off, 2, tuple(known), False),),
+                concrete=tags,
+                deep=tags and depth == VLAN_SHARD_DEPTH,
             )
         )
-        l3 = off + 2
-        ipv6(l3 + w["ipv6_nexthdr_at"], l3 + w["ipv6_header"], 0, atoms + (Atom(off, 2, (w["ipv6"],)),), f"{name}ipv6")
-        if depth < VLAN_SHARD_DEPTH:
-            l2(off + w["vlan_tag"], depth + 1, atoms + (Atom(off, 2, w["vlan_tpids"]),), f"{name}vlan{depth + 1}/")
-        out.append(
-            Shard(f"{name}other", atoms + (Atom(off, 2, tuple(known), False),), concrete=depth < VLAN_SHARD_DEPTH)
-        )
 
-    def ipv6(nh: int, hdr: int, depth: int, atoms: tuple, name: str) -> None:
-        by_len = w["ipv6_ext_by_len8"]
-        exts = by_len + (w["ipv6_fragment"], w["ipv6_ah"])
-        if depth >= EXT_SHARD_DEPTH - 1 and depth:  # the last level: no further header, or a chain
-            out.append(Shard(f"{name}/no-ext", atoms + (Atom(nh, 1, exts, False),)))
+    def ipv6(nh: int, hdr: int, depth: int, atoms: tuple, name: str, deep: bool, follow: bool = True) -> None:
+        if depth >= EXT_SHARD_DEPTH - 1 or not follow:  # the last level: no further header, or a chain
+            out.append(Shard(f"{name}/no-ext", atoms + (Atom(nh, 1, exts, False),), deep=deep))
             out.append(Shard(f"{name}/chain", atoms + (Atom(nh, 1, exts),), concrete=False))
             return
+        first = depth == 0
+        lengths = (0, *SAMPLED_EXT_LENGTHS) if first else (0,)
         ext = atoms + (Atom(nh, 1, by_len),)
-        ipv6(hdr, hdr + 8, depth + 1, ext + (Atom(hdr + 1, 1, (0,)),), f"{name}/ext8")
-        out.append(Shard(f"{name}/ext-long", ext + (Atom(hdr + 1, 1, (0,), False),), concrete=False))
+        for n in lengths:  # a sampled length is followed to its next header only
+            size = (n + 1) * 8
+            sub = ext + (Atom(hdr + 1, 1, (n,)),)
+            ipv6(hdr, hdr + size, depth + 1, sub, f"{name}/ext{size}", deep or n != 0 or not first, n == 0)
         frag = atoms + (Atom(nh, 1, (w["ipv6_fragment"],)),)
-        ipv6(hdr, hdr + 8, depth + 1, frag, f"{name}/frag")
-        out.append(Shard(f"{name}/ah", atoms + (Atom(nh, 1, (w["ipv6_ah"],)),), concrete=False))
-        out.append(Shard(f"{name}/no-ext", atoms + (Atom(nh, 1, exts, False),)))
+        ipv6(hdr, hdr + 8, depth + 1, frag, f"{name}/frag", deep or not first)
+        ah = atoms + (Atom(nh, 1, (w["ipv6_ah"],)),)
+        ah_lengths = SAMPLED_AH_LENGTHS if first else ()
+        for n in ah_lengths:
+            size = (n + 2) * 4
+            ipv6(hdr, hdr + size, depth + 1, ah + (Atom(hdr + 1, 1, (n,)),), f"{name}/ah{size}", True, False)
+        out.append(Shard(f"{name}/ext-long", ext + (Atom(hdr + 1, 1, lengths, False),), concrete=False))
+        out.append(
+            Shard(f"{name}/ah", ah + ((Atom(hdr + 1, 1, ah_lengths, False),) if ah_lengths else ()), concrete=False)
+        )
+        out.append(Shard(f"{name}/no-ext", atoms + (Atom(nh, 1, exts, False),), deep=deep))
 
     l2(w["ethertype_at"], 0, (), "")
-    return [s for s in out if s.concrete] + [s for s in out if not s.concrete]
+    rank = {s.name: (not s.concrete, s.deep) for s in out}
+    return sorted(out, key=lambda s: rank[s.name])
 
 
 @functools.cache
@@ -202,9 +245,10 @@ def prove_partition(shards: list[Shard]) -> None:
     solver.add(z3.Not(z3.Or(*forms)))
     if solver.check() != z3.unsat:
         raise AssertionError(f"the shards miss a packet: {solver.model()}")
-    for i in range(len(forms)):
-        for j in range(i + 1, len(forms)):
-            solver = z3.Solver()
-            solver.add(forms[i], forms[j])
-            if solver.check() != z3.unsat:
-                raise AssertionError(f"shards {shards[i].name} and {shards[j].name} overlap")
+    # pairwise disjoint: no packet is in two of them (one query; a model names two)
+    solver = z3.Solver()
+    solver.add(z3.Not(z3.AtMost(*forms, 1)))
+    if solver.check() != z3.unsat:
+        model = solver.model()
+        both = [s.name for s, f in zip(shards, forms) if z3.is_true(model.eval(f, model_completion=True))][:2]
+        raise AssertionError(f"shards {both[0]} and {both[1]} overlap")

@@ -169,6 +169,35 @@ def test_shards_partition_the_packets():
         bytes(ipv6): "ipv6/ext8/no-ext",
         eth + b"\x08\x06": "other",
     }
+
+    # deep shards (carved out of the open ones): a chain of two 8-byte headers, a sampled
+    # length, a sampled AH, a third VLAN tag; and what stays open around them
+    def v6(*exts: tuple[int, int], first: int = 0) -> bytes:
+        """IPv6 whose next header is `first`, then extension headers (next, length byte) of
+        RFC 8200's size ((len + 1) * 8; AH (51): (len + 2) * 4; fragment (44): 8)."""
+        head = bytearray(eth + b"\x86\xdd" + bytes(40))
+        head[20] = first
+        kinds = [first] + [nxt for nxt, _ in exts]
+        for (nxt, n), kind in zip(exts, kinds):
+            size = 8 if kind == 44 else (n + 2) * 4 if kind == 51 else (n + 1) * 8
+            head += bytes([nxt, n]) + bytes(size - 2)
+        return bytes(head)
+
+    tags = b"\x81\x00\x00\x01" * 3
+    cases.update(
+        {
+            v6((44, 0), (6, 0)): "ipv6/ext8/frag/no-ext",
+            v6((6, 1)): "ipv6/ext16/no-ext",
+            v6((6, 2)): "ipv6/ext-long",
+            v6((6, 4), first=51): "ipv6/ah24/no-ext",
+            v6((6, 5), first=51): "ipv6/ah",
+            v6((0, 0), (6, 0), first=44): "ipv6/frag/ext8/no-ext",
+            v6((43, 0), (0, 0), (6, 0)): "ipv6/ext8/ext8/chain",
+            eth + tags + b"\x08\x00\x45": "vlan1/vlan2/vlan3/ipv4",
+            eth + tags[:8] + b"\x08\x06": "vlan1/vlan2/other",
+            eth + tags + b"\x81\x00\x00\x01\x08\x00\x45": "vlan1/vlan2/vlan3/other",
+        }
+    )
     for packet, name in cases.items():
         assert shards.shard_of(parts, packet).name == name
     overlap = [*parts, shards.Shard("extra", (shards.Atom(12, 2, (0x0800,)),))]
@@ -176,6 +205,62 @@ def test_shards_partition_the_packets():
         shards.prove_partition(overlap)
     with pytest.raises(AssertionError, match="miss"):
         shards.prove_partition(parts[1:])
+
+
+#: The concrete shards of the walk's first levels (two VLAN tags, one extension header of 8
+#: bytes), in the order they are explored: what every sharded run gives its budget first.
+FIRST_LEVELS = [
+    f"{tags}{l3}"
+    for tags in ("", "vlan1/", "vlan1/vlan2/")
+    for l3 in ("ipv4", "ipv4-options", "ipv6/ext8/no-ext", "ipv6/frag/no-ext", "ipv6/no-ext")
+] + ["vlan1/other", "other"]
+
+
+def test_shards_come_first_levels_then_deep_then_open():
+    """The exploration order the budget relies on: the first levels' concrete shards as
+    before the deep ones were carved out (FIRST_LEVELS), then the deep ones (concrete),
+    then the open ones; and every deep shard fixes every offset it reads (its walk has no
+    free length byte: the walk's bytes it names are single values)."""
+    from analyzer import shards
+
+    parts = shards.split()
+    tiers = [0 if s.concrete and not s.deep else 1 if s.concrete else 2 for s in parts]
+    assert tiers == sorted(tiers)
+    assert [s.name for s, tier in zip(parts, tiers) if tier == 0] == FIRST_LEVELS
+    deep = [s for s in parts if s.deep]
+    assert deep and all(s.concrete for s in deep)
+    lengths = [s for s in deep if "/ext16/" in s.name or "/ah24/" in s.name]
+    assert lengths and all(any(a.inside and a.values in ((1,), (4,)) for a in s.atoms) for s in lengths)
+
+
+@pytest.mark.parametrize("name", ["xdpfilt_dny_all"])
+def test_deep_shards_cross_check(name):
+    """Deep shards of xdp-filter (two extension headers, a 16-byte one, AH, a third VLAN
+    tag) explored by angr alone, with a budget they fit in: every shard finishes, every
+    angr path of them is compared with z3, no disagreement; the z3 witnesses outside them
+    are replayed."""
+    from analyzer import shards
+
+    path = need_object(next((p for p in corpus.external_objects() if p.stem == name), None))
+    obj = load_object(path)
+    prog = next(p for p in obj.programs if p.is_xdp)
+    wanted = ["ipv6/ext8/frag/no-ext", "ipv6/ext16/no-ext", "vlan1/ipv6/ah24/no-ext", "vlan1/vlan2/vlan3/ipv4"]
+    only = [s for s in shards.proven_split() if s.name in wanted]
+    assert [s.name for s in only] == wanted and all(s.deep for s in only)
+    limits = angr_engine.Limits(max_seconds=DEEP_SECONDS)
+    check = crosscheck.cross_check(obj, prog, Options(), limits=limits, mode="sharded", shards=only)
+    r = check.report
+    print(f"\n{name}: {r.angr_compared} angr paths compared in {len(r.shards)} deep shards")
+    for s in r.shards:
+        print(f"  {s}")
+    assert [s.name for s in r.shards] == wanted
+    assert all(s.cut is None and s.finished == s.paths == s.compared > 0 for s in r.shards), r.shards
+    assert r.angr_compared == r.angr_paths and not r.disagreements, "\n".join(map(str, r.disagreements))
+    assert r.z3_compared > 0
+
+
+#: angr's CPU budget for test_deep_shards_cross_check's four shards (each takes ~2-3 s).
+DEEP_SECONDS = 60.0
 
 
 def _static_rules():
