@@ -608,6 +608,8 @@ class CrossCheck:
         allowed = []
         for path in order:
             st = path.state
+            if st is None:  # a cut path let go (`sharded_exploration`): the input may fall in it
+                return [], path.truncated or "cut"
             cons = bindings[path.id] if path.id in bindings else self._angr_bindings(st, inp, a)
             if cons is None or not st.solver.satisfiable(extra_constraints=cons):
                 continue
@@ -1020,6 +1022,9 @@ def sharded_exploration(
         share = max(share, 0.001)
         cpu = time.process_time()
         a = explore_angr(obj, program, opts, limits=replace(limits, max_seconds=share), shard=shard, project=project)
+        for p in a.paths:  # a cut path is never compared (`_comparable`): its state, often the
+            if p.verdict == UNKNOWN:  # biggest (reads at free offsets), is let go shard by shard
+                p.state = None
         out.append(ShardRun(shard, a, time.process_time() - cpu))
     return out
 
