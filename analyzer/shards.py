@@ -159,13 +159,11 @@ def split() -> list[Shard]:
         )
 
     def l2(off: int, depth: int, atoms: tuple, name: str) -> None:
-        tags = depth <= VLAN_SHARD_DEPTH  # a tag here is followed (the last one only so far: `last`)
-        last = depth > VLAN_SHARD_DEPTH
-        deep = last
-        ipv4(off, atoms, name, deep)
+        tags = depth <= VLAN_SHARD_DEPTH  # a further tag is followed from here; else this level is deep
+        ipv4(off, atoms, name, not tags)
         v6 = atoms + (Atom(off, 2, (w["ipv6"],)),)
         l3 = off + 2
-        if last:  # IPv6 without extension headers; with them, open
+        if not tags:  # IPv6 without extension headers; with them, open
             nh = l3 + w["ipv6_nexthdr_at"]
             out.append(Shard(f"{name}ipv6/no-ext", v6 + (Atom(nh, 1, exts, False),), deep=True))
             out.append(Shard(f"{name}ipv6/ext", v6 + (Atom(nh, 1, exts),), concrete=False))
@@ -211,8 +209,7 @@ def split() -> list[Shard]:
         out.append(Shard(f"{name}/no-ext", atoms + (Atom(nh, 1, exts, False),), deep=deep))
 
     l2(w["ethertype_at"], 0, (), "")
-    rank = {s.name: (not s.concrete, s.deep) for s in out}
-    return sorted(out, key=lambda s: rank[s.name])
+    return sorted(out, key=lambda s: (not s.concrete, s.deep))  # stable: the walk's order within each
 
 
 @functools.cache
