@@ -284,6 +284,8 @@ class Synthesizer:
         #: map_decided's answers, by path id; `as_loaded`'s map contents and its memo
         self.decided: dict[int, bool] = {}
         self._as_loaded: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
+        #: (the block `prove` is working on, its formula) while it runs: `region` hands it out
+        self._proving: tuple[Block, z3.BoolRef] | None = None
         opts = e.options
         #: perf_counter() past which no path is extracted nor block proved (None: no budget)
         self.deadline = (
@@ -879,9 +881,27 @@ class Synthesizer:
         return cubes
 
     def prove(self, b: Block, earlier: list[Block]) -> None:
+        """Prove block `b` past the `earlier` blocks (set b.proved), adding pass shields for
+        counterexamples, or give it up (set b.why); the module's docstring, steps 2-3."""
         good = self.good(b.outcome)
         taken = self.reach(earlier)
-        region = b.formula(self.d)
+        region = b.formula(self.d)  # built in this order as ever: z3 numbers new terms as made
+        self._proving = (b, region)
+        try:
+            self._prove(b, good, taken, region)
+        finally:
+            self._proving = None
+
+    def region(self, b: Block) -> z3.BoolRef:
+        """b.formula(self.d): the one `prove` built when it is working on `b` (its sets do
+        not change meanwhile). Building it is Python work (a big block - 48 ports, 48
+        addresses - takes 15-25 ms a build, issue 14) and gives z3 nothing new: the same
+        terms, hash-consed, while prove holds them, so no answer or model moves."""
+        if self._proving is not None and self._proving[0] is b:
+            return self._proving[1]
+        return b.formula(self.d)
+
+    def _prove(self, b: Block, good: z3.BoolRef, taken: z3.BoolRef, region: z3.BoolRef) -> None:
         for rounds in range(MAX_SHIELDS):
             shields = [match_formula(m, self.d) for m in b.shields]
             r, model = isolated(
@@ -992,7 +1012,7 @@ class Synthesizer:
         keys = {n: v[0] for n, v in keys.items()}
         # Typical packets the block is for: widening stops before it would take them
         # (atypical ones - options, fragments - a shield may take: they pass, safely).
-        region = z3.And(b.formula(self.d), good, *self.env)
+        region = z3.And(self.region(b), good, *self.env)
         narrowest = match_formula(_match(b.protocol, keys), self.d)
         # Typical packets of the block the narrowest shield takes: asked first, since they
         # are also packets of the block it takes (one query where there are, as most often)
@@ -1022,7 +1042,7 @@ class Synthesizer:
         others = [p.id for p in self.e.paths if p.id not in own and self.outcomes[p.id] == b.outcome]
         answer = z3.unsat
         for pid in own + others:
-            r = solver(b.formula(self.d), self.conds[pid], *self.env, *extra).check()
+            r = solver(self.region(b), self.conds[pid], *self.env, *extra).check()
             if r == z3.sat:
                 return r
             if r == z3.unknown:
@@ -1035,7 +1055,7 @@ class Synthesizer:
         packets the block is for; after FORCE_WIDEN such refusals it is merged anyway (flower
         cannot see what separates them - an IPv4 option moving the port - so those packets
         go to software)."""
-        region = z3.And(b.formula(self.d), good, *self.env, self.typical)
+        region = z3.And(self.region(b), good, *self.env, self.typical)
         for i, old in enumerate(b.shields):
             if [k for k, _ in old.keys] == [k for k, _ in new.keys] and old.protocol == new.protocol:
                 merged = _common(old, new)
