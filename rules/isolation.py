@@ -4,12 +4,34 @@ z3 hash-conses terms per context and orders its choices by term ids, so which mo
 returns depends on every term its context made before: the queries extraction, reports and
 other proofs happened to ask. A query whose model decides what xdp2tc prints (the shields a
 counterexample leads to, a counterexample frame's class and the suggestion made from it) is
-asked here instead: its constraints are translated into a fresh `z3.Context`, solved there,
-and the model translated back into the main context. Its answer then depends on the
-constraints alone.
+asked here instead, in a fresh `z3.Context`, and the model translated back into the main
+context.
+
+The fresh context is built from the constraints' SMT-LIB text (z3's printer, parsed there),
+not by `translate`: a translated query still gave other models after other histories of
+unrelated checks in the main context (issue 14: 4 models for one query after 0, 1, 5, 50 and
+200 earlier checks; ipv6_filter's and xdpfilt_alw_ip's printed frames moved when z3 work
+moved), the parsed one the same model in every history tried (tests/test_isolation.py).
+The text is used only when it defines the same constraints: it must parse, and the parsed
+assertions, translated back, must be the very terms given, one by one (z3 hash-conses, so
+that is `eq`; it makes no new term in the main context). Two habits of the printer are
+undone first, else nearly every query of the corpus failed that check: it writes
+`(distinct a b)` as `(and (distinct a b) true)`, and leaves out a last assertion `true`.
+The text is not used when two constants share a name (with different sorts it is ambiguous:
+z3 refuses it), when a name cannot be written in SMT-LIB (`|`, `\\`, the empty name, a
+builtin's name, a leading digit) or when the text loses an attribute (quantifiers' and
+lambdas' ids): then the constraints are translated, as before, and the model may depend on
+history again. Never is a different query asked. (The corpus' 92 objects ask 829 such
+queries; one falls back: tx_vlan_push's, whose lambda comes back with a `qid` the parser made.)
+
+What is still not independent of history: the constraints themselves, as the main context
+made them (a term z3 built in another shape - simplify orders arguments by id - is another
+query), and every query asked in the main context (`synthesis.solver`, extraction, reports).
 """
 
 from __future__ import annotations
+
+import re
 
 import z3
 
@@ -20,17 +42,85 @@ def _flat(constraints) -> list[z3.BoolRef]:
     return [c for x in constraints for c in (x if isinstance(x, list) else [x])]
 
 
-def own_solver(*constraints, timeout_ms: int | None = None, rlimit: int | None = None) -> z3.Solver:
-    """A solver in a fresh z3 context holding the constraints (lists are flattened),
-    translated there; with a timeout or z3's deterministic resource limit. Terms added to
-    it later must be translated into its context (`s.ctx`)."""
-    ctx = fresh_context()
+#: z3's SMT-LIB printer writes `(distinct a b)` as `(and (distinct a b) true)`: another term
+_DISTINCT = re.compile(r"\(and \(distinct ")
+_PARENS = re.compile(r"[()]|\|[^|]*\|")
+
+
+def _undistinct(text: str) -> str:
+    """`text` with the printer's `(and (distinct ...) true)` wrappers taken off (only where
+    `true)` follows the distinct's closing parenthesis; `parsed` checks the result anyway)."""
+    cut: list[tuple[int, int]] = []
+    for m in _DISTINCT.finditer(text):
+        depth = 0
+        for tok in _PARENS.finditer(text, m.start() + 5):
+            depth += {"(": 1, ")": -1}.get(tok.group(), 0)
+            if depth == 0:
+                end = tok.end()
+                if text.startswith(" true)", end):
+                    cut += [(m.start(), m.start() + 5), (end, end + 6)]
+                break
+    if not cut:
+        return text
+    cut.sort()
+    out, at = [], 0
+    for a, b in cut:
+        out.append(text[at:a])
+        at = b
+    out.append(text[at:])
+    return "".join(out)
+
+
+def smt2_text(constraints: list[z3.BoolRef]) -> str:
+    """The SMT-LIB benchmark asserting `constraints` one by one (a `true` too), declarations
+    first, as z3's printer writes it (`Solver.to_smt2`'s, without a solver made in the main
+    context), with `distinct` as itself."""
+    true = z3.BoolVal(True, constraints[0].ctx)
+    vec = (z3.Ast * len(constraints))(*[c.as_ast() for c in constraints])
+    text = z3.Z3_benchmark_to_smtlib_string(
+        true.ctx_ref(), "benchmark generated from python API", "", "unknown", "", len(constraints), vec, true.as_ast()
+    )
+    return _undistinct(text)
+
+
+def parsed(s: z3.Solver, constraints: list[z3.BoolRef]) -> bool:
+    """Assert `constraints` (non-empty, in the main context) into `s`, an empty solver of
+    another context, by parsing their SMT-LIB text there; whether that gave the same
+    constraints (parsed without error, and the parsed assertions translated back are
+    `constraints`, one by one). When it returns False, `s` holds something else: throw it away."""
+    try:
+        s.from_string(smt2_text(constraints))
+    except z3.Z3Exception:
+        return False
+    got = s.assertions()
+    if len(got) != len(constraints):
+        return False
+    main = constraints[0].ctx
+    return all(g.translate(main).eq(c) for g, c in zip(got, constraints))
+
+
+def _solver(ctx: z3.Context, timeout_ms: int | None, rlimit: int | None) -> z3.Solver:
     s = z3.Solver(ctx=ctx)
     if rlimit is not None:
         s.set("rlimit", rlimit)
     if timeout_ms is not None:
         s.set("timeout", timeout_ms)
-    s.add(*[c.translate(ctx) for c in _flat(constraints)])
+    return s
+
+
+def own_solver(*constraints, timeout_ms: int | None = None, rlimit: int | None = None) -> z3.Solver:
+    """A solver in a fresh z3 context holding the constraints (lists are flattened), parsed
+    there from their SMT-LIB text (or translated, where the text would not be the same
+    constraints: the module's docstring); with a timeout or z3's deterministic resource
+    limit. Terms added to it later must be translated into its context (`s.ctx`): a
+    constant translated there is the parsed one (same name and sort, checked by `parsed`)."""
+    flat = _flat(constraints)
+    s = _solver(fresh_context(), timeout_ms, rlimit)
+    if not flat or parsed(s, flat):
+        return s
+    ctx = fresh_context()  # not the one the failed parse made terms in
+    s = _solver(ctx, timeout_ms, rlimit)
+    s.add(*[c.translate(ctx) for c in flat])
     return s
 
 

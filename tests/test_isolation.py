@@ -1,0 +1,170 @@
+"""rules/isolation.py: a query asked in a context of its own is the same query, and its model
+does not depend on the unrelated checks the main context made before.
+
+The context is built from the constraints' SMT-LIB text. The text must define the very
+constraints given: where it cannot (two constants of one name, names SMT-LIB cannot write,
+quantifiers) the constraints are translated instead, never asked as another query. Terms
+added later through `s.ctx` must meet the parsed constants (same name and sort).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import z3
+
+from rules.isolation import isolated, own_solver, parsed, smt2_text
+
+#: A query of the shield loop (issue 14) whose translated copy gets other models after other histories.
+HISTORY_QUERY = Path(__file__).parent / "data" / "isolation_history.smt2"
+
+PKT = z3.Array("pkt", z3.BitVecSort(64), z3.BitVecSort(8))
+LEN = z3.BitVec("pkt.len", 64)
+
+
+def _byte(i: int) -> z3.BitVecRef:
+    return PKT[z3.BitVecVal(i, 64)]
+
+
+def _same_back(s: z3.Solver, constraints: list[z3.BoolRef]) -> bool:
+    """The solver's assertions, translated back, are the constraints (the same terms)."""
+    got = s.assertions()
+    return len(got) == len(constraints) and all(g.translate(z3.main_ctx()).eq(c) for g, c in zip(got, constraints))
+
+
+def _parses(constraints: list[z3.BoolRef]) -> bool:
+    return parsed(z3.Solver(ctx=z3.Context()), constraints)
+
+
+def _packet_query() -> list[z3.BoolRef]:
+    """Constraints shaped like the project's: packet bytes, lengths, ite chains, concat,
+    extract, distinct, a constant true, names with dots, brackets and bangs."""
+    vlan = z3.Concat(_byte(12), _byte(13)) == 0x8100
+    off = z3.If(vlan, z3.BitVecVal(18, 64), z3.BitVecVal(14, 64))
+    proto = PKT[off + 9]
+    port = z3.BitVec("pkt[36:38]", 16)
+    flag = z3.BitVec("b!3", 1) == 1
+    return [
+        z3.UGE(LEN, 60),
+        z3.ULE(LEN, 1514),
+        z3.Or(vlan, z3.Concat(_byte(12), _byte(13)) == 0x0800),
+        z3.Distinct(proto, z3.BitVecVal(1, 8), z3.BitVecVal(58, 8)),
+        z3.And(z3.Distinct(_byte(20), z3.BitVecVal(44, 8)), True),
+        z3.Extract(3, 0, PKT[off]) == 5,
+        port == z3.Concat(PKT[off + 22], PKT[off + 23]),
+        z3.Implies(flag, z3.ULE(off + 24, LEN)),
+        z3.BoolVal(True),
+    ]
+
+
+def test_text_defines_the_same_constraints():
+    cs = _packet_query()
+    assert _parses(cs)
+    s = own_solver(cs)
+    assert _same_back(s, cs)
+    for g, c in zip(s.assertions(), cs):  # equivalent too (equal terms are, trivially)
+        assert z3.Solver().check(g.translate(z3.main_ctx()) != c) == z3.unsat
+    r, m = isolated(cs)
+    assert r == z3.sat and z3.is_true(m.eval(z3.And(cs), model_completion=True))
+
+
+@pytest.mark.parametrize(
+    "name", ["pkt[12:14]", "pkt.len", "helper.bpf_fib_lookup.3", "n#w", "every!value", "a!1", "x y", "(x)", "bvadd"]
+)
+def test_names_quoted_and_met_through_ctx(name):
+    """Names the text must quote (or that z3's let-names could shadow) come back as the same
+    constants: a term added through `s.ctx` constrains the parsed constant."""
+    x = z3.BitVec(name, 8)
+    y = z3.BitVec("y", 8)
+    shared = (x + y) * (x + y)
+    cs = [shared + shared == 8, x == 5]
+    assert _parses(cs)
+    s = own_solver(cs)
+    assert _same_back(s, cs)
+    s.add(x.translate(s.ctx) != 5)
+    assert s.check() == z3.unsat
+
+
+def test_one_name_two_sorts_is_translated():
+    """`pkt` as bytes by 64-bit and by 32-bit index (analyzer/shards.py has the latter): the
+    text is ambiguous (z3 refuses it), so the constraints are translated - the same query."""
+    other = z3.Array("pkt", z3.BitVecSort(32), z3.BitVecSort(8))
+    cs = [_byte(0) == 1, other[z3.BitVecVal(0, 32)] == 2]
+    assert not _parses(cs)
+    s = own_solver(cs)
+    assert _same_back(s, cs)
+    r, m = isolated(cs)
+    assert r == z3.sat
+    assert m.eval(_byte(0)).as_long() == 1 and m.eval(other[z3.BitVecVal(0, 32)]).as_long() == 2
+    s.add(_byte(0).translate(s.ctx) != 1)
+    assert s.check() == z3.unsat
+
+
+@pytest.mark.parametrize("name", ["", "|", "a\\b", "true", "1abc"])
+def test_unwritable_names_are_translated(name):
+    """Names SMT-LIB cannot write as they are: the text would not parse, or would be another
+    query (the empty name); `parsed` says no and the constraints are translated."""
+    x = z3.BitVec(name, 8)
+    cs = [x + 1 == 3]
+    assert not _parses(cs)
+    s = own_solver(cs)
+    assert _same_back(s, cs)
+    s.add(x.translate(s.ctx) != 2)
+    assert s.check() == z3.unsat
+
+
+def test_quantifiers_are_translated():
+    """A quantifier's text loses its id attributes (not the same term back): translated."""
+    i = z3.BitVec("i", 64)
+    cs = [z3.ForAll([i], z3.Implies(z3.ULT(i, 2), PKT[i] == 0)), _byte(0) == 0]
+    assert not _parses(cs)
+    assert _same_back(own_solver(cs), cs)
+
+
+def test_no_constraints():
+    assert own_solver().check() == z3.sat
+    assert smt2_text([z3.BoolVal(True)]).count("(assert") == 1
+
+
+def _junk(n: int) -> None:
+    """`n` unrelated checks in the main context."""
+    for i in range(n):
+        x = z3.BitVec(f"history!{i}", 32)
+        s = z3.Solver()
+        s.add(x * x == 12345 + i, z3.UGT(x, 7))
+        s.check()
+
+
+def _fingerprint(model: z3.ModelRef) -> str:
+    return hashlib.md5(str(sorted((str(d), str(model[d])) for d in model.decls())).encode()).hexdigest()
+
+
+def _models(ask) -> set[str]:
+    """The models of the history query asked by `ask` after 0, 1, 6 and 26 unrelated checks."""
+    cs = list(z3.parse_smt2_file(str(HISTORY_QUERY)))
+    out = set()
+    for n in (0, 1, 5, 20):
+        _junk(n)
+        s = ask(cs)
+        assert s.check() == z3.sat
+        out.add(_fingerprint(s.model()))
+    return out
+
+
+def test_model_does_not_depend_on_history():
+    assert len(_models(lambda cs: own_solver(cs))) == 1
+
+
+def test_translated_model_depends_on_history():
+    """The same query translated into a fresh context gets other models after other
+    histories: what the test above guards against is real (issue 14)."""
+
+    def translated(cs):
+        ctx = z3.Context()
+        s = z3.Solver(ctx=ctx)
+        s.add(*[c.translate(ctx) for c in cs])
+        return s
+
+    assert len(_models(translated)) > 1
