@@ -17,6 +17,11 @@ assertions, translated back, must be the very terms given, one by one (z3 hash-c
 that is `eq`; it makes no new term in the main context). Two habits of the printer are
 undone first, else nearly every query of the corpus failed that check: it writes
 `(distinct a b)` as `(and (distinct a b) true)`, and leaves out a last assertion `true`.
+The text is printed from a context holding nothing but the constraints (translated there):
+z3's printer names a subterm with `let` where the term has more than one reference, and in
+the main context that counts every other holder of the term (a solver kept for later, a
+Python variable), so the main context's text of one query changed with what else was alive
+(with `_good_check`'s held solvers, 10 objects' frames moved).
 The text is not used when two constants share a name (with different sorts it is ambiguous:
 z3 refuses it), when a name cannot be written in SMT-LIB (`|`, `\\`, the empty name, a
 builtin's name, a leading digit) or when the text loses an attribute (quantifiers' and
@@ -73,9 +78,11 @@ def _undistinct(text: str) -> str:
 
 def smt2_text(constraints: list[z3.BoolRef]) -> str:
     """The SMT-LIB benchmark asserting `constraints` one by one (a `true` too), declarations
-    first, as z3's printer writes it (`Solver.to_smt2`'s, without a solver made in the main
-    context), with `distinct` as itself."""
-    true = z3.BoolVal(True, constraints[0].ctx)
+    first, as z3's printer writes it (`Solver.to_smt2`'s) in a context holding only them
+    (its `let`s then depend on the constraints alone), with `distinct` as itself."""
+    mid = fresh_context()
+    constraints = [c.translate(mid) for c in constraints]
+    true = z3.BoolVal(True, mid)
     vec = (z3.Ast * len(constraints))(*[c.as_ast() for c in constraints])
     text = z3.Z3_benchmark_to_smtlib_string(
         true.ctx_ref(), "benchmark generated from python API", "", "unknown", "", len(constraints), vec, true.as_ast()
