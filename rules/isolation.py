@@ -11,7 +11,8 @@ The fresh context is built from the constraints' SMT-LIB text (z3's printer, par
 not by `translate`: a translated query still gave other models after other histories of
 unrelated checks in the main context (issue 14: 4 models for one query after 0, 1, 5, 50 and
 200 earlier checks; ipv6_filter's and xdpfilt_alw_ip's printed frames moved when z3 work
-moved), the parsed one the same model in every history tried (tests/test_isolation.py).
+moved), the parsed one the same model in every history tried (tests/test_isolation.py;
+why the translated copy, the same terms, is not enough was not found out).
 The text is used only when it defines the same constraints: it must parse, and the parsed
 assertions, translated back, must be the very terms given, one by one (z3 hash-conses, so
 that is `eq`; it makes no new term in the main context). Two habits of the printer are
