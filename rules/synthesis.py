@@ -1017,7 +1017,7 @@ class Synthesizer:
         narrowest = match_formula(_match(b.protocol, keys), self.d)
         # Typical packets of the block the narrowest shield takes: asked first, since they
         # are also packets of the block it takes (one query where there are, as most often)
-        typical = self._good_check(b, [region, self.typical, narrowest], narrowest)
+        typical = self._good_check(b, [region, self.typical, narrowest], [self.typical, narrowest])
         if typical == z3.sat or maybe_sat(region, narrowest):
             region = z3.And(region, self.typical)
             if typical != z3.unsat:
@@ -1031,26 +1031,27 @@ class Synthesizer:
                 keys = trial
         return _match(b.protocol, keys)
 
-    def _good_check(self, b: Block, query: list[z3.BoolRef], match: z3.BoolRef) -> z3.CheckSatResult:
-        """solver(*query).check() for a `query` that asks for a typical packet of block `b`
-        that shield-shaped `match` takes and the program gives its outcome (good). Unless the
-        outcome is a rewrite, good is the OR of the conditions of the paths with that
-        outcome: the block's own paths first, then the others, one at a time (smaller
-        queries; the OR has a packet iff one of them has): the same answer (unknown where
-        one is and none is sat), each asked of `_typical_good`'s held solver while `prove`
-        works on `b`."""
+    def _good_check(self, b: Block, query: list[z3.BoolRef], extra: list[z3.BoolRef]) -> z3.CheckSatResult:
+        """solver(*query).check() for a `query` that asks for a packet of block `b` the
+        program gives its outcome (good), with `extra`. Unless the outcome is a rewrite,
+        good is the OR of the conditions of the paths with that outcome: the block's own
+        paths first, then the others, one at a time (smaller queries; the OR has a packet
+        iff one of them has): the same answer (unknown where one is and none is sat). The
+        shield loop's questions (`extra` = typical packets, then a match) go to
+        `_typical_good`'s held solvers while `prove` works on `b`; others (tests ask with
+        atypical packets too) each to a fresh solver."""
         if is_rewrite(b.outcome):
             return solver(*query).check()
         own = [pid for pid in b.paths if self.outcomes[pid] == b.outcome]
         others = [p.id for p in self.e.paths if p.id not in own and self.outcomes[p.id] == b.outcome]
         answer = z3.unsat
         for pid in own + others:
-            held = self._typical_good(b, pid)
+            held = self._typical_good(b, pid) if extra and extra[0] is self.typical else None
             if held is None:
-                r = solver(self.region(b), self.conds[pid], *self.env, self.typical, match).check()
+                r = solver(self.region(b), self.conds[pid], *self.env, *extra).check()
             else:
                 held.push()
-                held.add(match)
+                held.add(*extra[1:])
                 r = held.check()
                 held.pop()
             if r == z3.sat:
@@ -1089,7 +1090,7 @@ class Synthesizer:
                 shape = tuple(k for k, _ in old.keys)
                 b.refused[shape] = b.refused.get(shape, 0) + 1
                 m = match_formula(merged, self.d)
-                if b.refused[shape] >= FORCE_WIDEN or self._good_check(b, [region, m], m) == z3.unsat:
+                if b.refused[shape] >= FORCE_WIDEN or self._good_check(b, [region, m], [self.typical, m]) == z3.unsat:
                     return b.shields[:i] + [merged] + b.shields[i + 1 :]
         return b.shields + [new]
 

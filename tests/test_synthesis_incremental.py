@@ -48,9 +48,9 @@ def _proved(monkeypatch, incremental: bool) -> tuple[Block, list[tuple], int]:
     held: set[int] = set()
     real_check, real_typical = Synthesizer._good_check, Synthesizer._typical_good
 
-    def good_check(self, block, query, match):
-        r = real_check(self, block, query, match)
-        asked.append((r, _plain(self, block, [self.typical, match])))
+    def good_check(self, block, query, extra):
+        r = real_check(self, block, query, extra)
+        asked.append((r, _plain(self, block, extra)))
         return r
 
     def typical_good(self, block, pid):
