@@ -28,8 +28,9 @@ from lifter.maps import is_global_data_section
 
 from . import kernel
 from .classify import classes
+from .entries import looked_up
 from .exploration import INVALID, UNKNOWN, VERDICTS, Exploration, Path
-from .symbolic import FREE_PREFIXES, PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_found, map_val, symbols
+from .symbolic import FREE_PREFIXES, PACKET, PACKET_FRAGS, PACKET_LEN, ctx_field, map_val, symbols
 from .xdp import ETH_HLEN, MAX_LINEAR_PACKET
 
 #: Map kinds whose entries a witness cannot create (they need sockets, CPUs...).
@@ -237,45 +238,24 @@ class Verifier:
         return output_of(path, lambda x: ev(x).as_long(), self.witness_packet(ev))
 
     def set_maps(self, path: Path, ev) -> None:
-        """Fill the loaded maps with the entries `path` reads in the model."""
+        """Fill the loaded maps with the entries `path` reads in the model (entries.py)."""
         # Hash-like maps start empty for every witness; arrays get the entries read.
         for name in {a.map for a in path.accesses}:
             mdef = self.maps[name]
             if mdef.type and mdef.type.keyed in ("hash", "lpm"):
                 self.loaded.map_clear(name)
-        for access in path.accesses:
-            mdef = self.maps[access.map]
-            if is_global_data_section(mdef.section) or mdef.type is None:
+        for entry in looked_up(self.e, path, ev):
+            mdef = self.maps[entry.map]
+            if is_global_data_section(mdef.section):
+                if not mdef.read_only:  # read-only: the loaded bytes (witnesses are asked with them)
+                    self.loaded.map_update(self.loaded.map(mdef.section).name, entry.key, entry.value)
                 continue
-            kind = mdef.type
-            key = _bytes(ev(access.key).as_long(), mdef.key_size)
-            bits = 8 * mdef.key_size
-            if kind.holds == "program":
-                continue  # prog arrays: only the slots the object fills; others stay empty
-            found = True if kind.always_present else z3.is_true(ev(map_found(mdef.name, bits)(access.key)))
-            if not found:
-                if kind.keyed not in ("hash", "lpm"):
-                    self._reset_entry(mdef.name, key)
+            if entry.value is None:
+                if mdef.type.keyed not in ("hash", "lpm"):
+                    self._reset_entry(mdef.name, entry.key)
                 continue
-            value = bytes(
-                ev(map_val(mdef.name, bits)(access.key, z3.BitVecVal(i, 32))).as_long() for i in range(mdef.value_size)
-            )
-            if kind.holds == "device":
-                value = (1).to_bytes(4, "little") + bytes(max(mdef.value_size - 4, 0))
-            self.loaded.map_update(mdef.name, key, self._per_cpu(mdef, value))
-            self._touched.add((mdef.name, key))
-        for mdef in self.obj.maps:
-            if is_global_data_section(mdef.section) and mdef.name in self.e.read_maps and not mdef.read_only:
-                key = bytes(mdef.key_size or 4)
-                value = bytes(
-                    ev(
-                        map_val(mdef.name, 8 * (mdef.key_size or 4))(
-                            z3.BitVecVal(0, 8 * (mdef.key_size or 4)), z3.BitVecVal(i, 32)
-                        )
-                    ).as_long()
-                    for i in range(mdef.value_size)
-                )
-                self.loaded.map_update(self.loaded.map(mdef.section).name, key, value)
+            self.loaded.map_update(mdef.name, entry.key, self._per_cpu(mdef, entry.value))
+            self._touched.add((mdef.name, entry.key))
 
     def _per_cpu(self, mdef, value: bytes) -> bytes:
         if not (mdef.type and mdef.type.percpu):
@@ -515,10 +495,6 @@ def _agrees(expected: tuple[int, bytes], got: tuple[int, bytes], free: frozenset
 
 def _signed(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def _bytes(value: int, size: int) -> bytes:
-    return (value % (1 << (8 * size))).to_bytes(size, "little")
 
 
 def _show(result: tuple[int, bytes]) -> str:

@@ -520,6 +520,7 @@ def text(report: Report, failed: bool, fail_on: list[str]) -> str:
         if f.example:
             out.append(f"    {f.example['kind']} packet ({f.example['length']} bytes): {f.example['hex']}")
             out.append(f"    = {f.example['fields']}: {f.example['why']}")
+            out += [f"    {text}" for text in rules_output.frame_inputs(f.example)]
         if f.suggestion:
             out.append(f"    offloadable with --assume {f.suggestion}")
     new = sum(1 for f in report.findings if f.new)

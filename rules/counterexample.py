@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import z3
 
+from analyzer.entries import MapEntry, OtherInputs, looked_up, other_inputs
 from analyzer.fields import frame
 from analyzer.symbolic import PACKET, PACKET_LEN
 
@@ -60,13 +61,18 @@ QUERY_RLIMIT = 3_000_000
 @dataclass
 class Example:
     """A frame for one software path: `kind` differs|witness, the path the frame takes
-    (`other`, its verdict) and the assumption that would make the path offloadable."""
+    (`other`, its verdict), the map entries that path looks up in the frame's model but
+    stats-only maps' and the other inputs it reads (the verdict is claimed for the frame
+    with these entries and inputs: analyzer/entries.py), and the assumption that would make
+    the path offloadable."""
 
     path: int
     kind: str
     frame: bytes
     other: int | None
     other_verdict: str | None
+    entries: tuple[MapEntry, ...] = ()
+    inputs: OtherInputs = OtherInputs()
     suggestion: str | None = None
 
     def decoded(self) -> str:
@@ -89,6 +95,9 @@ class Example:
             "takes_path": self.other,
             "verdict": self.other_verdict,
             "why": self.sentence(),
+            "maps": [m.json() for m in self.entries],
+            "ctx": dict(self.inputs.ctx),
+            "helpers": list(self.inputs.helpers),
         }
 
 
@@ -182,11 +191,23 @@ def _example(rs, ask: _Asker, p, code: str) -> Example | None:
         if model is not None:
             other = _taken(s, model)
             verdict = s.e.paths[other].verdict if other is not None else None
-            return Example(p.id, "differs", ask.bytes(model), other, verdict)
+            return Example(p.id, "differs", ask.bytes(model), other, verdict, *_inputs(s, model, other))
     model = ask.shortest(*s.env, s.conds[p.id])
     if model is None:
         return None
-    return Example(p.id, "witness", ask.bytes(model), p.id, p.verdict)
+    return Example(p.id, "witness", ask.bytes(model), p.id, p.verdict, *_inputs(s, model, p.id))
+
+
+def _inputs(s, model: z3.ModelRef, path: int | None) -> tuple[tuple[MapEntry, ...], OtherInputs]:
+    """The map entries the path the frame takes looks up and the other inputs it reads, as
+    the frame's model has them; stats-only maps left out (analyzer/mapuse.py: no verdict
+    depends on their contents)."""
+    if path is None:
+        return (), OtherInputs()
+    ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
+    taken = s.e.paths[path]
+    found = looked_up(s.e, taken, ev)
+    return tuple(m for m in found if s.maps.get(m.map) != "stats-only"), other_inputs(s.e, taken, ev)
 
 
 def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:

@@ -15,7 +15,11 @@ JSON (one document per program; new fields may be added within a schema version)
     fates     [{path, verdict, offloaded, filters [indices into rules], code, detail,
                partly {code, detail} | null (offloaded only in part: why the rest stays),
                counterexample {kind: differs|witness, hex, length, fields, classes, takes_path,
-               verdict, why} | null (rules/counterexample.py; non-pass paths not taken whole),
+               verdict, why, maps [{map, key (hex), value (hex) | null (absent)}]: the entries
+               the frame's path looks up but stats-only maps', its verdict claimed with
+               them; ctx {xdp_md field: value} and helpers [names]: the other inputs that
+               path reads} | null
+               (rules/counterexample.py; non-pass paths not taken whole),
                suggestion (an --assume NAME that makes the path offloadable) | null}]
               every path exactly once
     teardown  [tc -batch lines that delete the filters of this script (`rules --teardown`)]
@@ -133,8 +137,28 @@ def example_lines(f: dict) -> list[str]:
         f"# path {n} {ex['kind']} packet ({ex['length']} bytes): {ex['hex']}",
         f"# path {n} {ex['kind']} packet: {ex['fields']}: {ex['why']}",
     ]
+    out += [f"# path {n} {ex['kind']} packet {text}" for text in frame_inputs(ex)]
     if f["suggestion"]:
         out.append(f"# path {n} offloadable with --assume {f['suggestion']}")
+    return out
+
+
+def frame_inputs(ex: dict) -> list[str]:
+    """What a JSON counterexample's verdict rests on beside the frame, as text: the map
+    entries its path looks up (`map[key hex] = value hex`, `map[key hex] absent`), then the
+    xdp_md fields and helper results that path reads. Empty for a frame that reads none."""
+    out = []
+    if ex.get("maps"):
+        entries = [
+            f"{m['map']}[{m['key']}] absent" if m["value"] is None else f"{m['map']}[{m['key']}] = {m['value']}"
+            for m in ex["maps"]
+        ]
+        out.append("with map entries (those it looks up, stats-only maps aside): " + "; ".join(entries))
+    also = [f"ctx.{name} = {value}" for name, value in ex.get("ctx", {}).items()]
+    if ex.get("helpers"):
+        also.append("results of " + ", ".join(ex["helpers"]) + " (z3 chose them, the kernel does in a run)")
+    if also:
+        out.append("also reads: " + "; ".join(also))
     return out
 
 
