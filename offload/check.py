@@ -52,6 +52,7 @@ from rules import output as rules_output
 from rules import ruleset
 from rules.counterexample import examples
 from rules.flower import FLOWER_KEYS, Range, prefix_len
+from rules.frametext import frame_inputs
 from rules.reasons import REASONS, Reason, account, summary, summary_lines
 from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
 
@@ -520,7 +521,7 @@ def text(report: Report, failed: bool, fail_on: list[str]) -> str:
         if f.example:
             out.append(f"    {f.example['kind']} packet ({f.example['length']} bytes): {f.example['hex']}")
             out.append(f"    = {f.example['fields']}: {f.example['why']}")
-            out += [f"    {text}" for text in rules_output.frame_inputs(f.example)]
+            out += [f"    {text}" for text in frame_inputs(f.example)]
         if f.suggestion:
             out.append(f"    offloadable with --assume {f.suggestion}")
     new = sum(1 for f in report.findings if f.new)

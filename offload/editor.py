@@ -563,6 +563,7 @@ def tail_call_ns(pr: ProgramResult, pc: int) -> float | None:
 def hover_text(note: LineNote) -> str:
     """Markdown for a decision line: class, path conditions in header fields, filters or the
     reason none, the counterexample packet, the cost."""
+    from rules.frametext import frame_inputs
     from rules.reasons import REASONS  # here: the server itself stays light until a hover
 
     out = []
@@ -597,6 +598,7 @@ def hover_text(note: LineNote) -> str:
                 f"  - counterexample packet ({example['length']} bytes, {example['kind']}): "
                 f"`{example['hex'][:128]}`: {example['why']}"
             )
+            out += [f"    - {text}" for text in frame_inputs(example)]
         elif packet is not None:
             out.append(f"  - counterexample packet ({len(packet)} bytes): `{packet[:64].hex()}`")
     for pr, site in note.tail_calls:

@@ -38,6 +38,7 @@ from analyzer.fields import decode
 from .counterexample import examples
 from .final import source_lines
 from .flower import render
+from .frametext import frame_inputs
 from .reasons import account, summary, summary_lines
 from .ruleset import RuleSet
 from .synthesis import ASSUMPTIONS
@@ -140,25 +141,6 @@ def example_lines(f: dict) -> list[str]:
     out += [f"# path {n} {ex['kind']} packet {text}" for text in frame_inputs(ex)]
     if f["suggestion"]:
         out.append(f"# path {n} offloadable with --assume {f['suggestion']}")
-    return out
-
-
-def frame_inputs(ex: dict) -> list[str]:
-    """What a JSON counterexample's verdict rests on beside the frame, as text: the map
-    entries its path looks up (`map[key hex] = value hex`, `map[key hex] absent`), then the
-    xdp_md fields and helper results that path reads. Empty for a frame that reads none."""
-    out = []
-    if ex.get("maps"):
-        entries = [
-            f"{m['map']}[{m['key']}] absent" if m["value"] is None else f"{m['map']}[{m['key']}] = {m['value']}"
-            for m in ex["maps"]
-        ]
-        out.append("with map entries (those it looks up, stats-only maps aside): " + "; ".join(entries))
-    also = [f"ctx.{name} = {value}" for name, value in ex.get("ctx", {}).items()]
-    if ex.get("helpers"):
-        also.append("results of " + ", ".join(ex["helpers"]) + " (z3 chose them, the kernel does in a run)")
-    if also:
-        out.append("also reads: " + "; ".join(also))
     return out
 
 

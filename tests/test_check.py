@@ -64,6 +64,26 @@ def test_blacklist_drops_are_map_dependent_on_blacklist(blacklist_json):
     assert sorted(p["id"] for p in prog["paths"]) == list(range(7))
 
 
+def test_blacklist_frames_name_the_entries_they_rest_on(blacklist_json, capsys):
+    """The drop on `blacklist` (keyed by the source address: thesis_ddos_blacklist.c) shows
+    a frame the program passes because its source is not in the map: the frame's entry is
+    `blacklist[the frame's bytes 26..29]` absent (the key is iph->saddr as the packet holds
+    it), in the JSON and in the text under the finding."""
+    _, out = blacklist_json
+    doc = json.loads(out.read_text())
+    (first,) = [f for f in doc["findings"] if f["detail"] == "map blacklist keyed by ipv4.saddr"]
+    ex = first["counterexample"]
+    frame = bytes.fromhex(ex["hex"])
+    assert ex["verdict"] == "PASS" and frame[12:14] == b"\x08\x00"
+    assert {"map": "blacklist", "key": frame[26:30].hex(), "value": None} in ex["maps"]
+    code, text, _ = run_cli(capsys, "check", corpus_object("thesis_ddos_blacklist"))
+    assert code == 1
+    assert (
+        f"    with map entries (those it looks up, stats-only maps aside): blacklist[{frame[26:30].hex()}] absent"
+        in text
+    )
+
+
 def test_sarif_validates_against_the_official_schema(capsys, tmp_path):
     out = tmp_path / "out.sarif"
     code, _, err = run_cli(

@@ -175,6 +175,8 @@ async def test_diagnostics_hover_save_rebuild_and_broken_build(client: LanguageC
     text = await hover_at(client, uri, line)
     assert "map: blacklist" in text and "**DROP**" in text
     assert "ipv4.saddr" in text and "map-dependent" in text and "counterexample packet" in text
+    # the packet's verdict is the program's with the entries it looks up: none in blacklist
+    assert re.search(r"with map entries .*: blacklist\[[0-9a-f]{8}\] absent", text), text
 
     # inlay hints carry the class per decision line
     hints = await client.text_document_inlay_hint_async(
