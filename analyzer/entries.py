@@ -9,14 +9,16 @@ that the claim can be set up in a real map (analyzer/verify.py fills loaded maps
 and printed next to the frame (rules/counterexample.py).
 
 Only the looked-up keys matter: the program reads no other entry on this path, so every
-other entry may be anything, e.g. as loaded. Prog arrays are left out (their slots are the
-object's). Global data (`.bss`, `.data`, `.rodata`) is one entry at key 0 holding the
-section's bytes; read-only data only where the model's bytes are not the object's (the
-program's configuration, as a loader such as libxdp's dispatcher sets it before load: a
-frozen map takes it at load, not by an update). A device map's entry holds
-ifindex 1, the loopback device every network namespace has: the model's value stands for
-"some device" (what the program reads of a device map is whether there is one), and a
-kernel map refuses or empties an entry for a device that does not exist.
+other entry may be anything, e.g. as loaded. Left out: prog arrays (their slots are the
+object's) and an index past an array's last slot (the lookup returns NULL without reading
+an entry, and no entry can be written there: explore.py's `map_found`). Global data
+(`.bss`, `.data`, `.rodata`) is one entry at key 0 holding the section's bytes; read-only
+data only where the model's bytes are not the object's (the program's configuration, as a
+loader such as libxdp's dispatcher sets it before load: a frozen map takes it at load, not
+by an update). A device map's entry holds ifindex 1, the loopback device every network
+namespace has: the model's value stands for "some device" (what the program reads of a
+device map is whether there is one), and a kernel map refuses or empties an entry for a
+device that does not exist.
 """
 
 from __future__ import annotations
@@ -63,9 +65,12 @@ def looked_up(e: Exploration, path: Path, ev: Callable[[z3.ExprRef], z3.ExprRef]
             continue
         bits = 8 * mdef.key_size
         key_term = e.expand(access.key)
-        key = _bytes(ev(key_term).as_long(), mdef.key_size)
+        index = ev(key_term).as_long()
+        key = _bytes(index, mdef.key_size)
         if (mdef.name, key) in out:
             continue
+        if kind.keyed == "index" and mdef.key_size >= 4 and index >= (mdef.max_entries or 1):
+            continue  # past the last slot: no entry can be there (the lookup returns NULL)
         found = kind.always_present or z3.is_true(ev(map_found(mdef.name, bits)(key_term)))
         value = None
         if found and kind.holds == "device":

@@ -20,6 +20,7 @@ xdp_action`). Objects: the clang corpus and Debian's objects.
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -223,3 +224,24 @@ def test_every_printed_frame_gets_its_claimed_verdict_from_the_kernel(path: Path
         # deny mode drops on a hit in its address or port maps (xdp-filter's source): the
         # frames of its map-decided paths claim their verdicts with entries, all run here
         assert run and any(f.entries for f in found), found
+
+
+def test_an_index_past_the_array_end_names_no_entry(tmp_path: Path, capsys):
+    """tests/data/array_index.c looks its ARRAY (16 slots) up at the IPv4 TOS: a TOS of 16
+    or more takes the NULL branch (ABORTED) without reading an entry, and no entry can be
+    written there (the kernel says E2BIG). Its five paths (short, not IPv4, ABORTED, DROP,
+    PASS: by hand) are each witnessed by the kernel, none left out for a rejected entry."""
+    from tests.conftest import CLANG, require_tool
+
+    require_kernel()
+    obj = tmp_path / "array_index.o"
+    source = Path(__file__).resolve().parent / "data" / "array_index.c"
+    include = [f"-I{corpus.CORPUS_DIR / 'include'}", "-I/usr/include/x86_64-linux-gnu"]
+    subprocess.run(
+        [require_tool(CLANG), "-O2", "-g", "-target", "bpf", *include, "-c", str(source), "-o", str(obj)],
+        check=True,
+        capture_output=True,
+    )
+    code, out, err = run_cli(capsys, "verify", str(obj))
+    assert code == 0, err
+    assert "5 paths" in out and "(5 witnesses," in out and "0 mismatches" in out and "not run" not in out, out
