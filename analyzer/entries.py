@@ -51,11 +51,19 @@ class MapEntry:
         return {"map": self.map, "key": self.key.hex(), "value": None if self.value is None else self.value.hex()}
 
 
-def looked_up(e: Exploration, path: Path, ev: Callable[[z3.ExprRef], z3.ExprRef]) -> list[MapEntry]:
+def looked_up(
+    e: Exploration,
+    path: Path,
+    ev: Callable[[z3.ExprRef], z3.ExprRef],
+    leave_out: frozenset[str] = frozenset(),
+    cache: dict | None = None,
+) -> list[MapEntry]:
     """The entries `path` reads in the model `ev` evaluates in (completing it), in the
-    order the path first looks them up, each (map, key) once. Keys are expanded over
-    inputs first (a merged path's key may read branch literals), so `ev` may be a model of
-    the path condition with or without the literals' definitions."""
+    order the path first looks them up, each (map, key) once; none of the maps `leave_out`
+    names. Keys are expanded over inputs first (a merged path's key may read branch
+    literals), so `ev` may be a model of the path condition with or without the literals'
+    definitions; `cache` is a `symbols` cache for that (Exploration.expand), shared by a
+    caller that asks for many paths."""
     maps = {m.name: m for m in e.obj.maps}
     out: dict[tuple[str, bytes], MapEntry] = {}
     for access in path.accesses:
@@ -63,8 +71,10 @@ def looked_up(e: Exploration, path: Path, ev: Callable[[z3.ExprRef], z3.ExprRef]
         kind = mdef.type
         if is_global_data_section(mdef.section) or kind is None or kind.holds == "program":
             continue
+        if mdef.name in leave_out:
+            continue
         bits = 8 * mdef.key_size
-        key_term = e.expand(access.key)
+        key_term = e.expand(access.key, cache)
         index = ev(key_term).as_long()
         key = _bytes(index, mdef.key_size)
         if (mdef.name, key) in out:
@@ -76,14 +86,12 @@ def looked_up(e: Exploration, path: Path, ev: Callable[[z3.ExprRef], z3.ExprRef]
         if found and kind.holds == "device":
             value = LOOPBACK_IFINDEX.to_bytes(4, "little") + bytes(max(mdef.value_size - 4, 0))
         elif found:
-            val = map_val(mdef.name, bits)
-            value = bytes(ev(val(key_term, z3.BitVecVal(i, 32))).as_long() for i in range(mdef.value_size))
+            value = _value(ev, map_val(mdef.name, bits), key_term, mdef.value_size)
         out[(mdef.name, key)] = MapEntry(mdef.name, key, value)
     for mdef in e.obj.maps:
-        if is_global_data_section(mdef.section) and mdef.name in e.read_maps:
+        if is_global_data_section(mdef.section) and mdef.name in e.read_maps and mdef.name not in leave_out:
             size = mdef.key_size or 4
-            zero, val = z3.BitVecVal(0, 8 * size), map_val(mdef.name, 8 * size)
-            value = bytes(ev(val(zero, z3.BitVecVal(i, 32))).as_long() for i in range(mdef.value_size))
+            value = _value(ev, map_val(mdef.name, 8 * size), z3.BitVecVal(0, 8 * size), mdef.value_size)
             if mdef.read_only and value == (mdef.initial or bytes(mdef.value_size)):
                 continue  # as the object has it: what a load gives
             out[(mdef.name, bytes(size))] = MapEntry(mdef.name, bytes(size), value)
@@ -100,11 +108,14 @@ class OtherInputs:
     helpers: tuple[str, ...] = ()
 
 
-def other_inputs(e: Exploration, path: Path, ev: Callable[[z3.ExprRef], z3.ExprRef]) -> OtherInputs:
-    """The OtherInputs of `path`'s condition and return value, in the model `ev` evaluates in."""
-    names = symbols(e.condition(path))
+def other_inputs(
+    e: Exploration, path: Path, ev: Callable[[z3.ExprRef], z3.ExprRef], cache: dict | None = None
+) -> OtherInputs:
+    """The OtherInputs of `path`'s condition and return value, in the model `ev` evaluates
+    in (`cache`: a `symbols` cache, as looked_up's)."""
+    names = symbols(e.condition(path), cache)
     if path.retval is not None:
-        names |= symbols(e.expand(path.retval))
+        names |= symbols(e.expand(path.retval, cache), cache)
     ctx, helpers = [], set()
     for name in sorted(names):
         source = source_of(name)
@@ -115,6 +126,16 @@ def other_inputs(e: Exploration, path: Path, ev: Callable[[z3.ExprRef], z3.ExprR
         elif source.kind in ("helper", "unknown", "summary"):
             helpers.add(source.name)
     return OtherInputs(tuple(ctx), tuple(sorted(helpers)))
+
+
+def _value(ev, val: z3.FuncDeclRef, key: z3.BitVecRef, size: int) -> bytes:
+    """The `size` value bytes of entry `key` (`val`: the map's value function), in one
+    evaluation (the bytes concatenated, the first lowest)."""
+    if size == 0:
+        return b""
+    parts = [val(key, z3.BitVecVal(i, 32)) for i in reversed(range(size))]
+    whole = z3.Concat(*parts) if size > 1 else parts[0]
+    return ev(whole).as_long().to_bytes(size, "little")
 
 
 def _bytes(value: int, size: int) -> bytes:

@@ -133,6 +133,9 @@ class _Asker:
         self.frames: dict[tuple[int, ...], tuple[tuple, z3.ModelRef | None]] = {}
         #: id of a model held in `frames` -> its frame's bytes (read once: ~60 array reads)
         self.read: dict[int, bytes] = {}
+        #: a `symbols` cache for the inputs of every frame (entries.py: keys and conditions
+        #: of the same paths, expanded and walked once)
+        self.terms: dict = {}
 
     def shortest(self, *constraints) -> z3.ModelRef | None:
         """_shortest, once per set of constraints (z3 terms are hash-consed: equal terms,
@@ -191,14 +194,14 @@ def _example(rs, ask: _Asker, p, code: str) -> Example | None:
         if model is not None:
             other = _taken(s, model)
             verdict = s.e.paths[other].verdict if other is not None else None
-            return Example(p.id, "differs", ask.bytes(model), other, verdict, *_inputs(s, model, other))
+            return Example(p.id, "differs", ask.bytes(model), other, verdict, *_inputs(s, ask, model, other))
     model = ask.shortest(*s.env, s.conds[p.id])
     if model is None:
         return None
-    return Example(p.id, "witness", ask.bytes(model), p.id, p.verdict, *_inputs(s, model, p.id))
+    return Example(p.id, "witness", ask.bytes(model), p.id, p.verdict, *_inputs(s, ask, model, p.id))
 
 
-def _inputs(s, model: z3.ModelRef, path: int | None) -> tuple[tuple[MapEntry, ...], OtherInputs]:
+def _inputs(s, ask: _Asker, model: z3.ModelRef, path: int | None) -> tuple[tuple[MapEntry, ...], OtherInputs]:
     """The map entries the path the frame takes looks up and the other inputs it reads, as
     the frame's model has them; stats-only maps left out (analyzer/mapuse.py: no verdict
     depends on their contents)."""
@@ -206,8 +209,9 @@ def _inputs(s, model: z3.ModelRef, path: int | None) -> tuple[tuple[MapEntry, ..
         return (), OtherInputs()
     ev = lambda x: model.eval(x, model_completion=True)  # noqa: E731
     taken = s.e.paths[path]
-    found = looked_up(s.e, taken, ev)
-    return tuple(m for m in found if s.maps.get(m.map) != "stats-only"), other_inputs(s.e, taken, ev)
+    stats = frozenset(name for name, cls in s.maps.items() if cls == "stats-only")
+    found = looked_up(s.e, taken, ev, stats, ask.terms)
+    return tuple(found), other_inputs(s.e, taken, ev, ask.terms)
 
 
 def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:
