@@ -35,10 +35,11 @@ import z3
 
 from analyzer.entries import MapEntry, OtherInputs, looked_up, other_inputs
 from analyzer.fields import frame
+from analyzer.satmodel import check
 from analyzer.symbolic import PACKET, PACKET_LEN
 
 from .dissector import match_formula
-from .isolation import home, own_solver
+from .isolation import home, own_solver, sibling
 from .synthesis import (
     ASSUMPTIONS,
     DEFAULT_ASSUMPTIONS,
@@ -305,15 +306,14 @@ def _shortest(*constraints) -> z3.ModelRef | None:
     context of their own (rules/isolation.py): which frame z3 returns - its class, the
     path it takes, the suggestion made from it - then depends on the constraints alone,
     not on the queries the process asked before (extraction, reports, other programs)."""
-    sv = own_solver(*constraints, rlimit=QUERY_RLIMIT)
-    length = PACKET_LEN.translate(sv.ctx)
+    query = own_solver(*constraints)
+    length = PACKET_LEN.translate(query.ctx)
     for limit in LENGTHS:
-        sv.push()
-        if limit is not None:
-            sv.add(z3.ULE(length, limit))
-        if sv.check() == z3.sat:
-            return home(sv.model())
-        sv.pop()
+        # each bound a solver of its own, not a push (isolation.sibling says why)
+        sv = sibling(query, *([] if limit is None else [z3.ULE(length, limit)]), rlimit=QUERY_RLIMIT)
+        r, model = check(sv)  # a model the frame's constraints hold in (satmodel.py)
+        if r == z3.sat:
+            return home(model)
     return None
 
 
