@@ -306,12 +306,16 @@ def _shortest(*constraints) -> z3.ModelRef | None:
     context of their own (rules/isolation.py): which frame z3 returns - its class, the
     path it takes, the suggestion made from it - then depends on the constraints alone,
     not on the queries the process asked before (extraction, reports, other programs)."""
-    query = own_solver(*constraints)
-    length = PACKET_LEN.translate(query.ctx)
+    sv = own_solver(*constraints, rlimit=QUERY_RLIMIT)
+    length = PACKET_LEN.translate(sv.ctx)
     for limit in LENGTHS:
-        # each bound a solver of its own, not a push (isolation.sibling says why)
-        sv = sibling(query, *([] if limit is None else [z3.ULE(length, limit)]), rlimit=QUERY_RLIMIT)
+        bound = [] if limit is None else [z3.ULE(length, limit)]
+        sv.push()
+        sv.add(*bound)
         r, model = check(sv)  # a model the frame's constraints hold in (satmodel.py)
+        sv.pop()
+        if r == z3.unknown:  # no answer from the pushed solver: one of its own (isolation.sibling)
+            r, model = check(sibling(sv, *bound, rlimit=QUERY_RLIMIT))
         if r == z3.sat:
             return home(model)
     return None

@@ -1,0 +1,57 @@
+"""`xdp2tc rules` CPU of two trees on the same objects, runs interleaved (A, B, A, B, ...).
+
+    .venv/bin/python bench/rules_ab.py BASE_TREE NEW_TREE OBJ... [--repeat 3] [--json OUT]
+
+Each run is a fresh process (bench/rules_outputs.py `timed_run`: the child's user + sys CPU,
+PYTHONHASHSEED 0), so both trees pay the same imports; interleaving spreads a load that
+changes during the measurement over both. Printed per object: the median CPU of each tree,
+the runs, the ratio NEW/BASE, and whether the two trees' stdout was the same; the load
+average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rules_outputs import timed_run  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("base", type=Path)
+    ap.add_argument("new", type=Path)
+    ap.add_argument("objects", nargs="+")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    rows = []
+    load = [os.getloadavg()]
+    for obj in args.objects:
+        cpu: dict[str, list[float]] = {"base": [], "new": []}
+        out: dict[str, set[str]] = {"base": set(), "new": set()}
+        for _ in range(args.repeat):
+            for name, tree in (("base", args.base), ("new", args.new)):
+                run = timed_run(tree.resolve(), obj, "0", [])
+                cpu[name].append(run["cpu"])
+                out[name].add(run["stdout"])
+        a, b = statistics.median(cpu["base"]), statistics.median(cpu["new"])
+        same = out["base"] == out["new"] and len(out["base"]) == 1
+        rows.append({"object": obj, "base": cpu["base"], "new": cpu["new"], "ratio": b / a, "same_stdout": same})
+        runs = " ".join(f"{x:.2f}" for x in cpu["base"]) + " | " + " ".join(f"{x:.2f}" for x in cpu["new"])
+        print(f"{Path(obj).name:28s} {a:6.2f} {b:6.2f}  ratio {b / a:.3f}  [{runs}]{'  same stdout' if same else ''}")
+    load.append(os.getloadavg())
+    print("load before/after:", " ".join(f"{x:.2f}" for x in load[0]), "/", " ".join(f"{x:.2f}" for x in load[1]))
+    if args.json:
+        args.json.write_text(json.dumps({"base": str(args.base), "new": str(args.new), "load": load, "rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
