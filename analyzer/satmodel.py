@@ -7,10 +7,10 @@ query (tests/data/invalid_model.smt2, printed by `rules` for its path 4): a solv
 once, without `push` - z3's non-incremental engine, which preprocesses the query first -
 returns UDP ports 0x0808 with the map's only entry at key 0, a packet that takes another
 path; the same solver asked again with a scope pushed (the incremental engine) gives a
-model that holds. A frame printed from the first was claimed DROP and the kernel passed it
-(tests/test_frame_replay.py). On the corpus and Debian's objects such models came from
-the fresh-context questions of field decoding (analyzer/fields.py: 5 objects) and of
-counterexample frames (rules/counterexample.py).
+model that holds. Printed as a frame, the first was claimed DROP and the kernel passed it
+(tests/test_frame_replay.py caught it while frames were asked unpushed). On the corpus
+and Debian's objects such models also came from field decoding's fresh-context questions
+(analyzer/fields.py: 5 objects, port_flags_map and thesis_ddos_blacklist among them).
 
 `check` therefore evaluates every assertion in the model it returns (`holds`: a few ms on
 a counterexample query, nothing beside the solving), asks the incremental engine once when
@@ -25,7 +25,8 @@ import z3
 
 
 def holds(model: z3.ModelRef, assertions) -> bool:
-    """Whether every one of `assertions` is true in `model` (completed where it says nothing)."""
+    """Whether every one of `assertions` is true in `model`, completed where it says nothing
+    (z3 completes the model itself: what it is read as later, e.g. a frame's bytes)."""
     return all(z3.is_true(model.eval(a, model_completion=True)) for a in assertions)
 
 
