@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .satmodel import check
 from .symbolic import PACKET, PACKET_LEN, Z3_C, fresh_context, symbols
 
 #: Per header: field -> (offset, size in bytes).
@@ -1533,9 +1532,9 @@ class _Session:
         if timeout is not None:
             s.set("timeout", timeout)
         s.add(*[self.own(f) for f in formulas])
-        answer, model = check(s)  # a model the formulas hold in (satmodel.py)
+        answer = s.check()
         home = formulas[0].ctx if formulas else z3.main_ctx()
-        model = model.translate(home) if model is not None else None
+        model = s.model().translate(home) if answer == z3.sat else None
         by_limit = answer == z3.unknown and "resource" in s.reason_unknown()
         return answer, model, by_limit
 

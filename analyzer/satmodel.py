@@ -8,9 +8,16 @@ once, without `push` - z3's non-incremental engine, which preprocesses the query
 returns UDP ports 0x0808 with the map's only entry at key 0, a packet that takes another
 path; the same solver asked again with a scope pushed (the incremental engine) gives a
 model that holds. Printed as a frame, the first was claimed DROP and the kernel passed it
-(tests/test_frame_replay.py caught it while frames were asked unpushed). On the corpus
-and Debian's objects such models also came from field decoding's fresh-context questions
-(analyzer/fields.py: 5 objects, port_flags_map and thesis_ddos_blacklist among them).
+(tests/test_frame_replay.py caught it while frames were asked unpushed).
+
+Used where a model becomes a claim or builds one: counterexample frames
+(rules/counterexample.py) and the isolated queries of synthesis (rules/isolation.py).
+Not by field decoding (analyzer/fields.py), whose fresh-context questions got such models
+on 5 objects of the corpus (port_flags_map, thesis_ddos_blacklist, rate_limiter,
+lpm_src_block, tailcall_variable): there a model only refutes (a claim is stated on z3's
+unsat alone), so a wrong one can leave a field unnamed, never name a wrong one; asked
+through `check`, rate_limiter's path 2 lost `ipv4.saddr` (the incremental engine gave no
+answer, so the premise had none either).
 
 `check` therefore evaluates every assertion in the model it returns (`holds`: a few ms on
 a counterexample query, nothing beside the solving), asks the incremental engine once when
