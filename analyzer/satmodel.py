@@ -1,8 +1,8 @@
 """A z3 check whose model is a model: every assertion of the solver holds in it.
 
 z3 can answer `sat` with a model in which an assertion is false (z3-solver 5.3.1, the
-version `make` installs from PyPI as this is written; invalid models on array and
-bit-vector queries are a long-known class of z3 bugs). Seen on flag_counter's witness
+version pyproject.toml pins; invalid models on array and bit-vector queries are a
+long-known class of z3 bugs). Seen on flag_counter's witness
 query (tests/data/invalid_model.smt2, printed by `rules` for its path 4): a solver checked
 once, without `push` - z3's non-incremental engine, which preprocesses the query first -
 returns UDP ports 0x0808 with the map's only entry at key 0, a packet that takes another
@@ -19,7 +19,7 @@ unsat alone), so a wrong one can leave a field unnamed, never name a wrong one; 
 through `check`, rate_limiter's path 2 lost `ipv4.saddr` (the incremental engine gave no
 answer, so the premise had none either).
 
-`check` therefore evaluates every assertion in the model it returns (`holds`: a few ms on
+`check` therefore evaluates every assertion in the model it returns (`holds`: ~1 ms on
 a counterexample query, nothing beside the solving), asks the incremental engine once when
 one is false, and answers `unknown` without a model when that one's is not a model either:
 a query xdp2tc cannot trust is one it has no answer to (a path left in software, a frame not

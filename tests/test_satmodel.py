@@ -13,7 +13,7 @@ from pathlib import Path
 
 import z3
 
-from analyzer.satmodel import check, holds
+from analyzer.satmodel import check
 
 QUERY = Path(__file__).resolve().parent / "data" / "invalid_model.smt2"
 
@@ -25,8 +25,6 @@ def _parsed() -> z3.Solver:
 
 
 def test_the_query_gets_a_model_each_assertion_holds_in():
-    s = _parsed()
-    plain = s.check() == z3.sat and s.model()
     q = _parsed()
     r, model = check(q)
     assert r == z3.sat and q.num_scopes() == 0
@@ -40,8 +38,6 @@ def test_the_query_gets_a_model_each_assertion_holds_in():
     sport = z3.BitVecVal(byte[0x23] << 8 | byte[0x22], 16, model.ctx)
     found = z3.Function("map.hit_budget.found", z3.BitVecSort(16, model.ctx), z3.BoolSort(model.ctx))
     assert z3.is_true(model.eval(found(sport), model_completion=True))
-    if plain is not False and holds(plain, s.assertions()):
-        print("note: this z3 answers the query with a model that holds (the bug the module names is not seen)")
 
 
 class _Stand:
