@@ -242,14 +242,14 @@ def fixed_l4_reads(e, path) -> bool:
     for the claims it makes false, without z3: where it does, z3 answers sat (or unknown),
     and either is a no."""
     cond = e.condition(path)
-    if not _l4_starts(_constant_reads(cond)):  # a superset of the simplified reads: no z3
+    if not _l4_starts(constant_reads(cond)):  # a superset of the simplified reads: no z3
         return False
     # asked in a context of its own: the answer does not depend on the queries asked
     # before, nor do the queries after it depend on this one (rules/isolation.py)
     ctx = fresh_context()
     cond = z3.simplify(cond.translate(ctx))
     pkt = PACKET.translate(ctx)
-    reads = _constant_reads(cond)
+    reads = constant_reads(cond)
     base = z3.Solver(ctx=ctx)
     base.set("rlimit", FACT_RLIMIT)
     env = [a.translate(ctx) for a in e.environment()]
@@ -299,7 +299,7 @@ def _l4_starts(reads: set[int]) -> list[int]:
     return [l3 for l3 in IPV4_STARTS if any(o >= l3 + 20 for o in reads)]
 
 
-def _constant_reads(t: z3.ExprRef) -> set[int]:
+def constant_reads(t: z3.ExprRef) -> set[int]:
     """The packet offsets `t` reads at a constant index (a select on the packet array at a
     bit-vector numeral). Walked on raw ASTs through symbolic's table of z3's C functions
     (`Z3_C`), each shared subterm once: wrapping every node in a Python ExprRef cost more

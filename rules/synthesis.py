@@ -22,6 +22,9 @@ program's decision order):
    take; two shields of the same keys that differ in values are widened into one without
    those keys (flower cannot see what separates them: an IPv4 option moving the port).
    After MAX_SHIELDS attempts the block is given up: its paths stay in software. So is a
+   block, at its first counterexample with IPv4 options, when z3 proves that every packet of
+   it has an options twin flower sees the same and the program treats otherwise (optiontwins.py:
+   then no shields can make its proof go through without taking all of it). So is a
    block whose own paths are all map-decided (`map_decided`: with the maps as a freshly
    loaded program has them, every packet of them gets another outcome), once its shield
    loop has run MAP_DECIDED_ROUND rounds: no shield can help it, since each of its packets
@@ -59,7 +62,8 @@ from .flower import (
     protocol_name,
 )
 from .isolation import home, isolated
-from .reasons import Reason
+from .optiontwins import no_shield_helps
+from .reasons import Reason, constant_reads
 from .rewrite import derive, tx_terminal
 from .rewriteproof import is_rewrite, rewrite_good
 
@@ -94,6 +98,16 @@ MAP_DECIDED = Reason(
     "not-expressible",
     "with the maps as a freshly loaded program has them (hash maps empty, arrays zeroed) the "
     "program gives every packet of this path another verdict: no filter fixed in the NIC can take them",
+)
+
+#: Why a block is given up when every packet of it has an IPv4-options twin that flower sees
+#: the same and the program treats otherwise (rules/optiontwins.py): no shield can help.
+#: Not-expressible, so that a path's inputs name a more specific cause where they can (IP
+#: options read at fixed offsets, a map: rules/reasons.py).
+OPTION_TWINS = Reason(
+    "not-expressible",
+    "every packet of this filter has a twin with other IPv4 options that flower sees the same and "
+    "the program treats otherwise (z3): no pass rule can separate them (try --assume no-ip-options)",
 )
 
 #: Keys extracted from paths, per protocol family, in the order shields are generalised
@@ -903,6 +917,7 @@ class Synthesizer:
         return b.formula(self.d)
 
     def _prove(self, b: Block, good: z3.BoolRef, taken: z3.BoolRef, region: z3.BoolRef) -> None:
+        twins = self._twin_header(b)  # where the options-twin proof is asked, if anywhere
         for rounds in range(MAX_SHIELDS):
             shields = [match_formula(m, self.d) for m in b.shields]
             r, model = isolated(
@@ -927,12 +942,33 @@ class Synthesizer:
             if rounds == MAP_DECIDED_ROUND and all(self.map_decided(self.e.paths[p]) for p in b.paths):
                 b.why = MAP_DECIDED
                 return
+            if twins is not None and model.eval(_byte(twins) & 0x0F, model_completion=True).as_long() != 5:
+                # the first counterexample with IPv4 options: can any shield help at all? (only
+                # asked of paths that read a byte at a fixed offset options move: else a twin is
+                # treated alike, and the query costs ~0.3 s to say so on xdp-filter)
+                own = [self.conds[p] for p in b.paths]
+                moved = any(o >= twins + 20 for c in own for o in constant_reads(c))
+                if moved and no_shield_helps(self.env, taken, region, z3.Or(own), good, twins, self.e.options.max_len):
+                    b.why = OPTION_TWINS
+                    return
+                twins = None
             shield = self.shield(b, model, good)
             b.shields = self.widen(b, good, shield)
         b.why = Reason(
             "not-expressible",
             f"not proved after {MAX_SHIELDS} shields (flower cannot separate what the program decides)",
         )
+
+    def _twin_header(self, b: Block) -> int | None:
+        """Where block `b`'s IPv4 header starts (14, 18 or 22: after its chain's tags) when
+        `prove` may ask whether options twins leave no shield any use (rules/optiontwins.py):
+        an IPv4 block whose outcome rewrites nothing (a rewrite's proof reads the output
+        bytes too), with IP options not assumed away (then no twin is a packet). Else None."""
+        chain = {n: v for n, v in _fixed(b.sets) if n in ("vlan_ethtype", "cvlan_ethtype")}
+        if is_rewrite(b.outcome) or "no-ip-options" in self.assume or chain_family(b.protocol, chain) != "ip":
+            return None
+        inner = "vlan_ethtype" in chain and chain["vlan_ethtype"].value in VLAN_TYPES
+        return 14 + 4 * ((PROTOCOLS[b.protocol] in VLAN_TYPES) + inner)
 
     def path_block(self, model: z3.ModelRef) -> tuple[str, dict[str, int]] | None:
         """The protocol and single-valued keys of the unsplit block of the path the model's

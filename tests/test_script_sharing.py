@@ -4,7 +4,7 @@ rules/reasons.py), checked against the work done afresh.
 - A synthesizer under one more assumption (a suggestion's) takes the build's `path_block`
   findings (`fixed_keys`) where `with_assumption` shares the extractions (z3 proved typical
   packets satisfy the assumption): each must be what a synthesizer under that assumption finds on its own.
-- The packet offsets a condition reads at constant indices (`_constant_reads`, on symbolic's
+- The packet offsets a condition reads at constant indices (`constant_reads`, on symbolic's
   table of z3's C functions): a term built by hand, in z3's main context and in another.
 """
 
@@ -16,7 +16,7 @@ from conftest import corpus_object
 from analyzer.explore import explore
 from analyzer.symbolic import PACKET
 from lifter.program import load_object
-from rules.reasons import _constant_reads
+from rules.reasons import constant_reads
 from rules.ruleset import build
 from rules.synthesis import Synthesizer
 
@@ -56,6 +56,6 @@ def test_constant_reads_by_hand():
         other[z3.BitVecVal(99, 64)] == 1,
         _byte(i + 2) == _byte(23),
     )
-    assert _constant_reads(t) == {5, 23, 36, 37}
-    assert _constant_reads(t.translate(z3.Context())) == {5, 23, 36, 37}
-    assert _constant_reads(z3.BoolVal(True)) == set()
+    assert constant_reads(t) == {5, 23, 36, 37}
+    assert constant_reads(t.translate(z3.Context())) == {5, 23, 36, 37}
+    assert constant_reads(z3.BoolVal(True)) == set()

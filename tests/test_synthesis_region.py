@@ -5,7 +5,8 @@ instead of being built again each round (15-25 ms a build for or_stress_k48's bl
 It must change nothing the loop finds: the same shields and the same outcome as when every
 caller builds the formula itself. or_stress_k2's DROP block goes through all MAX_SHIELDS
 rounds without an assumption (IPv4 options move the ports flower reads), so every caller
-of the formula is exercised.
+of the formula is exercised: with the options-twin proof switched off, which would give the
+block up before its first shield (rules/optiontwins.py, tests/test_optiontwins.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import corpus
 from analyzer.exploration import Options
 from analyzer.explore import explore
 from lifter.program import load_object
+from rules import synthesis
 from rules.synthesis import MAX_SHIELDS, Block, Outcome, Synthesizer
 from tests.conftest import need_object
 
@@ -35,6 +37,7 @@ def _block_proved(monkeypatch, memo: bool) -> tuple[Block, int]:
         return real(self, d)
 
     monkeypatch.setattr(Block, "formula", formula)
+    monkeypatch.setattr(synthesis, "no_shield_helps", lambda *a: False)
     if not memo:
         monkeypatch.setattr(Synthesizer, "region", lambda self, block: block.formula(self.d))
     s.prove(b, [])
