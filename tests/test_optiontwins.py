@@ -5,9 +5,10 @@ can save a block, instead of the shield loop's MAX_SHIELDS rounds.
   here by hand (IHL 5 -> 6 with 4 NOPs, 15 -> 14, a packet at the maximum length cut back).
 - The proof is exact in what it decides: on the 48-OR stress programs (the loop ran all 12
   rounds there) `rules` with the proof and with it switched off prints the same filters,
-  reasons and suggestions; only the counterexample frames (models of other queries) differ.
-- It is asked only where it can help and answers no where a shield can help: a block whose
-  paths read no byte that options move never asks it.
+  summaries, reason codes, conditions and suggestions; the counterexample frames (models of
+  other queries) and a not-expressible reason's words ("not proved after 12 shields") differ.
+- It is not asked where options move no byte the paths read (lpm_src_block), and it says no
+  where a twin may keep the verdict (tcp_flags).
 """
 
 from __future__ import annotations
