@@ -559,6 +559,14 @@ def chain_keys(match: FlowerMatch, d: Dissection) -> dict[str, z3.BitVecRef]:
     return {n: part.get(n) for n in WIDTHS}
 
 
+def chain_exact(match: FlowerMatch, d: Dissection) -> z3.BoolRef:
+    """When none of chain_keys' values for the protocol chain `match` names is a fresh
+    variable (`unknown.flower.<key>`, where the model stops: the module doc): the chain's
+    layers only, as chain_keys builds them (d.exact walks every case)."""
+    _, part = _view(FlowerMatch(match.protocol, tuple((n, v) for n, v in match.keys if n.endswith("ethtype"))), d)
+    return z3.Not(z3.Or([u for u in part.unknown.values()] or [_FALSE]))
+
+
 def _conditions(match: FlowerMatch, values, symbolic=None) -> tuple[list[z3.BoolRef], list[str]]:
     """What fl_set_key turns the match into, over key values: the implicit fields (n_proto from
     the eth type chain, vlan/cvlan tpid and next ethertype, addr_type) and every key, masked or

@@ -942,13 +942,16 @@ class Synthesizer:
             if rounds == MAP_DECIDED_ROUND and all(self.map_decided(self.e.paths[p]) for p in b.paths):
                 b.why = MAP_DECIDED
                 return
-            if twins is not None and model.eval(_byte(twins) & 0x0F, model_completion=True).as_long() != 5:
+            if twins is not None and model.eval(_byte(twins[1]) & 0x0F, model_completion=True).as_long() != 5:
                 # the first counterexample with IPv4 options: can any shield help at all? (only
                 # asked of paths that read a byte at a fixed offset options move: else a twin is
                 # treated alike, and the query costs ~0.3 s to say so on xdp-filter)
+                chain, l3 = twins
                 own = [self.conds[p] for p in b.paths]
-                moved = any(o >= twins + 20 for c in own for o in constant_reads(c))
-                if moved and no_shield_helps(self.env, taken, region, z3.Or(own), good, twins, self.e.options.max_len):
+                moved = any(o >= l3 + 20 for c in own for o in constant_reads(c))
+                if moved and no_shield_helps(
+                    self.env, taken, region, z3.Or(own), good, chain, l3, self.e.options.max_len
+                ):
                     b.why = OPTION_TWINS
                     return
                 twins = None
@@ -959,16 +962,17 @@ class Synthesizer:
             f"not proved after {MAX_SHIELDS} shields (flower cannot separate what the program decides)",
         )
 
-    def _twin_header(self, b: Block) -> int | None:
-        """Where block `b`'s IPv4 header starts (14, 18 or 22: after its chain's tags) when
-        `prove` may ask whether options twins leave no shield any use (rules/optiontwins.py):
-        an IPv4 block whose outcome rewrites nothing (a rewrite's proof reads the output
-        bytes too), with IP options not assumed away (then no twin is a packet). Else None."""
+    def _twin_header(self, b: Block) -> tuple[FlowerMatch, int] | None:
+        """Block `b`'s protocol chain and where its IPv4 header starts (14, 18 or 22: after
+        the chain's tags) when `prove` may ask whether options twins leave no shield any use
+        (rules/optiontwins.py): an IPv4 block whose outcome rewrites nothing (a rewrite's
+        proof reads the output bytes too), with IP options not assumed away (then no twin is
+        a packet). Else None."""
         chain = {n: v for n, v in _fixed(b.sets) if n in ("vlan_ethtype", "cvlan_ethtype")}
         if is_rewrite(b.outcome) or "no-ip-options" in self.assume or chain_family(b.protocol, chain) != "ip":
             return None
         inner = "vlan_ethtype" in chain and chain["vlan_ethtype"].value in VLAN_TYPES
-        return 14 + 4 * ((PROTOCOLS[b.protocol] in VLAN_TYPES) + inner)
+        return FlowerMatch(b.protocol, tuple(chain.items())), 14 + 4 * ((PROTOCOLS[b.protocol] in VLAN_TYPES) + inner)
 
     def path_block(self, model: z3.ModelRef) -> tuple[str, dict[str, int]] | None:
         """The protocol and single-valued keys of the unsplit block of the path the model's

@@ -9,6 +9,8 @@ can save a block, instead of the shield loop's MAX_SHIELDS rounds.
   other queries) and a not-expressible reason's words ("not proved after 12 shields") differ.
 - It is not asked where options move no byte the paths read (lpm_src_block), and it says no
   where a twin may keep the verdict (tcp_flags).
+- The query's view of the chain (dissector.chain_exact, chain_keys) says what the whole
+  flow-dissector walk says, on the chain's packets (z3).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import z3
 import corpus
 from analyzer.symbolic import PACKET, PACKET_LEN
 from rules import synthesis
+from rules.dissector import chain_exact, dissect, match_formula
+from rules.flower import Exact, FlowerMatch
 from rules.optiontwins import IPV4_NOP, twin_packet
 from tests.conftest import need_object
 
@@ -154,3 +158,27 @@ def test_says_no_where_a_twin_keeps_the_verdict(monkeypatch):
     (and the shield loop runs on, as it did before)."""
     looked, answers = _asked(monkeypatch, "tcp_flags")
     assert looked and answers and not any(answers)
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [
+        FlowerMatch("ip"),
+        FlowerMatch("802.1Q", (("vlan_ethtype", Exact(0x0800, 0xFFFF)),)),
+        FlowerMatch("802.1ad", (("vlan_ethtype", Exact(0x8100, 0xFFFF)), ("cvlan_ethtype", Exact(0x0800, 0xFFFF)))),
+    ],
+    ids=["ip", "vlan-ip", "qinq-ip"],
+)
+def test_chain_exact_is_the_whole_walks_exact_on_the_chain(chain):
+    """The twin query reads the chain's layers only (dissector.chain_exact): on the chain's
+    packets it must say what the whole walk's `exact` says (z3 proves them equal), and some
+    packet of the chain is not exact (DCCP ports are left to a fresh variable), so the
+    equality says something."""
+    d = dissect()
+    on = match_formula(chain, d)
+    s = z3.Solver()
+    s.add(on, chain_exact(chain, d) != d.exact)
+    assert s.check() == z3.unsat
+    s = z3.Solver()
+    s.add(on, z3.Not(chain_exact(chain, d)))
+    assert s.check() == z3.sat
