@@ -748,8 +748,7 @@ class Decoder:
                 parts = self._joined(list(inner.children()), lay, cond)
                 if len(parts) == 1 and parts[0].count(" == ") == 1 and " ∧ " not in parts[0]:
                     return parts[0].replace(" == ", " != ")  # one field, byte by byte
-            text = self._bool(inner, lay, cond)
-            return "¬" + (text if text.startswith("(") or " " not in text else f"({text})")
+            return _negated(self._bool(inner, lay, cond))
         if kind == z3.Z3_OP_EQ and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
             return self._compare("==", t.arg(0), t.arg(1), lay, cond)
         if kind == z3.Z3_OP_DISTINCT and t.num_args() == 2 and t.arg(0).sort().kind() == z3.Z3_BV_SORT:
@@ -845,6 +844,10 @@ class Decoder:
         whole = a  # what the fallback prints (`a` may lose its mask below)
         if z3.is_bv_value(b):
             value = b.as_long()
+            flag = _flag(a) if op in ("==", "!=") and value in (0, 1) else None
+            if flag is not None:  # `(c1 ? 1 : 0) | (c2 ? 1 : 0)) != 1` is `¬(c1 ∨ c2)`
+                text = self._flag_text(flag, lay, cond)
+                return text if (op == "==") == (value == 1) else _negated(text)
             masked = None
             if z3.is_app_of(a, z3.Z3_OP_BAND) and a.num_args() == 2 and z3.is_bv_value(a.arg(1)):
                 masked, a = a.arg(1).as_long(), a.arg(0)
@@ -881,6 +884,16 @@ class Decoder:
                 return f"{self._term(whole, lay, cond)} {op} -{(1 << b.size()) - value}"
         return f"{self._term(whole, lay, cond)} {op} {self._term(b, lay, cond)}"
 
+    def _flag_text(self, flag: tuple, lay, cond) -> str:
+        """A `_flag` term as the condition it is 1 under: `eth.proto == 802.1q ∨ ...`."""
+        kind, parts = flag
+        if kind == "is":
+            return self._bool(parts, lay, cond)
+        if kind == "not":  # as `¬c` prints (`eth.proto != 802.1q` for one field)
+            return self._bool(z3.Not(parts), lay, cond)
+        texts = [self._flag_text(f, lay, cond) for f in parts]
+        return "(" + f" {FLAG_OPS[kind]} ".join(texts) + ")"
+
     def _subfield(self, name: str, mask: int, shift: int):
         """(name, mask, shift) of the sub-byte field `mask` selects of field `name`."""
         header, _, fname = name.partition(".")
@@ -905,8 +918,9 @@ class Decoder:
         LPM key {prefixlen 32, address} prints `{32, ipv4.saddr}`. A run of constant bytes
         prints as the little-endian number it holds; a run of packet bytes at consecutive
         places of one header as its field; a run at an offset no header layout of the path
-        fixes as `N bytes at a packet-dependent offset (…)` with the first KEY_RAW characters
-        of its offset, not the offset's whole if-then-else chain. None when the key is not
+        fixes as `N bytes at a packet-dependent offset (from eth.proto, vlan.proto, …)` with
+        the fields its offset is computed from (their first KEY_RAW characters), not the
+        offset's whole if-then-else chain. None when the key is not
         made of whole bytes (`_term` prints it). Zero bytes at the end of memory (the high
         end: a zero-extended value) are left out, as `read` does."""
         if not (z3.is_app(key) and key.decl().kind() == z3.Z3_OP_CONCAT):
@@ -949,7 +963,9 @@ class Decoder:
                     return None
                 texts.append(d[0])
             else:
-                texts.append(f"{len(run)} bytes at a packet-dependent offset ({self._brief(run[0][1], lay, cond)})")
+                texts.append(
+                    f"{len(run)} bytes at a packet-dependent offset (from {self._brief(run[0][1], lay, cond)})"
+                )
         return texts[0] if len(texts) == 1 else "{" + ", ".join(texts) + "}"
 
     def _follows(self, a: tuple, b: tuple, lay: Layout) -> bool:
@@ -963,10 +979,12 @@ class Decoder:
         return z3.is_bv_value(delta) and delta.as_long() == 1
 
     def _brief(self, index, lay, cond) -> str:
-        """The first KEY_RAW characters of `pkt[index]` as `_term` prints it, not counted
-        against MAX_TEXT (only they are printed)."""
+        """What packet offset `index` is computed from (`_inputs`: header fields, the length,
+        ...), at most KEY_RAW characters, not counted against MAX_TEXT (only they are
+        printed): a reader learns which headers move the read, which the offset's
+        if-then-else chain over them does not tell in a line."""
         emitted = self.emitted
-        text = " ".join(self._term(PACKET[index], lay, cond).split())
+        text = ", ".join(self._inputs(index, lay, cond)) or "-"
         self.emitted = emitted
         return text if len(text) <= KEY_RAW else text[: KEY_RAW - 1] + "…"
 
@@ -1176,6 +1194,33 @@ class Decoder:
                     self.fixed_used = True
                 return f"{h}.{fname}"
         return f"pkt[{off}]" if header == "pkt" else f"{h}+{off}"
+
+
+#: How a bitwise operation of `_flag` terms reads as one of the conditions they stand for.
+FLAG_OPS = {z3.Z3_OP_BOR: "∨", z3.Z3_OP_BAND: "∧", z3.Z3_OP_BXOR: "⊕"}
+
+
+def _flag(t: z3.ExprRef) -> tuple | None:
+    """`t` as a 0/1 value of conditions, when it is one: `If(c, 1, 0)` -> ("is", c),
+    `If(c, 0, 1)` -> ("not", c), a bitwise or/and/xor of such terms -> (its z3 op, [parts]).
+    A compiler turns C's `a || b` over comparisons into `(a ? 1 : 0) | (b ? 1 : 0)` tested
+    against 1 or 0; read as Booleans it prints as what the source says (`_compare`). None
+    for any other term."""
+    if not z3.is_app(t):
+        return None
+    kind = t.decl().kind()
+    if kind == z3.Z3_OP_ITE and z3.is_bv_value(t.arg(1)) and z3.is_bv_value(t.arg(2)):
+        ends = (t.arg(1).as_long(), t.arg(2).as_long())
+        return ("is", t.arg(0)) if ends == (1, 0) else ("not", t.arg(0)) if ends == (0, 1) else None
+    if kind in FLAG_OPS:
+        parts = [_flag(c) for c in t.children()]
+        return None if any(p is None for p in parts) else (kind, parts)
+    return None
+
+
+def _negated(text: str) -> str:
+    """`¬text`, parenthesised unless it is one word or already in parentheses."""
+    return "¬" + (text if text.startswith("(") or " " not in text else f"({text})")
 
 
 def fmt(name: str, value: int) -> str:

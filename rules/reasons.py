@@ -192,6 +192,8 @@ def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] 
         keys = []
         for m in maps:
             key = next((a.key for a in path.accesses if a.map == m), None)
+            if key is not None:  # over inputs, as `cond` is: a merged offset's literals expanded
+                key = e.expand(key)
             keys.append(
                 f"map {m}"
                 + (f" keyed by {decoder.key_fields(key, simple, witness=path.witness)}" if key is not None else "")

@@ -261,3 +261,43 @@ def test_signed_comparisons_show_negative_constants_and_masks_stay():
     r = z3.BitVec("helper.get_prandom_u32.1", 64)
     masked = Decoder()._compare("<=", r & 0x50, z3.BitVecVal(16, 64), Layout(), z3.BoolVal(True))
     assert masked == "(get_prandom_u32() & 80) <= 16", masked  # small constants in decimal, as elsewhere
+
+
+def _flags_of(c1, c2, width=8):
+    one, zero = z3.BitVecVal(1, width), z3.BitVecVal(0, width)
+    return z3.If(c1, one, zero), z3.If(c2, one, zero)
+
+
+def test_or_of_comparisons_reads_as_a_disjunction():
+    """C's `eth.proto == 802.1Q || eth.proto == 802.1ad` compiled as bitwise operations on 0/1
+    values (`((p == 0x8100 ? 1 : 0) | (p == 0x88a8 ? 1 : 0)) != 1`, as xdp-filter's VLAN walk
+    is) prints as the disjunction it tests; the texts are hand-written, and z3 proves each
+    reading equal to the bit-vector comparison it replaces."""
+    q = z3.And(b(12) == 0x81, b(13) == 0x00)
+    ad = z3.And(b(12) == 0x88, b(13) == 0xA8)
+    f1, f2 = _flags_of(q, ad)
+    either = "(eth.proto == 802.1q ∨ eth.proto == 802.1ad)"
+    cases = [
+        ((f1 | f2) == 1, z3.Or(q, ad), either),
+        ((f1 | f2) != 1, z3.Not(z3.Or(q, ad)), f"¬{either}"),
+        ((f1 | f2) == 0, z3.Not(z3.Or(q, ad)), f"¬{either}"),
+        ((f1 ^ f2) == 1, z3.Xor(q, ad), "(eth.proto == 802.1q ⊕ eth.proto == 802.1ad)"),
+        (
+            (z3.If(q, z3.BitVecVal(0, 8), z3.BitVecVal(1, 8)) | f2) == 1,
+            z3.Or(z3.Not(q), ad),
+            "(eth.proto != 802.1q ∨ eth.proto == 802.1ad)",
+        ),
+    ]
+    for cond, meaning, text in cases:
+        s = z3.Solver()
+        s.add(cond != meaning)
+        assert s.check() == z3.unsat, cond  # the hand-written reading is the condition
+        assert render(cond) == text, (render(cond), text)
+
+
+def test_values_other_than_flags_keep_their_arithmetic():
+    """A flag or-ed with a packet byte is no 0/1 value: printed as written."""
+    q = z3.And(b(12) == 0x81, b(13) == 0x00)
+    f1, _ = _flags_of(q, q)
+    text = render((f1 | b(20)) == 1)
+    assert "? 1 : 0" in text and "pkt[20" in text, text

@@ -70,7 +70,7 @@ def test_key_at_an_offset_no_layout_fixes_is_short():
     )
     key = z3.Concat(z3.BitVecVal(0, 16), b(l4 + 3), b(l4 + 2))
     text = Decoder().key_fields(key, cond)
-    assert text.startswith("2 bytes at a packet-dependent offset (pkt["), text
+    assert text.startswith("2 bytes at a packet-dependent offset (from eth.proto"), text
     assert len(text) <= len("2 bytes at a packet-dependent offset ()") + KEY_RAW, text
     # both layouts are packets of the condition: the offset is not one constant
     s = z3.Solver()
@@ -111,8 +111,11 @@ def test_xdp_filter_port_key_is_short_and_truly_packet_dependent():
         if p.verdict != "DROP" or not keys:
             continue
         cond = z3.simplify(e.condition(p))
-        text = Decoder(env, None, e.summaries).key_fields(keys[0], cond)
-        assert text.startswith("2 bytes at a packet-dependent offset (pkt["), (p.id, text)
+        # over inputs, as rules/reasons.py gives it: the merged offset's branch literals
+        # expanded, so the text names header fields, never an internal `b!<n>`
+        text = Decoder(env, None, e.summaries).key_fields(e.expand(keys[0]), cond)
+        assert text.startswith("2 bytes at a packet-dependent offset (from "), (p.id, text)
+        assert "b!" not in text and "proto" in text, (p.id, text)
         assert len(text) <= 100, (p.id, text)
         low = keys[0].children()[-1]  # the first byte in memory: pkt[offset]
         assert z3.is_select(low)

@@ -165,6 +165,18 @@ def test_printed_script_proves(path):
 
 
 @pytest.mark.parametrize("path", _objects(), ids=_id)
+def test_no_internal_names(path):
+    """The script names header fields, never the explorer's branch literals (`b!<n>`: a
+    merged state's selector). xdp-filter's port and address keys sit at offsets its VLAN
+    and IPv6 walks merge; their reasons printed `pkt[(2 + (b!173 ∧ ¬b!190 ...` before the
+    key was expanded over inputs (rules/reasons.py)."""
+    require(path.is_file(), f"{path} is not built")
+    for _, _, text in _scripts(path):
+        leaked = sorted(set(re.findall(r"\bb!\d+", text)))
+        assert not leaked, leaked[:5]
+
+
+@pytest.mark.parametrize("path", _objects(), ids=_id)
 def test_every_path_exactly_once(path):
     """Issue 11's invariant, read off the printed script (the scripts above, shared): every
     path of the program is exactly one of: claimed by a `proven` filter (non-pass verdict),
