@@ -41,6 +41,7 @@ from analyzer.satmodel import check
 from analyzer.symbolic import PACKET, PACKET_LEN
 
 from .dissector import match_formula
+from .flower import FAMILIES
 from .isolation import home, isolated, own_solver, sibling
 from .synthesis import (
     ASSUMPTIONS,
@@ -234,6 +235,7 @@ def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:
     assumption are proved together (`_proves`), their blocks' shield loop once."""
     codes = {f.path: f.reason.code for f in fates if f.reason is not None}
     again: dict[str, Synthesizer] = {}
+    twins: dict[tuple[str, Outcome], bool] = {}
     todo: dict[int, list[str]] = {}
     for pid, ex in out.items():
         if ex.kind != "differs" or codes.get(pid) not in ("atypical-packets", "not-expressible"):
@@ -252,7 +254,16 @@ def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:
             if rs.synth.out_of_time() is not None:  # a suggestion re-proves: the budget comes first
                 return
             p, outcome = s.e.paths[pid], s.outcomes[pid]
-            block = s.extract(p, outcome, quiet=True) if isinstance(outcome, Outcome) else None
+            if not isinstance(outcome, Outcome):
+                continue
+            if (pid, outcome, False) not in s.extracted and keyless(s, p, outcome, rs.synth.typical_models.get(pid)):
+                # its block: keyless, as every keyless block of this outcome under `a`, proved
+                # by no shield where mac_twin says so (asked once per assumption and outcome)
+                if (a, outcome) not in twins:
+                    twins[a, outcome] = mac_twin(s, Block("all", {}, outcome, [pid]))
+                if twins[a, outcome]:
+                    continue
+            block = s.extract(p, outcome, quiet=True)
             if block is not None:
                 groups.setdefault((a, _shape(block)), []).append((pid, block))
         for (a, _), members in groups.items():
@@ -348,14 +359,53 @@ def mac_twin(s: Synthesizer, block: Block) -> bool:
             continue  # (a path of the block's outcome is good: its witness is no twin)
         if not z3.is_true(w.eval(bad, model_completion=True)):
             continue
-        macs = z3.Array("twin!mac", z3.BitVecSort(64), z3.BitVecSort(8))
-        i = z3.BitVec("twin!i", 64)
-        rest = w.eval(PACKET, model_completion=True)
-        pkt = z3.Lambda([i], z3.If(z3.ULT(i, MAC_BYTES), macs[i], rest[i]))
-        held = w.eval(z3.substitute(bad, (PACKET, pkt)), model_completion=False)
-        if z3.is_true(held) or isolated(z3.Not(held), rlimit=TWIN_RLIMIT)[0] == z3.unsat:
+        if _any_macs(w, bad):
             return True
     return False
+
+
+def keyless(s: Synthesizer, p, outcome: Outcome, kept: z3.ModelRef | None = None) -> bool:
+    """Whether `s.extract(p, outcome, quiet=True)` is, provably without running it, the one
+    block `protocol all` without keys (the block `mac_twin` asks about): True only where a
+    model w - the path's exploration witness, else `kept` (a typical packet of it another
+    synthesizer found) - is a typical packet of the path under `s.env` whose skb protocol
+    is no family's (a VLAN tag, another ethertype), and stays one with its bytes 0-11 (the
+    MACs) set to any values, everything else w's (`mac_twin`'s question).
+
+    Why extraction then finds that block (where z3 answers its checks: they have
+    QUERY_TIMEOUT_MS, a wall-clock limit never reached on the corpus; an unknown there
+    would send extraction elsewhere). Unsplit (`quiet`), `_unsplit` names the protocol: w
+    is a typical packet of the path of no family's protocol, so its probe (or the witness
+    it evaluates, or its check for another protocol than a family witness's) is
+    satisfiable: `all`, from typical packets (not fragments). Under `all` extraction reads
+    src_mac and dst_mac only (`_key_names`: EXTRACTED[None]); each takes every one of its
+    2**48 values on typical packets of the path (w's twins), so `_key_values` answers None
+    (every value) or, enumerating, more than MAX_VALUES values with no fixed bit
+    (`_fixed_bits`): the key is left free either way; no set, mask or prefix, and MACs are
+    no flag key (no cubes). The skipped extraction (0.01-0.08 s a path on xdp-filter under
+    no-fragments, which with_assumption cannot share) would only have handed that block on."""
+    claim = z3.And(s.conds[p.id], *s.env, s.typical)
+    for w in (p.witness, None if kept is None else home(kept)):
+        if w is None or not z3.is_true(w.eval(claim, model_completion=True)):
+            continue
+        if w.eval(s.d.skb_protocol, model_completion=True).as_long() in FAMILIES:
+            continue
+        if _any_macs(w, claim):
+            return True
+    return False
+
+
+def _any_macs(w: z3.ModelRef, formula: z3.BoolRef) -> bool:
+    """Whether `formula` (true in model w) holds with the packet's bytes 0-11 set to any
+    values and every other input w's (what w leaves free: any value): true once w's
+    values are put in, or z3 finds no MAC bytes breaking it (a context of its own,
+    TWIN_RLIMIT; past it, False)."""
+    macs = z3.Array("twin!mac", z3.BitVecSort(64), z3.BitVecSort(8))
+    i = z3.BitVec("twin!i", 64)
+    rest = w.eval(PACKET, model_completion=True)
+    pkt = z3.Lambda([i], z3.If(z3.ULT(i, MAC_BYTES), macs[i], rest[i]))
+    held = w.eval(z3.substitute(formula, (PACKET, pkt)), model_completion=False)
+    return z3.is_true(held) or isolated(z3.Not(held), rlimit=TWIN_RLIMIT)[0] == z3.unsat
 
 
 def _region(s, block) -> list[z3.BoolRef]:
