@@ -23,7 +23,8 @@ atypical packets or flower's view when the frame is of the class the assumption 
 the pass shields synthesis adds - proves under that assumption (the tests check by hand
 that the whole pipeline then offloads it). A block that no shield can make prove is not
 proved at all (`mac_twin`: a `protocol all` block without keys, where some packet of another
-outcome keeps it whatever its MAC addresses: xdp-filter's every suggestion try).
+outcome keeps it whatever its MAC addresses: xdp-filter's every suggestion try), and a path
+whose block is provably such a block (`keyless`) is not even extracted.
 
 `pcap(frames)` writes them as a classic pcap file (LINKTYPE_ETHERNET) any reader opens.
 """
@@ -232,7 +233,10 @@ def _suggest(rs, ask: _Asker, out: dict[int, Example], fates) -> None:
     A path tries its frame's classes in order and takes the first assumption that proves.
     This is done in rounds (every path's first untried assumption, then the next for those
     not yet suggested): the paths of a round whose blocks are the same under the same
-    assumption are proved together (`_proves`), their blocks' shield loop once."""
+    assumption are proved together (`_proves`), their blocks' shield loop once. A path
+    whose block under the assumption is provably keyless (`keyless`: not extracted where
+    with_assumption did not share extraction) proves no more than a group of keyless blocks
+    would: where `mac_twin` says no shield helps such a block, it is passed over unextracted."""
     codes = {f.path: f.reason.code for f in fates if f.reason is not None}
     again: dict[str, Synthesizer] = {}
     twins: dict[tuple[str, Outcome], bool] = {}
