@@ -1571,7 +1571,16 @@ class _Session:
     def solve(self, formulas: list[z3.BoolRef], timeout: int | None):
         """z3 on `formulas` (in order) under QUERY_RLIMIT (and `timeout` ms, the deadline's):
         (the answer, a model in the formulas' context when sat, whether an unknown is the
-        resource limit's)."""
+        resource limit's).
+
+        Without a timeout nothing but the resource limit stops z3 (no timer is set, nothing
+        interrupts the context), so every unknown is the limit's, and as deterministic as a
+        sat or unsat answer. z3 reports the limit as "max. resource limit exceeded" or, when
+        its SMT core is the one that notices it, as "canceled" (the flag the limit sets): on
+        xdpfilt_alw_all a premise z3 stops at an rlimit count of 21,230 says canceled on every
+        try, and sat under 50 times the limit. Such an answer, not kept before, was asked
+        again by every rendering that met the question (alw_all: one 10 times, ~14 ms each).
+        With a timeout a "canceled" may be the timer's: only the limit's own message counts."""
         s = z3.Solver(ctx=self.ctx)
         s.set("rlimit", QUERY_RLIMIT)
         if timeout is not None:
@@ -1580,7 +1589,7 @@ class _Session:
         answer = s.check()
         home = formulas[0].ctx if formulas else z3.main_ctx()
         model = s.model().translate(home) if answer == z3.sat else None
-        by_limit = answer == z3.unknown and "resource" in s.reason_unknown()
+        by_limit = answer == z3.unknown and (timeout is None or "resource" in s.reason_unknown())
         return answer, model, by_limit
 
 
