@@ -183,6 +183,8 @@ class Known:
     witnessed: list[Witness] | None = None
     #: for a branch: (what is known of the condition it is a branch of, the branch's literal)
     via: tuple[Known, z3.BoolRef] | None = None
+    #: id of a model -> (whether it makes `cond` true, the model: kept alive) (`_satisfies`)
+    satisfied: dict[int, tuple[bool, z3.ModelRef]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -333,9 +335,28 @@ class Decoder:
             else:
                 known.answer, known.premise_model = self._check(known.premise, alone=True)
             m = known.premise_model
-            if m is not None and known.model is None and z3.is_true(m.eval(known.cond, model_completion=True)):
+            if m is not None and known.model is None and self._satisfies(m, known):
                 known.model = m  # a model of `cond` too (exact: evaluated)
         return known.premise_model
+
+    def _satisfies(self, m: z3.ModelRef, known: Known) -> bool:
+        """Whether model `m` makes `known.cond` true (evaluated with model completion), each
+        condition once per model. A branch's condition is `cond ∧ c` (`_branch`): it is true
+        where `cond` is (asked of the parent, once per model for all its branches) and `c`
+        is, so the whole path condition is no longer evaluated again for every branch. The
+        same answer: z3 evaluates a conjunction from its conjuncts (each to true, false or a
+        term left open; the conjunction is true exactly when every conjunct is), and model
+        completion gives an uninterpreted symbol the same default value whichever formula
+        meets it first."""
+        hit = known.satisfied.get(id(m))
+        if hit is None:
+            if known.via is not None:
+                parent, c = known.via
+                holds = self._satisfies(m, parent) and z3.is_true(m.eval(c, model_completion=True))
+            else:
+                holds = z3.is_true(m.eval(known.cond, model_completion=True))
+            hit = known.satisfied[id(m)] = (holds, m)
+        return hit[0]
 
     def _at_hand(self, known: Known, falsifies: z3.BoolRef | None = None) -> z3.ModelRef | None:
         """The first model z3 gave for this condition (in the order asked) that satisfies
@@ -405,13 +426,13 @@ class Decoder:
             if known.answer == z3.sat and _held(known.premise, claim):  # no model falsifies it either
                 return self._proven(known, claim)
             if self._at_hand(known, claim) is None:
-                if self._check([*known.premise, z3.Not(claim)], alone=True)[0] == z3.unsat:
+                if self._check([*known.premise, _negation(claim)], alone=True)[0] == z3.unsat:
                     return self._proven(known, claim)
         if known.whole or (known.branch and _offsets(claim) is not None):
             return False  # the premise is `cond`; a branch's layout claims come from its premise
         if self._refuted(known, claim):
             return False  # a witness of `cond` where the claim is false: z3 would prove nothing
-        return self._check([cond, z3.Not(claim)], keep=False)[0] == z3.unsat and self._proven(known, claim)
+        return self._check([cond, _negation(claim)], keep=False)[0] == z3.unsat and self._proven(known, claim)
 
     def _refuted(self, known: Known, claim: z3.BoolRef) -> bool:
         """Whether a witness of the rendering is a model of `known.cond` (and the
@@ -465,7 +486,7 @@ class Decoder:
         """The one value among `choices` that `cond` implies for `term`: a candidate from a
         model of `cond` (any model: an implied value is every model's), then whether it is
         implied."""
-        if not self._may_constrain(cond, term == 0):
+        if not self._may_constrain(cond, _equal(term, 0)):
             return None
         model = self._satisfiable(cond)
         if model is None:
@@ -474,19 +495,21 @@ class Decoder:
         if v not in choices:
             self._question()  # counted as the question another model would have led to
             return None
-        return v if self._implied(cond, term == v) else None
+        return v if self._implied(cond, _equal(term, v)) else None
 
     def _ethertype(self, cond: z3.BoolRef, at: int):
         """The ethertype at `at` the path implies: a number, "vlan" for either VLAN TPID, or None."""
         term = _be(at, 2)
-        if self._implied(cond, z3.Or([term == t for t in VLAN_TPIDS])):
+        if self._implied(cond, _claim(("vlan", at), lambda: z3.Or([term == t for t in VLAN_TPIDS]))):
             return "vlan"
         return self._value(cond, term, [t for t in ETHERTYPES if t not in VLAN_TPIDS])
 
     def _l4(self, cond: z3.BoolRef, proto: z3.BitVecRef):
         """The L4 protocol the path implies: a number, "ports" for TCP-or-UDP, or None."""
         value = self._value(cond, proto, [k for k in L4 if isinstance(k, int)])
-        if value is None and self._implied(cond, z3.Or(proto == 6, proto == 17)):
+        if value is None and self._implied(
+            cond, _claim(("ports", proto.get_id()), lambda: z3.Or(proto == 6, proto == 17))
+        ):
             return "ports"
         return value
 
@@ -515,7 +538,7 @@ class Decoder:
             proto = self._l4(cond, _byte(l3 + 9))
             if proto is not None:
                 ihl = z3.ZeroExt(56, _byte(l3) & 0x0F) * 4
-                fixed = self._implied(cond, _byte(l3) & 0x0F == 5)
+                fixed = self._implied(cond, _claim(("ihl5", l3), lambda: _byte(l3) & 0x0F == 5))
                 lay.bases[L4[proto]] = l3 + 20 if fixed else z3.simplify(z3.BitVecVal(l3, 64) + ihl)
                 if not fixed:
                     lay.fixed_l4 = (L4[proto], l3 + 20)
@@ -1511,7 +1534,44 @@ def _has_long(f: z3.ExprRef) -> bool:
 
 
 def _be(o: int, n: int) -> z3.BitVecRef:
-    return z3.Concat(*[_byte(o + i) for i in range(n)]) if n > 1 else _byte(o)
+    """Packet bytes o..o+n-1 in network order (made once per offset and size)."""
+    return _claim(("be", o, n), lambda: z3.Concat(*[_byte(o + i) for i in range(n)]) if n > 1 else _byte(o))
+
+
+#: The terms `layout` asks about (a layout asks the same few per path and branch: their z3
+#: terms took ~50 ms of Python per xdp-filter object to build again): key -> the term, kept
+#: alive. z3 hash-conses terms: a term made again is the same AST (same id) while one is
+#: alive, so a kept one asks z3 exactly the question a new one would.
+_CLAIMS: dict[tuple, z3.ExprRef] = {}
+
+
+def _claim(key: tuple, make) -> z3.ExprRef:
+    """The term `make()` builds, made once per `key` (`_CLAIMS`); a key naming a term by its
+    AST id is only used with terms `_CLAIMS` or `_BYTES` keep alive (their ids stay theirs)."""
+    term = _CLAIMS.get(key)
+    if term is None:
+        term = _CLAIMS[key] = make()
+    return term
+
+
+def _equal(term: z3.BitVecRef, value: int) -> z3.BoolRef:
+    """`term == value` for a term `_be`/`_byte` made (kept alive: its id names it)."""
+    return _claim(("eq", term.get_id(), value), lambda: term == value)
+
+
+#: Negations of the claims `_implied` asks z3 about: claim AST id -> (the claim, kept alive so
+#: that its id is not another term's, its negation); cleared past 20,000 (like `_ANSWERS`).
+_NEGATIONS: dict[int, tuple[z3.BoolRef, z3.BoolRef]] = {}
+
+
+def _negation(claim: z3.BoolRef) -> z3.BoolRef:
+    """z3.Not(claim), made once per claim (the same AST: z3 hash-conses terms)."""
+    hit = _NEGATIONS.get(claim.get_id())
+    if hit is None:
+        if len(_NEGATIONS) > 20_000:
+            _NEGATIONS.clear()
+        hit = _NEGATIONS[claim.get_id()] = (claim, z3.Not(claim))
+    return hit[1]
 
 
 #: Texts of sub-terms worked out without asking anything of the condition (`Decoder._memo`):
