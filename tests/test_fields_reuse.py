@@ -7,7 +7,9 @@
   on branches too), and the texts are the ones the whole evaluation gives;
 * the terms `layout` asks about are made once (`fields._claim`, `_equal`, `_negation`): each
   one returned is the term a fresh build gives (the key names it), and the texts are the ones
-  terms made afresh for every question give.
+  terms made afresh for every question give;
+* a condition's conjuncts at constant offsets (`fields._fixed_part`) are worked out once per
+  term: each answer is the walk's, and the texts are the ones the walk each time gives.
 """
 
 from __future__ import annotations
@@ -98,4 +100,22 @@ def test_terms_made_once_ask_what_fresh_terms_ask(explored, monkeypatch):
     assert {"vlan", "eq"} <= set(made)
     monkeypatch.setattr(fields, "_claim", lambda key, make: make())
     monkeypatch.setattr(fields, "_negation", z3.Not)
+    assert _texts(e) == kept
+
+
+def test_fixed_parts_worked_out_once_are_the_walk_s(explored, monkeypatch):
+    _, e = explored
+    fixed, walk = fields._fixed_part, fields._conjuncts_at_fixed_offsets
+    calls = []
+
+    def checking(cond):
+        got = fixed(cond)
+        assert [f.get_id() for f in got] == [f.get_id() for f in walk(cond)]
+        calls.append(cond.get_id())
+        return got
+
+    monkeypatch.setattr(fields, "_fixed_part", checking)
+    kept = _texts(e)
+    assert len(calls) > len(set(calls))  # the same term met again: the memo answered
+    monkeypatch.setattr(fields, "_fixed_part", walk)
     assert _texts(e) == kept
