@@ -631,7 +631,7 @@ class Synthesizer:
                 done[0] = self._extract_chains(s, p, outcome, [first], frags, model)
                 if done[0] is None:
                     self.chain_budget = 0
-                    return self._extract_chains(s, p, outcome, [self._one_chain(s, model)], frags, model), True
+                    return self._extract_chains(s, p, outcome, [self._no_split(s, model, memo)], frags, model), True
             chains = self._chains(s, model, memo)
             if first is not None:
                 done = {chains.index(first): done[0]}
@@ -649,7 +649,8 @@ class Synthesizer:
             # Extraction only proposes blocks, the proofs decide, so this can lose a VLAN
             # filter but never make one wrong; each chain costs a full key enumeration.
             self.chain_budget = 0
-            return self._extract_chains(s, p, outcome, [self._one_chain(s, model)], frags, model), True
+            one_chain = self._no_split(s, model, memo) if split else self._one_chain(s, model)
+            return self._extract_chains(s, p, outcome, [one_chain], frags, model), True
         if len(chains) > 1 or chains[0][1]:
             self.chain_budget -= len(chains)
         one = len(chains) == 1 and not chains[0][1] and PROTOCOLS.get(chains[0][0]) not in VLAN_TYPES
@@ -729,7 +730,12 @@ class Synthesizer:
         return protocols
 
     def _no_split(self, s: z3.Solver, model: z3.ModelRef | None, memo: dict) -> tuple[str, dict[str, int]]:
-        """_chains' one chain where the models of `s` do not split."""
+        """_chains' one chain where the models of `s` do not split; also `_one_chain(s, model)`
+        wherever `memo` holds the skb protocol's values (_extract_all, once a split is given
+        up), without its query. Exact: both lists start with `model`'s protocol (`_seen`),
+        then add values of the same term in the models of the same `s` while there are any,
+        `_one_chain`'s up to 2 and the memo's up to MAX_CHAINS + 1; so either both hold one
+        value, the same, or both more than one, and the chain is that family's, else `all`."""
         protocols = self._level_values(s, {}, "skb", model, memo)
         eth = protocols[0] if len(protocols) == 1 else None
         return (protocol_name(eth) if eth in FAMILIES else "all", {})

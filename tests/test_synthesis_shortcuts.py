@@ -7,7 +7,10 @@
 - `_tagged` answers "does the path take another protocol?" by evaluating the witness with
   a VLAN tag inserted: whenever it says yes, z3 must find such a packet;
 - `_good_check` asks for a packet of the block the program gives its outcome path by path:
-  its answer must be z3's on the whole query (the OR of the paths' conditions).
+  its answer must be z3's on the whole query (the OR of the paths' conditions);
+- once a split into VLAN chains is given up, the one chain extraction goes on with is read
+  from the skb protocols `_first_tagged` found (`_no_split`): it must be the one
+  `_one_chain` asks z3 for.
 """
 
 from __future__ import annotations
@@ -96,3 +99,23 @@ def test_good_check_is_the_whole_query(stem):
             assert s._good_check(b, query, extra) == whole
             answers.add(str(whole))
     assert answers == {"sat", "unsat"}, "both answers are tested"
+
+
+@pytest.mark.parametrize("stem", ["xdpfilt_dny_udp", "xdpfilt_alw_tcp"])
+def test_given_up_split_chain_is_one_chain(stem, monkeypatch):
+    e = _exploration(stem)
+    real = Synthesizer._no_split
+    compared = []
+
+    def no_split(self, s, model, memo):
+        found = real(self, s, model, memo)
+        if self.chain_budget == 0:  # extraction gave the split up: the question it no longer asks
+            compared.append((found, self._one_chain(s, model)))
+        return found
+
+    monkeypatch.setattr(Synthesizer, "_no_split", no_split)
+    assert any(extracted_blocks(e).values())
+    assert compared, "a path's split into VLAN chains is given up"
+    for found, asked in compared:
+        assert found == asked
+    assert ("all", {}) in [f for f, _ in compared], "xdp-filter's paths take several protocols"
