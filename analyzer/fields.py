@@ -16,7 +16,10 @@ contents, ctx fields and helper results. `decode(e, path)` names what it reads:
 * what no field fits stays as `pkt[34:36]`; map lookups print as `blacklist[ipv4.saddr]`,
   a key of several parts as its parts in memory order (an LPM key: `{32, ipv4.saddr}`),
   one read at an offset no header layout of the path fixes as `2 bytes at a
-  packet-dependent offset (…)` with the start of its offset, not the offset's whole term.
+  packet-dependent offset (from eth.proto, …)` with the fields its offset is computed
+  from, not the offset's whole term;
+* C's `a || b` over comparisons, which compilers turn into `(a ? 1 : 0) | (b ? 1 : 0)`
+  tested against 1 or 0, reads as the condition it tests: `(a ∨ b)`, `¬(a ∨ b)`.
 
 A hash or checksum computed from the packet prints as `hash(udp.sport, udp.dport)` (or
 `f(...)`): the fields it reads, through the summaries it is made of (`summary.<n>`, whose
