@@ -119,6 +119,18 @@ class CalibrationError(Exception):
     """A micro-program the kernel refused, or a run that failed (one line)."""
 
 
+class HelperUnavailable(CalibrationError):
+    """A micro-program refused because the running kernel gives XDP programs no such helper:
+    there is nothing to time, and no program using the helper loads on that kernel either.
+    Linux 6.18.44 (this project's machine since December 2026) refuses bpf_xdp_adjust_meta
+    in XDP programs ("program of this type cannot use helper"), which earlier kernels took."""
+
+
+#: What the verifier says of a helper call the running kernel does not offer the program's
+#: type (kernel/bpf/verifier.c, check_helper_call): no such helper at all, or not for this type.
+NO_SUCH_HELPER = ("unknown func", "cannot use helper")
+
+
 @dataclass
 class Settings:
     """How hard to measure: `repeat` runs per timing, `rounds` rounds, sizes scaled by
@@ -187,7 +199,8 @@ class Rig:
                 name, kernel.BPF_PROG_TYPE_XDP, encode_all(insns), b"GPL", btf_fd=btf_fd, func_info=info
             )
         except kernel.KernelLoadError as err:
-            raise CalibrationError(f"micro-program {name} refused by the kernel: {str(err).splitlines()[0]}") from None
+            why = f"micro-program {name} refused by the kernel: {str(err).splitlines()[0]}"
+            raise (HelperUnavailable if any(w in str(err) for w in NO_SUCH_HELPER) else CalibrationError)(why) from None
 
     def run(self, name: str, repeat: int) -> int:
         try:
@@ -790,14 +803,21 @@ def measure_micro(settings: Settings, progress: Callable[[str], None] | None = N
         _setup_maps(rig, settings)
         all_benches = benches()
         _finish_benches(rig, all_benches)
+        unmeasured: dict[str, str] = {}
         for b in all_benches:
             unit = (
                 b.unit
                 if b.entry in ("tail_call.constant", "tail_call.variable")
                 else max(1, round(b.unit * settings.scale))
             )
-            for n in (0, unit, 2 * unit):
-                b.programs[n] = b.make(rig, n)
+            try:
+                for n in (0, unit, 2 * unit):
+                    b.programs[n] = b.make(rig, n)
+            except HelperUnavailable as err:
+                if not b.entry.startswith("helper.") or any(b.entry in o.extra for o in all_benches):
+                    raise  # a price other benches are measured with: no profile without it
+                unmeasured[b.entry] = str(err)
+        all_benches = [b for b in all_benches if b.entry not in unmeasured]
         rig.prog("empty", ret_pass())
         raw: dict[str, list[float]] = {b.entry: [] for b in all_benches}
         empty: list[int] = []
@@ -814,11 +834,19 @@ def measure_micro(settings: Settings, progress: Callable[[str], None] | None = N
                     ys.append(rig.run(b.programs[n], max(1, settings.repeat // b.repeat_share)))
                 raw[b.entry].append(_slope(xs, ys) / b.per_unit)
         empty.append(rig.run("empty", settings.repeat))
-    return _profile(all_benches, raw, empty, settings)
+    return _profile(all_benches, raw, empty, settings, unmeasured)
 
 
-def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[int], settings: Settings) -> Profile:
-    """Subtract what each unit executes besides the measured thing, in bench order."""
+def _profile(
+    all_benches: list[Bench],
+    raw: dict[str, list[float]],
+    empty: list[int],
+    settings: Settings,
+    unmeasured: dict[str, str] | None = None,
+) -> Profile:
+    """Subtract what each unit executes besides the measured thing, in bench order.
+    `unmeasured`: helper prices left out (entry -> the kernel's refusal, HelperUnavailable):
+    named in `method.unmeasured` and the notes; `cost` then says the price is missing."""
     values: dict[str, float] = {"insn.exit": 0.0, "insn.call_helper": 0.0}
     spread: dict[str, list[float]] = {}
     for b in all_benches:
@@ -866,6 +894,7 @@ def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[
             "overhead_runs": empty,
             "variants": variants,
             "raw": {k: round(statistics.median(v), 4) for k, v in raw.items()},
+            "unmeasured": dict(unmeasured or {}),
         },
         spread=spread,
         notes=[
@@ -879,5 +908,6 @@ def _profile(all_benches: list[Bench], raw: dict[str, list[float]], empty: list[
             "room; LRU: a full map, every insert evicts), timed with repeat/" + str(INSERT_REPEAT_SHARE) + " runs",
             f"overhead_ns: the empty program `r0 = XDP_PASS; exit`, {ESTIMATOR} over rounds as paths are timed "
             "(pathtiming.estimate; BPF_PROG_TEST_RUN reports whole ns)",
+            *(f"{k} not measured: {why}" for k, why in sorted((unmeasured or {}).items())),
         ],
     )

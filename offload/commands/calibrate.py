@@ -91,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
                 else ""
             )
         )
+        for entry, why in sorted(profile.method.get("unmeasured", {}).items()):
+            print(f"{args.out}: {entry} not measured ({why}); `cost` names it as a missing price")
     else:
         sys.stdout.write(text)
     return 0
