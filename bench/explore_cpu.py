@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = "/work/main/.venv/bin/python"
+PYTHON = sys.executable  # the interpreter this bench runs under (the venv's), for every tree
 
 CHILD = r"""
 import hashlib, json, sys, time

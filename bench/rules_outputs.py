@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = "/work/main/.venv/bin/python"
+PYTHON = sys.executable  # the interpreter this bench runs under (the venv's), for every tree
 DEFAULT_GLOBS = ("corpus/build/clang/*.o", "corpus/external/**/*.o")
 
 
