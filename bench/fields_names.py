@@ -1,5 +1,5 @@
 """How many packet reads each path's decoded condition leaves unnamed, before and after a
-change to analyzer/fields.py: two output directories of /work/tools/outputs.py (`<stem>.rules`,
+change to analyzer/fields.py: two directories of saved outputs (`<stem>.rules`,
 `<stem>.analyze`), compared path by path.
 
 A read the decoder could not place in a header prints as raw bytes, `pkt[34:36]` (or `pkt[…]`
@@ -27,7 +27,7 @@ WHEN = re.compile(r"^# path (\d+) .*? when (.*)$")
 
 
 def _body(text: str) -> str:
-    """The command's stdout in an outputs.py file (`exit N`, stdout, `--stderr--`, stderr)."""
+    """The command's stdout in a saved output (`exit N`, stdout, `--stderr--`, stderr)."""
     return text.split("\n", 1)[1].rsplit("\n--stderr--", 1)[0]
 
 

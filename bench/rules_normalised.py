@@ -1,4 +1,4 @@
-"""Compare two `rules` outputs (files from /work/tools/outputs.py or saved scripts) on what
+"""Compare two `rules` outputs (saved scripts, or saved outputs: `exit N`, stdout, `--stderr--`, stderr) on what
 the proofs decide, not on what z3 happens to pick.
 
 What z3 picks - a counterexample's bytes and decoded fields, the pass path that frame takes,
