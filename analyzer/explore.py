@@ -468,7 +468,9 @@ class Explorer:
         into.accesses = into.accesses + tuple(a for a in other.accesses if (a.map, a.key.get_id()) not in seen)
         other.dead = True
 
-    def _define(self, cond: z3.BoolRef) -> z3.BoolRef:
+    def _define(self, cond: z3.BoolRef, sources: set[Source] | None = None) -> z3.BoolRef:
+        """A new branch literal standing for `cond`, its definition asserted; `sources`:
+        `self.sources(cond)` when the caller has it already (fork_on)."""
         self._settle()
         lit = self.fresh.literal()
         definition = mk_eq(lit, self.nonlinear.abstract(cond) if self.nonlinear.seen else cond)
@@ -479,7 +481,7 @@ class Explorer:
         name = lit.decl().name()
         self._defined[name] = cond
         self._literals[name] = lit
-        self._literal_sources[name] = self.sources(cond)
+        self._literal_sources[name] = self.sources(cond) if sources is None else sources
         return lit
 
     def sources(self, expr: z3.ExprRef) -> set[Source]:
@@ -1024,7 +1026,7 @@ class Explorer:
         if known is not None:
             directions = [known]
         else:
-            lit = self._define(cond)
+            lit = self._define(cond, srcs)
             witnesses = self._decide(s, lit)
             directions = list(witnesses)
             if not directions:  # the path itself is infeasible (cannot happen after pruning)

@@ -117,17 +117,24 @@ def _solver(ctx: z3.Context, timeout_ms: int | None, rlimit: int | None) -> z3.S
     return s
 
 
-def own_solver(*constraints, timeout_ms: int | None = None, rlimit: int | None = None) -> z3.Solver:
+def own_solver(*constraints, timeout_ms: int | None = None, rlimit: int | None = None, text: bool = True) -> z3.Solver:
     """A solver in a fresh z3 context holding the constraints (lists are flattened), parsed
     there from their SMT-LIB text (or translated, where the text would not be the same
     constraints: the module's docstring); with a timeout or z3's deterministic resource
     limit. Terms added to it later must be translated into its context (`s.ctx`): a
-    constant translated there is the parsed one (same name and sort, checked by `parsed`)."""
+    constant translated there is the parsed one (same name and sort, checked by `parsed`).
+
+    `text=False` is for constraints that hold a lambda made by z3.Lambda: its text never
+    comes back the same (z3.Lambda gives it no quantifier id, `<null>`; the parser names
+    it `k!N`, so `parsed` is False), and they are translated at once, as they would be
+    after the failed round trip (optiontwins' query: its twin packet is a lambda; ~20 ms
+    of printing, parsing and two contexts saved on the 48-OR stress programs)."""
     flat = _flat(constraints)
-    s = _solver(fresh_context(), timeout_ms, rlimit)
-    if not flat or parsed(s, flat):
-        return s
-    ctx = fresh_context()  # not the one the failed parse made terms in
+    if text:
+        s = _solver(fresh_context(), timeout_ms, rlimit)
+        if not flat or parsed(s, flat):
+            return s
+    ctx = fresh_context()  # not the one a failed parse made terms in
     s = _solver(ctx, timeout_ms, rlimit)
     s.add(*[c.translate(ctx) for c in flat])
     return s
@@ -154,12 +161,12 @@ def home(model: z3.ModelRef) -> z3.ModelRef:
 
 
 def isolated(
-    *constraints, timeout_ms: int | None = None, rlimit: int | None = None
+    *constraints, timeout_ms: int | None = None, rlimit: int | None = None, text: bool = True
 ) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
     """check() of the constraints (lists are flattened) in a z3 context of their own, and
     the model (back in the main context) when satisfiable: one in which they hold
-    (analyzer/satmodel.py; unknown where z3 gives none)."""
-    s = own_solver(*constraints, timeout_ms=timeout_ms, rlimit=rlimit)
+    (analyzer/satmodel.py; unknown where z3 gives none). `text`: as own_solver's."""
+    s = own_solver(*constraints, timeout_ms=timeout_ms, rlimit=rlimit, text=text)
     r, model = check(s)
     if r == z3.sat:
         return z3.sat, home(model)

@@ -112,5 +112,6 @@ def no_shield_helps(
     protocol chain (its protocol and ethertype keys), whose IPv4 header starts at `l3`."""
     sub, same_view = _twin_view(chain, l3, max_len)
     bad_twin = z3.And(*[z3.substitute(c, *sub) for c in env], *same_view, z3.Not(z3.substitute(good, *sub)))
-    r, _ = isolated(env, taken, region, own, z3.Not(bad_twin), rlimit=TWIN_RLIMIT)
+    # the twin packet is a lambda: translated, never parsed (isolation.own_solver's `text`)
+    r, _ = isolated(env, taken, region, own, z3.Not(bad_twin), rlimit=TWIN_RLIMIT, text=False)
     return r == z3.unsat

@@ -932,8 +932,7 @@ class Synthesizer:
             if r == z3.unsat:
                 # Proved - but vacuously if the shields (or earlier blocks) take every packet
                 # of the block's own paths: then nothing is offloaded, say so here.
-                own = z3.Or([self.conds[p] for p in b.paths])
-                if solver(*self.env, taken, region, *[z3.Not(x) for x in shields], own).check() == z3.unsat:
+                if not self._own_left(b, [*self.env, taken, region, *[z3.Not(x) for x in shields]]):
                     b.why = Reason(
                         "not-expressible",
                         "every packet of this path is taken by a pass shield or an earlier "
@@ -967,6 +966,25 @@ class Synthesizer:
             "not-expressible",
             f"not proved after {MAX_SHIELDS} shields (flower cannot separate what the program decides)",
         )
+
+    def _own_left(self, b: Block, past: list[z3.BoolRef]) -> bool:
+        """Whether some packet of block `b`'s own paths satisfies `past` (prove's: the
+        environment, past earlier blocks, in the region, past the shields): z3's answer,
+        or that of a model of one of the paths that `_witness` would try (exploration's
+        witness, a seed brought home) in which `past` and the path's condition hold -
+        evaluated, not asked: such a model is a model of the query, whose answer is then
+        sat (the 48-OR stress programs' suggestions: the kept typical packet is one, and
+        saves a check of ~20-30 ms)."""
+        for pid in b.paths:
+            held = z3.And(*past, self.conds[pid])
+            seed = self.seeds.get(pid)
+            if seed is not None and seed.ctx is not z3.main_ctx():  # as `_witness` brings it home
+                seed = self.seeds[pid] = home(seed)
+            for m in (self.e.paths[pid].witness, seed):
+                if m is not None and z3.is_true(m.eval(held, model_completion=True)):
+                    return True
+        own = z3.Or([self.conds[p] for p in b.paths])
+        return solver(*past, own).check() != z3.unsat
 
     def _twin_header(self, b: Block) -> tuple[FlowerMatch, int] | None:
         """Block `b`'s protocol chain and where its IPv4 header starts (14, 18 or 22: after

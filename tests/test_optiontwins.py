@@ -160,6 +160,19 @@ def test_says_no_where_a_twin_keeps_the_verdict(monkeypatch):
     assert looked and answers and not any(answers)
 
 
+def test_query_holds_a_lambda_that_never_parses_back():
+    """no_shield_helps asks its query with `text=False` (translated at once): the twin packet
+    is a lambda, so the query's text never parses back the same (isolation.parsed), and the
+    translation is what own_solver ended in before."""
+    from rules.isolation import parsed
+    from rules.optiontwins import _twin_view
+
+    sub, same_view = _twin_view(FlowerMatch("ip"), 14, 1514)
+    query = z3.Not(z3.And(*same_view, z3.substitute(PACKET_LEN >= 60, *sub)))
+    assert "(lambda " in query.sexpr()
+    assert not parsed(z3.Solver(ctx=z3.Context()), [query])
+
+
 @pytest.mark.parametrize(
     "chain",
     [
