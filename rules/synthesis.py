@@ -969,20 +969,13 @@ class Synthesizer:
 
     def _own_left(self, b: Block, past: list[z3.BoolRef]) -> bool:
         """Whether some packet of block `b`'s own paths satisfies `past` (prove's: the
-        environment, past earlier blocks, in the region, past the shields): z3's answer,
-        or that of a model of one of the paths that `_witness` would try (exploration's
-        witness, a seed brought home) in which `past` and the path's condition hold -
-        evaluated, not asked: such a model is a model of the query, whose answer is then
-        sat (the 48-OR stress programs' suggestions: the kept typical packet is one, and
-        saves a check of ~20-30 ms)."""
-        for pid in b.paths:
-            held = z3.And(*past, self.conds[pid])
-            seed = self.seeds.get(pid)
-            if seed is not None and seed.ctx is not z3.main_ctx():  # as `_witness` brings it home
-                seed = self.seeds[pid] = home(seed)
-            for m in (self.e.paths[pid].witness, seed):
-                if m is not None and z3.is_true(m.eval(held, model_completion=True)):
-                    return True
+        environment, past earlier blocks, in the region, past the shields): a model
+        `_witness` finds of one of the paths in which `past` holds - evaluated, not asked:
+        such a model is a model of the query, whose answer is then sat (the 48-OR stress
+        programs' suggestions: the kept typical packet is one, and saves a check of ~20-30
+        ms) - else z3's answer."""
+        if any(self._witness(self.e.paths[pid], *past) is not None for pid in b.paths):
+            return True
         own = z3.Or([self.conds[p] for p in b.paths])
         return solver(*past, own).check() != z3.unsat
 
