@@ -29,8 +29,8 @@ builtin's name, a leading digit) or when the text loses an attribute (quantifier
 lambdas' ids): then the constraints are translated, as before, and the model may depend on
 history again. Never is a different query asked. A caller whose constraints hold a
 lambda made by z3.Lambda (optiontwins' twin packet) says so (`text=False`): its text never
-comes back the same, and its constraints are translated without the round trip. (Measured
-in session 14, before `text`: the corpus' 92 objects asked 828 such queries, and besides
+comes back the same, and its constraints are translated without the round trip. (Counted
+before `text` existed: the corpus' 92 objects asked 828 such queries; besides
 tx_vlan_push's, whose lambda comes back with a `qid` the parser made, every options-twin
 query fell back.)
 
