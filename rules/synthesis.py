@@ -1432,18 +1432,41 @@ def _stored(pkt: z3.ArrayRef, at: list[int], bytes_: list[z3.BitVecRef]) -> z3.A
 def _more_values(
     s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, limit: int, known: list[int], top: int = 0
 ) -> list[int]:
-    """`_values(s, term, limit, known)`: asked of `s` once first; when that finds another
-    value and the limit is not reached, `_near_values` around `model` (a model of `s`)
-    adds what it finds before `s` is asked for the rest. The same set: every value found
-    either way is one the term takes, and `s` is asked until it has none or `limit`."""
-    found = _values(s, term, min(limit, len(known) + 1), known)
-    if model is None or len(found) <= len(known) or len(found) >= limit:
-        return found
-    return _values(s, term, limit, _near_values(s, model, term, limit, found, top))
+    """`_values(s, term, limit, known)`, where the first value `s` finds beyond `known`
+    (below the limit) brings in what `_near_values` finds around `model` (a model of `s`)
+    before `s` is asked for the rest, in the same scope: where it finds nothing, `s` is
+    asked what `_values` asks, in the same order (a second scope would lose what `s`
+    learnt in the first: isa_v4's ip_ttl, +10% of its key extraction). The same set: every
+    value found either way is one the term takes, and `s` is asked until it has none or
+    `limit`."""
+    out: list[int] = list(known)
+    path = s.assertions() if model is not None else None  # without the scope's own
+    s.push()
+    try:
+        if 0 < len(out) < limit:
+            s.add(z3.And([term != v for v in out]))
+        while len(out) < limit and s.check() == z3.sat:
+            v = s.model().eval(term, model_completion=True).as_long()
+            out.append(v)
+            s.add(term != v)
+            if path is not None and len(out) < limit:
+                more = _near_values(s, model, term, limit, out, top, path)
+                if len(more) > len(out):
+                    s.add(z3.And([term != v for v in more[len(out) :]]))
+                out, path = more, None
+    finally:
+        s.pop()
+    return out
 
 
 def _near_values(
-    s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef, limit: int, known: list[int], top: int = 0
+    s: z3.Solver,
+    model: z3.ModelRef,
+    term: z3.BitVecRef,
+    limit: int,
+    known: list[int],
+    top: int = 0,
+    assertions: z3.AstVector | None = None,
 ) -> list[int]:
     """`known` and more values `term` takes in models of `s` (up to `limit` in all), found in
     one small query: `model`'s packet with the bytes that make up the term's value in it
@@ -1453,7 +1476,8 @@ def _near_values(
     query is a part of `s`: the caller asks `s` for the rest). Unlike `_around` the term
     need not equal those bytes: a protocol read through IPv6 extension headers, an address
     the path looks up in a map (around one model only the value the model's map holds).
-    `top` > 0: values that differ in their top `top` bits are taken first."""
+    `top` > 0: values that differ in their top `top` bits are taken first. `assertions`:
+    those of `s` to keep (default all; `_more_values` leaves out its scope's)."""
     at = _value_bytes(term, model)
     out = list(known)
     if not at or len(out) >= limit:
@@ -1468,7 +1492,8 @@ def _near_values(
     # and of the term's walk over the packet folds away (checks of the term's blocked
     # values cost ~5 ms each unsimplified, <1 ms simplified: xdpfilt_alw_ip's ip_proto)
     value = z3.simplify(_pinned(term, [*pins, (PACKET, pkt)], kept))
-    formula = z3.simplify(_pinned(z3.And(*s.assertions()), [*pins, (PACKET, pkt)], kept))
+    path = s.assertions() if assertions is None else assertions
+    formula = z3.simplify(_pinned(z3.And(*path), [*pins, (PACKET, pkt)], kept))
     near = solver(formula, rlimit=NEAR_RLIMIT)
     width = term.size()
     xs = z3.Concat(*fresh) if len(fresh) > 1 else fresh[0]

@@ -38,7 +38,7 @@ def _exploration(stem: str):
     return explore(obj, obj.programs[0], Options(witnesses=True))
 
 
-def _without_near(s, model, term, limit, known, top=0):
+def _without_near(s, model, term, limit, known, top=0, assertions=None):
     return list(known)
 
 
@@ -64,8 +64,8 @@ from tests.test_synthesis_keys import extracted_blocks
 
 found, real = [], synthesis._near_values
 
-def near(s, model, term, limit, known, top=0):
-    out = real(s, model, term, limit, known, top)
+def near(s, model, term, limit, known, top=0, assertions=None):
+    out = real(s, model, term, limit, known, top, assertions)
     if len(out) > synthesis.MAX_VALUES:
         new = out[len(known) :]
         width = term.size()
