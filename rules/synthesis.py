@@ -83,6 +83,16 @@ QUERY_TIMEOUT_MS = 10000
 #: the most any shortcut that answered took on 10 corpus and xdp-filter objects (issue 14,
 #: session 14): 75,580 (qinq_tags), so 200,000 leaves room and cuts the hopeless ones early.
 SHORTCUT_RLIMIT = 200_000
+#: The first try of `_key_values`' claim around the model's map contents, before the
+#: contents as loaded are tried (then the claim again within SHORTCUT_RLIMIT): xdp-filter's
+#: answered claims take ~500-4,100 (above), its src_mac ones past 200,000 are answered as
+#: loaded in under 1 ms.
+FIRST_RLIMIT = 20_000
+#: Per check of `_near_values`' query (z3's resource limit): its checks that find a value
+#: take <2,000 on xdp-filter (ip_proto, addresses, MACs: all answered at that limit); a
+#: query z3 does not answer within it (a VLAN ethertype whose bytes change the parse) only
+#: finds no value, and the path's solver is asked as before: this bounds its cost.
+NEAR_RLIMIT = 10_000
 #: z3's deterministic resource limit of the question `map_decided` asks z3 (where the path's
 #: witness does not answer it). Past it the path is taken as not map-decided: its block's
 #: shield loop runs on as before, so the limit bounds the cost, never an answer. Asked of
@@ -831,7 +841,9 @@ class Synthesizer:
             model = s.model() if s.check() == z3.sat else None
         for name in names:
             term = keys[name]
-            values = _key_values(s, model, term, MAX_VALUES + 1, self.loaded_maps)
+            row = FLOWER_KEYS[name]
+            top = min(PREFIX_LENGTHS) if row.mask == "prefix" else 0
+            values = _key_values(s, model, term, MAX_VALUES + 1, self.loaded_maps, top)
             if values is None:
                 # what enumerating would conclude, in one small query instead of 65 checks
                 # and a prefix/fixed-bit search: the key does not matter, or is left free
@@ -843,7 +855,6 @@ class Synthesizer:
             if len(values) <= MAX_VALUES:
                 sets[name] = tuple(sorted(values))
                 continue
-            row = FLOWER_KEYS[name]
             prefixes = _prefix_set(s, term, row, values) if row.mask == "prefix" else None
             if prefixes is not None:
                 sets[name], set_masks[name] = prefixes
@@ -1291,7 +1302,12 @@ def _decides_beyond_chain(b: Block) -> bool:
 
 
 def _key_values(
-    s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, limit: int, loaded: list[tuple] = ()
+    s: z3.Solver,
+    model: z3.ModelRef | None,
+    term: z3.BitVecRef,
+    limit: int,
+    loaded: list[tuple] = (),
+    top: int = 0,
 ) -> list[int] | None:
     """Up to `limit` values `term` takes in the models of `s`, or None when it takes every
     value of its width. Both are worked out around `model` first (`_around`: only the bits
@@ -1304,8 +1320,16 @@ def _key_values(
       map has no entry for most x, an empty one has none for all);
     - else its solutions are values the term takes, and the models of `s` give the rest, if
       any (one check when there are none).
+    - when the path's solver finds a value beyond those, more are looked for in another
+      small query (`_near_values`: the term's bytes free, the maps' contents too) before
+      the path's solver is asked for the rest: an address the path looks up in a map, a
+      protocol the dissector reads through IPv6 extension headers take more than `limit`
+      values, learnt there in cheap checks instead of `limit` checks of the whole path.
+      `top`: the bits of an address's shortest prefix (`_prefix_set`), which those values
+      then differ in where they can (its enumeration of prefixes starts from them).
     The same set as `_values`; where the term is not made of packet bits that can change
-    alone (a map lookup keyed by them, a value computed from them), `_values` it is."""
+    alone (a map lookup keyed by them, a value computed from them), `_values` it is, after
+    what `_near_values` finds."""
     if model is None:
         return _values(s, term, limit)
     claim, near = _around(s, model, term), model
@@ -1316,20 +1340,35 @@ def _key_values(
         s.pop()  # the claim is about s itself: the value excluded here is one of them
         claim, near = (_around(s, other, term) if other is not None else False), other
     if claim is None or claim is False:
-        return _values(s, term, limit, _seen(model, term))
+        return _more_values(s, near if near is not None else model, term, limit, _seen(model, term), top)
     # the shortcut's own timeout: an unknown answer proves nothing and finds no value, and
-    # `_values` on the path does the rest
-    if solver(z3.Not(claim), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
+    # `_values` on the path does the rest. Where the maps' contents may decide it, the claim
+    # around the model's contents is asked within FIRST_RLIMIT first and the contents as
+    # loaded next (xdp-filter's src_mac: the model's map is a 60-90 ms unknown, the loaded
+    # one a <1 ms unsat); only when neither answers it gets the rest of SHORTCUT_RLIMIT
+    maps = bool(loaded) and _reads_maps(near)
+    every = solver(z3.Not(claim), rlimit=FIRST_RLIMIT if maps else SHORTCUT_RLIMIT).check()
+    if every == z3.unsat:
         return None
-    if loaded and _reads_maps(near):
+    if maps:
         for contents in _emptied(loaded):
             as_loaded = _around(s, near, term, contents)
             if as_loaded is None or as_loaded is False:
                 break  # the same for every contents: the term's bytes decide it
             if solver(z3.Not(as_loaded), rlimit=SHORTCUT_RLIMIT).check() == z3.unsat:
                 return None
-    known = _values(solver(claim, rlimit=SHORTCUT_RLIMIT), _every_x(term.size()), limit)
-    return _values(s, term, limit, known)
+        if every == z3.unknown:
+            every = solver(z3.Not(claim), rlimit=SHORTCUT_RLIMIT).check()
+            if every == z3.unsat:
+                return None
+    if every == z3.unknown:
+        # a claim z3 could not settle within the limit: its solutions are not asked either
+        # (xdp-filter's cvlan_ethtype: those checks ran out of the limit too, 30-70 ms), the
+        # model's own value is one (`_near_values` looks for more, with other bytes freed)
+        known = _seen(near, term)
+    else:
+        known = _values(solver(claim, rlimit=SHORTCUT_RLIMIT), _every_x(term.size()), limit)
+    return _more_values(s, near, term, limit, known, top)
 
 
 def _every_x(width: int) -> z3.BitVecRef:
@@ -1364,17 +1403,7 @@ def _around(
     packet = PACKET.get_id()
     pins = [(c, v) for c, v in values if c.get_id() != packet]
 
-    ctx, index = pkt.ctx, PACKET.domain()
-
-    def stored(bytes_: list[z3.BitVecRef]) -> z3.ArrayRef:
-        # z3.Store's sort checks cost more than the stores (the bytes are of the range's sort)
-        out = pkt
-        for offset, byte in zip(at, bytes_):
-            at_ = z3.BitVecVal(offset, index)
-            out = z3.ArrayRef(z3.Z3_mk_store(ctx.ref(), out.as_ast(), at_.as_ast(), byte.as_ast()), ctx)
-        return out
-
-    value = _pinned(term, [*pins, (PACKET, stored(fresh))], funs)
+    value = _pinned(term, [*pins, (PACKET, _stored(pkt, at, fresh))], funs)
     # where the term's bits sit in b (a sub-byte key: vlan_prio, vlan_id): its lowest bit;
     # the other bits of those bytes keep the model's values (a TCP header's data offset,
     # which decides whether flower reads the flags at all)
@@ -1397,7 +1426,123 @@ def _around(
     bits = z3.BitVecVal(keep, b.size()) | z3.ZeroExt(b.size() - width, x) << low if b.size() > width else x
     placed = [z3.Extract(b.size() - 1 - 8 * i, b.size() - 8 - 8 * i, bits) for i in range(len(fresh))]
     # one substitution of the whole conjunction, the bytes placed with the rest
-    return _pinned(z3.And(*s.assertions(), term == x), [*pins, (PACKET, stored(placed))], funs)
+    return _pinned(z3.And(*s.assertions(), term == x), [*pins, (PACKET, _stored(pkt, at, placed))], funs)
+
+
+def _stored(pkt: z3.ArrayRef, at: list[int], bytes_: list[z3.BitVecRef]) -> z3.ArrayRef:
+    """Packet `pkt` with the bytes at offsets `at` replaced by `bytes_`."""
+    # z3.Store's sort checks cost more than the stores (the bytes are of the range's sort)
+    ctx, index = pkt.ctx, PACKET.domain()
+    out = pkt
+    for offset, byte in zip(at, bytes_):
+        at_ = z3.BitVecVal(offset, index)
+        out = z3.ArrayRef(z3.Z3_mk_store(ctx.ref(), out.as_ast(), at_.as_ast(), byte.as_ast()), ctx)
+    return out
+
+
+def _more_values(
+    s: z3.Solver, model: z3.ModelRef | None, term: z3.BitVecRef, limit: int, known: list[int], top: int = 0
+) -> list[int]:
+    """`_values(s, term, limit, known)`, where the first value `s` finds beyond `known`
+    (below the limit) brings in what `_near_values` finds around `model` (a model of `s`)
+    before `s` is asked for the rest, in the same scope: where it finds nothing, `s` is
+    asked what `_values` asks, in the same order (a second scope would lose what `s`
+    learnt in the first: isa_v4's ip_ttl, +10% of its key extraction). The same set: every
+    value found either way is one the term takes, and `s` is asked until it has none or
+    `limit`."""
+    out: list[int] = list(known)
+    path = s.assertions() if model is not None else None  # without the scope's own
+    s.push()
+    try:
+        if 0 < len(out) < limit:
+            s.add(z3.And([term != v for v in out]))
+        while len(out) < limit and s.check() == z3.sat:
+            v = s.model().eval(term, model_completion=True).as_long()
+            out.append(v)
+            s.add(term != v)
+            if path is not None and len(out) < limit:
+                more = _near_values(s, model, term, limit, out, top, path)
+                if len(more) > len(out):
+                    s.add(z3.And([term != v for v in more[len(out) :]]))
+                out, path = more, None
+    finally:
+        s.pop()
+    return out
+
+
+def _near_values(
+    s: z3.Solver,
+    model: z3.ModelRef,
+    term: z3.BitVecRef,
+    limit: int,
+    known: list[int],
+    top: int = 0,
+    assertions: z3.AstVector | None = None,
+) -> list[int]:
+    """`known` and more values `term` takes in models of `s` (up to `limit` in all), found in
+    one small query: `model`'s packet with the bytes that make up the term's value in it
+    (`_value_bytes`) free, the maps' contents free, every other variable (helper results
+    too) at its model value. Each of its solutions with that model's other values is a model
+    of `s`, so each value found is one the term takes; finding none proves nothing (the
+    query is a part of `s`: the caller asks `s` for the rest). Unlike `_around` the term
+    need not equal those bytes: a protocol read through IPv6 extension headers, an address
+    the path looks up in a map (around one model only the value the model's map holds).
+    `top` > 0: values that differ in their top `top` bits are taken first. `assertions`:
+    those of `s` to keep (default all; `_more_values` leaves out its scope's)."""
+    at = _value_bytes(term, model)
+    out = list(known)
+    if not at or len(out) >= limit:
+        return out
+    fresh = [z3.BitVec(f"near!{i}", 8) for i in range(len(at))]
+    values, funs = _model_terms(model)
+    packet = PACKET.get_id()
+    pins = [(c, v) for c, v in values if c.get_id() != packet]
+    kept = [(f, body) for f, body in funs if not f.name().startswith("map.")]
+    pkt = _stored(model.eval(PACKET, model_completion=True), at, fresh)
+    # simplified: with every other byte and variable a constant most of the path's condition
+    # and of the term's walk over the packet folds away (checks of the term's blocked
+    # values cost ~5 ms each unsimplified, <1 ms simplified: xdpfilt_alw_ip's ip_proto)
+    value = z3.simplify(_pinned(term, [*pins, (PACKET, pkt)], kept))
+    path = s.assertions() if assertions is None else assertions
+    formula = z3.simplify(_pinned(z3.And(*path), [*pins, (PACKET, pkt)], kept))
+    near = solver(formula, rlimit=NEAR_RLIMIT)
+    width = term.size()
+    xs = z3.Concat(*fresh) if len(fresh) > 1 else fresh[0]
+    if 0 < top < width:
+        high = z3.Extract(width - 1, width - top, value)
+        near.push()
+        near.add(z3.And([high != v >> (width - top) for v in out]) if out else z3.BoolVal(True))
+        # and in the bits the values so far agree on, while it can (`_fixed_bits` asks the
+        # path's solver only about bits no value found differs in)
+        ones = (1 << width) - 1
+        same = functools.reduce(lambda a, v: a & ~(v ^ out[0]), out, ones) if out else 0
+        while len(out) < limit:
+            r = z3.unknown
+            if same:
+                r = near.check((value & same) != (out[0] & same))
+                if r != z3.sat:
+                    same = 0
+            if r != z3.sat and near.check() != z3.sat:
+                break
+            v = near.model().eval(value, model_completion=True).as_long()
+            same = same & ~(v ^ out[0]) if out else ones
+            out.append(v)
+            near.add(high != v >> (width - top))
+        near.pop()
+    # each solution's bytes are ruled out, not its value: `value != v` over the term's walk
+    # made each check ~10 times as costly (ip_proto through IPv6 extension headers); bytes
+    # that give a value found before cost a check, so at most 2 * limit are asked
+    seen = set(out)
+    for _ in range(2 * limit):
+        if len(out) >= limit or near.check() != z3.sat:
+            break
+        m = near.model()
+        v = m.eval(value, model_completion=True).as_long()
+        near.add(xs != m.eval(xs, model_completion=True))
+        if v not in seen:
+            seen.add(v)
+            out.append(v)
+    return out
 
 
 def _around_var(s: z3.Solver, model: z3.ModelRef, term: z3.BitVecRef) -> z3.BoolRef | None:

@@ -167,7 +167,7 @@ def blocks(s):
 synthesis._around = counted
 new = blocks(synthesis.Synthesizer(e, (), {}))
 plain = synthesis._key_values
-synthesis._key_values = lambda s, model, term, limit, loaded=(): plain(s, model, term, limit)
+synthesis._key_values = lambda s, model, term, limit, loaded=(), top=0: plain(s, model, term, limit, (), top)
 old = blocks(synthesis.Synthesizer(e, (), {}))
 print(json.dumps({"answered": any(answered), "new": new, "old": old}))
 """
