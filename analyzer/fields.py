@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .symbolic import PACKET, PACKET_LEN, Z3_C, fresh_context, symbols
+from .symbolic import PACKET, PACKET_LEN, Z3_C, fresh_context, symbols, wrap
 
 #: Per header: field -> (offset, size in bytes).
 HEADERS: dict[str, dict[str, tuple[int, int]]] = {
@@ -1150,33 +1150,20 @@ class Decoder:
         for itself without it."""
         offsets: set[int] = set()
         named: list[str] = []
-        seen: set[int] = set()
-        todo = [t, *self._definitions(t)]
-        while todo:
-            x = todo.pop()
-            if x.get_id() in seen:
-                continue
-            seen.add(x.get_id())
-            if z3.is_select(x) and x.arg(0).eq(PACKET):
-                if z3.is_bv_value(x.arg(1)):
-                    offsets.add(x.arg(1).as_long())
-                else:
-                    header, k = self._place(lay, x.arg(1), cond)
-                    named.append("pkt[…]" if header == "?" else self._field_at(lay, (header, k)))
-                continue
-            if x.eq(PACKET_LEN):
+        for kind, x in _input_nodes(t, self._definitions(t)):
+            if kind == "at":
+                offsets.add(x)
+            elif kind == "read":
+                header, k = self._place(lay, x, cond)
+                named.append("pkt[…]" if header == "?" else self._field_at(lay, (header, k)))
+            elif kind == "len":
                 named.append("len")
-                continue
-            if z3.is_const(x) and not z3.is_bv_value(x):
+            elif kind == "const":
                 if x.decl().name() not in self.summaries:  # a summary: its definition is walked
                     named.append(self._term(x, lay, cond))
-                continue
-            if z3.is_app(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.decl().name().startswith("map."):
+            elif x.decl().name().startswith("map."):
                 name = x.decl().name()
                 named.append(f"{name.split('.')[1]}[{self._key(x.arg(0), lay, cond)}]")
-                continue
-            if z3.is_app(x):
-                todo.extend(reversed(x.children()))
         fields: list[str] = []
         run: list[int] = []  # consecutive bytes no field holds
         for off in sorted(offsets):
@@ -1196,6 +1183,8 @@ class Decoder:
         """The definitions of the summaries `t` stands on, through each other, that read
         anything but summaries (a chain of hundreds of summaries is followed by z3's C API
         in `symbols`; only the few definitions that read inputs are walked in Python)."""
+        if not self.summaries:  # nothing to follow (no walk of `t`: an offset chain is long)
+            return []
         out, done = [], set()
         pending = [n for n in symbols(t, self.symbol_cache) if n in self.summaries]
         while pending:
@@ -1328,6 +1317,79 @@ _OFFSET_ROOTS: dict[int, z3.ExprRef] = {}
 #: one at a computed index). Terms share nodes (a branch is `cond ∧ c`): each is walked once.
 _NODE_OFFSETS: dict[int, frozenset[int] | None] = {}
 _NO_OFFSETS: frozenset[int] = frozenset()
+
+
+def _input_nodes(t: z3.ExprRef, definitions: list[z3.ExprRef]) -> list[tuple[str, object]]:
+    """`_walk_inputs`, once per term and definitions (a function of them: the same offset
+    chain is under the key of every path that reads it; xdpfilt_alw_all: 30 walks of 7 terms)."""
+    key = (t.get_id(), *(d.get_id() for d in definitions))
+    hit = _INPUT_NODES.get(key)
+    if hit is None or hit[0][0].ctx is not t.ctx:  # ids are per context
+        if len(_INPUT_NODES) > 20_000:
+            _INPUT_NODES.clear()
+        hit = _INPUT_NODES[key] = ((t, *definitions), list(_walk_inputs(t, definitions)))
+    return hit[1]
+
+
+#: `_input_nodes`' answers: (AST ids of the term and its definitions) -> (those terms, kept
+#: alive so that the ids stay theirs; what the walk yields).
+_INPUT_NODES: dict[tuple[int, ...], tuple[tuple[z3.ExprRef, ...], list[tuple[str, object]]]] = {}
+
+
+def _walk_inputs(t: z3.ExprRef, definitions: list[z3.ExprRef]):
+    """The inputs `Decoder._inputs` names, in the order its walk meets them: a depth-first,
+    left-to-right walk of `definitions` (the last first) and then `t`, each shared node once,
+    that stops at what it yields: ("at", offset) for a packet read at a constant offset,
+    ("read", index) for one at a computed index, ("len", None) for the length, ("const", c)
+    for any other constant but a bit-vector numeral, and ("map", m) for an application of
+    an uninterpreted function named `map.*`; it walks into every other application (not
+    into quantifiers or bound variables). Through z3's C API (`Z3_C`): only what it yields
+    is made a Python term (a walk of ExprRefs spent ~0.5 s of xdpfilt_alw_all's `rules` on
+    the offset chains of keys read at packet-dependent offsets)."""
+    ctx, _ = Z3_C.handles(t)
+    packet, length = (PACKET.get_id(), PACKET_LEN.get_id()) if t.ctx == PACKET.ctx else (None, None)
+    if packet is None:  # another context: its own packet and length terms
+        packet, length = PACKET.translate(t.ctx).get_id(), PACKET_LEN.translate(t.ctx).get_id()
+    seen: set[int] = set()
+    todo = [Z3_C.handles(x)[1] for x in (t, *definitions)]
+    while todo:
+        a = todo.pop()
+        aid = _AST_ID(ctx, a)
+        if aid in seen:
+            continue
+        seen.add(aid)
+        kind = _AST_KIND(ctx, a)
+        if kind == z3.Z3_NUMERAL_AST:
+            if _SORT_KIND(ctx, _SORT(ctx, a)) != z3.Z3_BV_SORT:
+                yield "const", _leaf(t.ctx, a)
+            continue
+        if kind != z3.Z3_APP_AST:
+            continue  # quantifiers, bound variables
+        n = _NUM_ARGS(ctx, a)
+        if n == 0:
+            yield ("len", None) if aid == length else ("const", _leaf(t.ctx, a))
+            continue
+        op = _DECL_KIND(ctx, _DECL(ctx, a))
+        if n == 2 and op == z3.Z3_OP_SELECT and _AST_ID(ctx, _ARG(ctx, a, 0)) == packet:
+            index = _ARG(ctx, a, 1)
+            if _AST_KIND(ctx, index) == z3.Z3_NUMERAL_AST and _SORT_KIND(ctx, _SORT(ctx, index)) == z3.Z3_BV_SORT:
+                yield "at", int(_NUMERAL(ctx, index))
+            else:
+                yield "read", wrap(t.ctx, index)
+            continue
+        if op == z3.Z3_OP_UNINTERPRETED:
+            x = wrap(t.ctx, a)
+            if x.decl().name().startswith("map."):
+                yield "map", x
+                continue
+        todo.extend(_ARG(ctx, a, i) for i in reversed(range(n)))
+
+
+def _leaf(ctx: z3.Context, a) -> z3.ExprRef:
+    """A raw AST of `ctx` as the Python term z3's own `children()` makes of it (its most
+    specific class: a numeral's, an arithmetic term's)."""
+    w = wrap(ctx, a)
+    return z3.z3._to_expr_ref(w.as_ast(), ctx)
 
 
 def _offsets(t: z3.ExprRef) -> frozenset[int] | None:
@@ -1725,9 +1787,11 @@ def witnesses(model: z3.ModelRef | None, formulas: list[z3.BoolRef]) -> list[Wit
 
 
 def forget() -> None:
-    """Drop what is kept across renderings (`_ANSWERS`, `_PURE`): for timing a cold decoding."""
+    """Drop what is kept across renderings (`_ANSWERS`, `_PURE`, `_INPUT_NODES`): for timing
+    a cold decoding."""
     _ANSWERS.clear()
     _PURE.clear()
+    _INPUT_NODES.clear()
 
 
 def canonical(t: z3.ExprRef) -> z3.ExprRef:

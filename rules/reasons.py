@@ -157,6 +157,20 @@ def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] =
     return hit[2]
 
 
+#: A `symbols` cache per exploration (id -> cache), dropped with it: the paths' conditions
+#: share most of their terms (a parser's tests), each walked once for all of them.
+_NAMES: dict[int, dict] = {}
+
+
+def _names(e) -> dict:
+    """The exploration's `symbols` cache (`_NAMES`)."""
+    names = _NAMES.get(id(e))
+    if names is None:
+        names = _NAMES[id(e)] = {}
+        weakref.finalize(e, _NAMES.pop, id(e), None)
+    return names
+
+
 def forget() -> None:
     """Drop path_reason's answers (for a test that changes what they are worked out with)."""
     _REASONS.clear()
@@ -172,7 +186,8 @@ def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] 
     if path.truncated or path.notes:
         return Reason("unknown", path.truncated or path.notes[0])
     cond = e.condition(path)
-    sources = {s for s in (source_of(n) for n in symbols(cond)) if s is not None}
+    names = _names(e)
+    sources = {s for s in (source_of(n) for n in symbols(cond, names)) if s is not None}
     kinds = {s.kind for s in sources}
     if "unknown" in kinds:
         return Reason("unknown", "depends on " + ", ".join(sorted(s.name for s in sources if s.kind == "unknown")))
@@ -193,7 +208,7 @@ def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] 
         for m in maps:
             key = next((a.key for a in path.accesses if a.map == m), None)
             if key is not None:  # over inputs, as `cond` is: a merged offset's literals expanded
-                key = e.expand(key)
+                key = e.expand(key, names)
             keys.append(
                 f"map {m}"
                 + (f" keyed by {decoder.key_fields(key, simple, witness=path.witness)}" if key is not None else "")
