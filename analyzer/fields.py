@@ -1388,8 +1388,9 @@ def _walk_inputs(t: z3.ExprRef, definitions: list[z3.ExprRef]):
 def _leaf(ctx: z3.Context, a) -> z3.ExprRef:
     """A raw AST of `ctx` as the Python term z3's own `children()` makes of it (its most
     specific class: a numeral's, an arithmetic term's)."""
-    w = wrap(ctx, a)
-    return z3.z3._to_expr_ref(w.as_ast(), ctx)
+    v = z3.AstVector(ctx=ctx)  # its items are handed out as children() hands them out
+    v.push(wrap(ctx, a))
+    return v[0]
 
 
 def _offsets(t: z3.ExprRef) -> frozenset[int] | None:
