@@ -201,8 +201,9 @@ def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] 
         return Reason("ctx-field", ", ".join(sorted(f"ctx->{s.name}" for s in sources if s.kind == "ctx")))
     if maps:
         decoder = Decoder(e.environment(), None, e.summaries)
-        # the condition as `decode` renders it (simplified): its layout's z3 questions are
-        # then the ones the printed `when` asks, answered once (fields' memo of answers)
+        # keys are read against the condition as `decode` renders it (simplified), so a
+        # layout question of the key's that the printed `when` also asks is answered once
+        # (fields' memo of answers); few are shared (xdpfilt_alw_tcp's path 17: 1 of 2)
         simple = z3.simplify(cond)
         keys = []
         for m in maps:
