@@ -1450,24 +1450,14 @@ def _more_values(
     learnt in the first: isa_v4's ip_ttl, +10% of its key extraction). The same set: every
     value found either way is one the term takes, and `s` is asked until it has none or
     `limit`."""
-    out: list[int] = list(known)
-    path = s.assertions() if model is not None else None  # without the scope's own
-    s.push()
-    try:
-        if 0 < len(out) < limit:
-            s.add(z3.And([term != v for v in out]))
-        while len(out) < limit and s.check() == z3.sat:
-            v = s.model().eval(term, model_completion=True).as_long()
-            out.append(v)
-            s.add(term != v)
-            if path is not None and len(out) < limit:
-                more = _near_values(s, model, term, limit, out, top, path)
-                if len(more) > len(out):
-                    s.add(z3.And([term != v for v in more[len(out) :]]))
-                out, path = more, None
-    finally:
-        s.pop()
-    return out
+    if model is None:
+        return _values(s, term, limit, known)
+    path = s.assertions()  # without the scope `_values` pushes
+
+    def near(out: list[int]) -> list[int]:
+        return _near_values(s, model, term, limit, out, top, path)
+
+    return _values(s, term, limit, known, near)
 
 
 def _near_values(
@@ -1690,9 +1680,11 @@ def _seen(model: z3.ModelRef | None, term: z3.BitVecRef) -> list[int]:
     return [] if model is None else [model.eval(term, model_completion=True).as_long()]
 
 
-def _values(s: z3.Solver, term: z3.BitVecRef, limit: int, known: list[int] = ()) -> list[int]:
+def _values(s: z3.Solver, term: z3.BitVecRef, limit: int, known: list[int] = (), more=None) -> list[int]:
     """Up to `limit` values `term` takes in models of `s` (s is restored): `known` ones
-    (values it is known to take) and more."""
+    (values it is known to take) and more. `more`: called once, with the values so far
+    when `s` has found one beyond `known` (below the limit), it returns them and other
+    values the term takes (`_more_values`), which `s` is then not asked for."""
     out: list[int] = list(known)
     s.push()
     try:
@@ -1702,6 +1694,11 @@ def _values(s: z3.Solver, term: z3.BitVecRef, limit: int, known: list[int] = ())
             v = s.model().eval(term, model_completion=True).as_long()
             out.append(v)
             s.add(term != v)
+            if more is not None and len(out) < limit:
+                found = more(out)
+                if len(found) > len(out):
+                    s.add(z3.And([term != v for v in found[len(out) :]]))
+                out, more = found, None
     finally:
         s.pop()
     return out

@@ -106,6 +106,29 @@ def explored_with_witnesses(path: Path):
     return explore(obj, obj.programs[0], Options(witnesses=True))
 
 
+def decoded_texts(e, expand_keys: bool = True) -> list[str]:
+    """Per path of exploration `e`: its decoded condition and each map key's fields, as
+    `rules` prints them (rules/reasons.py reads the key against the simplified condition),
+    each worked out from scratch (analyzer.fields.forget() first: no answer kept from
+    another rendering). `expand_keys`: the keys over inputs, as reasons has them."""
+    import z3
+
+    import analyzer.fields as fields
+    from analyzer.fields import Decoder
+
+    out = []
+    for p in e.paths:
+        fields.forget()
+        decoder = Decoder(e.environment(), None, e.summaries)
+        out.append(decoder.render(e.condition(p), witness=p.witness))
+        cond = z3.simplify(e.condition(p))
+        for m in sorted({a.map for a in p.accesses}):
+            key = next(a.key for a in p.accesses if a.map == m)
+            if key is not None:
+                out.append(decoder.key_fields(e.expand(key) if expand_keys else key, cond, witness=p.witness))
+    return out
+
+
 def assemble(source: str, tmp_path: Path, name: str = "asm", mcpu: str = "v4") -> Path:
     """Assemble BPF assembly text with clang into an object under tmp_path."""
     clang = require_tool(CLANG)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 import z3
-from conftest import explored_with_witnesses
+from conftest import decoded_texts, explored_with_witnesses
 
 import analyzer.fields as fields
 import corpus
@@ -55,20 +55,6 @@ def _python_walk(t, definitions):
             todo.extend(reversed(x.children()))
 
 
-def _texts(e) -> list[str]:
-    out = []
-    for p in e.paths:
-        fields.forget()
-        decoder = Decoder(e.environment(), None, e.summaries)
-        out.append(decoder.render(e.condition(p), witness=p.witness))
-        cond = z3.simplify(e.condition(p))  # a map key as rules/reasons.py asks it
-        for m in sorted({a.map for a in p.accesses}):
-            key = next(a.key for a in p.accesses if a.map == m)
-            if key is not None:
-                out.append(decoder.key_fields(e.expand(key), cond, witness=p.witness))
-    return out
-
-
 @pytest.fixture(scope="module", params=OBJECTS, ids=lambda p: p.stem)
 def explored(request):
     return request.param.stem, explored_with_witnesses(request.param)
@@ -84,7 +70,7 @@ def test_the_c_walk_meets_what_the_python_walk_met(explored, monkeypatch):
         return walk(t, definitions)
 
     monkeypatch.setattr(fields, "_walk_inputs", recording)
-    _texts(e)
+    decoded_texts(e)
     assert asked, "no term asked about: the check bites nothing"
     kinds = set()
     for t, definitions in asked:
@@ -151,7 +137,7 @@ def test_the_c_walk_meets_every_kind_of_input_of_a_hash(monkeypatch):
 def test_texts_are_the_python_walks_and_a_term_is_walked_once(explored, monkeypatch):
     _, e = explored
     monkeypatch.setattr(fields, "_input_nodes", lambda t, definitions: list(_python_walk(t, definitions)))
-    reference = _texts(e)
+    reference = decoded_texts(e)
     monkeypatch.undo()
     walked: list[int] = []
     walk = fields._walk_inputs
@@ -170,7 +156,7 @@ def test_texts_are_the_python_walks_and_a_term_is_walked_once(explored, monkeypa
         fields._INPUT_NODES.update(nodes)
 
     monkeypatch.setattr(fields, "forget", keeping_walks)
-    assert _texts(e) == reference
+    assert decoded_texts(e) == reference
     assert walked and len(walked) == len(set(walked))
 
 

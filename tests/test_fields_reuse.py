@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 import z3
-from conftest import explored_with_witnesses
+from conftest import decoded_texts, explored_with_witnesses
 
 import analyzer.fields as fields
 import corpus
@@ -27,20 +27,6 @@ OBJECTS = [
     corpus.EXTERNAL_DIR / "libxdp1" / "xdpfilt_dny_udp.o",
     corpus.BUILD_DIR / "clang" / "vlan_tags.o",
 ]
-
-
-def _texts(e) -> list[str]:
-    out = []
-    for p in e.paths:
-        fields.forget()  # each text from scratch: no answer kept from another rendering
-        decoder = Decoder(e.environment(), None, e.summaries)
-        out.append(decoder.render(e.condition(p), witness=p.witness))
-        cond = z3.simplify(e.condition(p))  # a map key as rules/reasons.py asks it
-        for m in sorted({a.map for a in p.accesses}):
-            key = next(a.key for a in p.accesses if a.map == m)
-            if key is not None:
-                out.append(decoder.key_fields(key, cond, witness=p.witness))
-    return out
 
 
 def _whole(m: z3.ModelRef, known) -> bool:
@@ -68,14 +54,14 @@ def test_a_model_satisfies_a_branch_as_it_satisfies_the_whole_condition(explored
         forget(self)
 
     monkeypatch.setattr(Decoder, "_forget", checking)
-    assert _texts(e) == reference
+    assert decoded_texts(e, expand_keys=False) == reference
     if stem.startswith("xdpfilt"):  # conditions with Or branches
         assert {(True, True), (True, False)} <= seen  # branches, both answers: the check bites
 
 
 def _texts_with(e, monkeypatch, satisfies) -> list[str]:
     monkeypatch.setattr(Decoder, "_satisfies", satisfies)
-    return _texts(e)
+    return decoded_texts(e, expand_keys=False)
 
 
 def test_terms_made_once_ask_what_fresh_terms_ask(explored, monkeypatch):
@@ -96,11 +82,11 @@ def test_terms_made_once_ask_what_fresh_terms_ask(explored, monkeypatch):
 
     monkeypatch.setattr(fields, "_claim", checking_claim)
     monkeypatch.setattr(fields, "_negation", checking_negation)
-    kept = _texts(e)
+    kept = decoded_texts(e, expand_keys=False)
     assert {"vlan", "eq"} <= set(made)
     monkeypatch.setattr(fields, "_claim", lambda key, make: make())
     monkeypatch.setattr(fields, "_negation", z3.Not)
-    assert _texts(e) == kept
+    assert decoded_texts(e, expand_keys=False) == kept
 
 
 def test_fixed_parts_worked_out_once_are_the_walk_s(explored, monkeypatch):
@@ -115,7 +101,7 @@ def test_fixed_parts_worked_out_once_are_the_walk_s(explored, monkeypatch):
         return got
 
     monkeypatch.setattr(fields, "_fixed_part", checking)
-    kept = _texts(e)
+    kept = decoded_texts(e, expand_keys=False)
     assert len(calls) > len(set(calls))  # the same term met again: the memo answered
     monkeypatch.setattr(fields, "_fixed_part", walk)
-    assert _texts(e) == kept
+    assert decoded_texts(e, expand_keys=False) == kept
