@@ -60,16 +60,26 @@ def explored(request):
     return request.param.stem, explored_with_witnesses(request.param)
 
 
-def test_the_c_walk_meets_what_the_python_walk_met(explored, monkeypatch):
-    stem, e = explored
-    asked: list[tuple] = []
-    walk = fields._walk_inputs
+#: the C-API walk itself (the `asked` fixture records its calls)
+_WALK = fields._walk_inputs
+
+
+@pytest.fixture
+def asked(monkeypatch) -> list[tuple]:
+    """The (term, definitions) of every `_walk_inputs` call the test makes."""
+    calls: list[tuple] = []
 
     def recording(t, definitions):
-        asked.append((t, definitions))
-        return walk(t, definitions)
+        calls.append((t, definitions))
+        return _WALK(t, definitions)
 
     monkeypatch.setattr(fields, "_walk_inputs", recording)
+    return calls
+
+
+def test_the_c_walk_meets_what_the_python_walk_met(explored, asked):
+    stem, e = explored
+    walk = _WALK
     decoded_texts(e)
     assert asked, "no term asked about: the check bites nothing"
     kinds = set()
@@ -109,16 +119,9 @@ def _hashed():
     return z3.And(udp, z3.URem(h, 60) == 3), {"summary.7": (_mix(port << 16, port), "xdp:12")}
 
 
-def test_the_c_walk_meets_every_kind_of_input_of_a_hash(monkeypatch):
+def test_the_c_walk_meets_every_kind_of_input_of_a_hash(asked, monkeypatch):
     cond, summaries = _hashed()
-    asked: list[tuple] = []
-    walk = fields._walk_inputs
-
-    def recording(t, definitions):
-        asked.append((t, definitions))
-        return walk(t, definitions)
-
-    monkeypatch.setattr(fields, "_walk_inputs", recording)
+    walk = _WALK
     fields.forget()
     text = Decoder(summaries=summaries).render(cond)
     assert "hash(" in text and "len" in text and "ctx.ingress_ifindex" in text and "seen[" in text, text
