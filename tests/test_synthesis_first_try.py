@@ -18,17 +18,13 @@ from __future__ import annotations
 import z3
 
 import corpus
-from analyzer.exploration import Options
-from analyzer.explore import explore
-from lifter.program import load_object
 from rules import synthesis
-from tests.conftest import need_object
+from tests.conftest import explored_with_witnesses
 from tests.test_synthesis_keys import extracted_blocks
 
 
 def _exploration(stem: str):
-    obj = load_object(need_object(corpus.EXTERNAL_DIR / "libxdp1" / f"{stem}.o"))
-    return explore(obj, obj.programs[0], Options(witnesses=True))
+    return explored_with_witnesses(corpus.EXTERNAL_DIR / "libxdp1" / f"{stem}.o")
 
 
 def _recorded(stem: str, monkeypatch) -> tuple[dict, list]:

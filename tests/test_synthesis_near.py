@@ -21,21 +21,14 @@ from pathlib import Path
 import pytest
 
 import corpus
-from analyzer.exploration import Options
-from analyzer.explore import explore
-from lifter.program import load_object
 from rules import synthesis
-from tests.conftest import need_object
+from tests.conftest import explored_with_witnesses, need_object
 from tests.test_synthesis_keys import extracted_blocks
 
 
 def _exploration(stem: str):
-    if stem.startswith("xdpfilt_"):
-        path = need_object(corpus.EXTERNAL_DIR / "libxdp1" / f"{stem}.o")
-    else:
-        path = need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o")
-    obj = load_object(path)
-    return explore(obj, obj.programs[0], Options(witnesses=True))
+    folder = corpus.EXTERNAL_DIR / "libxdp1" if stem.startswith("xdpfilt_") else corpus.BUILD_DIR / "clang"
+    return explored_with_witnesses(folder / f"{stem}.o")
 
 
 def _without_near(s, model, term, limit, known, top=0, assertions=None):

@@ -14,19 +14,15 @@ import pytest
 import z3
 
 import corpus
-from analyzer.exploration import Options
-from analyzer.explore import explore
-from lifter.program import load_object
 from rules import synthesis
 from rules.synthesis import Outcome, Synthesizer
-from tests.conftest import need_object
+from tests.conftest import explored_with_witnesses
 
 
 @pytest.fixture(scope="module")
 def suggested():
     """(synthesizer under no-ip-options made by with_assumption, a DROP block of it)."""
-    obj = load_object(need_object(corpus.BUILD_DIR / "clang" / "or_stress_k2.o"))
-    e = explore(obj, obj.programs[0], Options(witnesses=True))
+    e = explored_with_witnesses(corpus.BUILD_DIR / "clang" / "or_stress_k2.o")
     s = Synthesizer(e, (), {})
     s.run()
     other = s.with_assumption("no-ip-options")
