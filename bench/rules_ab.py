@@ -6,7 +6,8 @@ Each run is a fresh process (bench/rules_outputs.py `timed_run`: the child's use
 PYTHONHASHSEED 0), so both trees pay the same imports; interleaving spreads a load that
 changes during the measurement over both. Printed per object: the median CPU of each tree,
 the runs, the ratio NEW/BASE, and whether the two trees' stdout was the same; the load
-average before and after.
+average before and after. `--z3-work`: runs go through bench/z3work.py, and z3's work count
+of each tree (the same on every run of a tree, whatever the load) and its ratio are printed too.
 """
 
 from __future__ import annotations
@@ -30,22 +31,31 @@ def main() -> int:
     ap.add_argument("objects", nargs="+")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--z3-work", action="store_true", help="also count z3's work (bench/z3work.py)")
     args = ap.parse_args()
     rows = []
     load = [os.getloadavg()]
     for obj in args.objects:
         cpu: dict[str, list[float]] = {"base": [], "new": []}
         out: dict[str, set[str]] = {"base": set(), "new": set()}
+        work: dict[str, set[int | None]] = {"base": set(), "new": set()}
         for _ in range(args.repeat):
             for name, tree in (("base", args.base), ("new", args.new)):
-                run = timed_run(tree.resolve(), obj, "0", [])
+                run = timed_run(tree.resolve(), obj, "0", [], z3_work=args.z3_work)
                 cpu[name].append(run["cpu"])
+                work[name].add(run.get("z3_work"))
                 out[name].add(run["stdout"])
         a, b = statistics.median(cpu["base"]), statistics.median(cpu["new"])
         same = out["base"] == out["new"] and len(out["base"]) == 1
-        rows.append({"object": obj, "base": cpu["base"], "new": cpu["new"], "ratio": b / a, "same_stdout": same})
+        row = {"object": obj, "base": cpu["base"], "new": cpu["new"], "ratio": b / a, "same_stdout": same}
         runs = " ".join(f"{x:.2f}" for x in cpu["base"]) + " | " + " ".join(f"{x:.2f}" for x in cpu["new"])
-        print(f"{Path(obj).name:28s} {a:6.2f} {b:6.2f}  ratio {b / a:.3f}  [{runs}]{'  same stdout' if same else ''}")
+        line = f"{Path(obj).name:28s} {a:6.2f} {b:6.2f}  ratio {b / a:.3f}  [{runs}]{'  same stdout' if same else ''}"
+        if args.z3_work:
+            row["z3_work"] = {name: sorted(w, key=str) for name, w in work.items()}
+            wa, wb = (max(w, key=lambda x: x or 0) for w in work.values())
+            line += f"  z3 work {wa} -> {wb}" + (f" ({wb / wa:.3f})" if wa and wb else "")
+        rows.append(row)
+        print(line)
     load.append(os.getloadavg())
     print("load before/after:", " ".join(f"{x:.2f}" for x in load[0]), "/", " ".join(f"{x:.2f}" for x in load[1]))
     if args.json:

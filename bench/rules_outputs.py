@@ -35,12 +35,14 @@ def filter_lines(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if line.lstrip().startswith(("filter ", "tc filter "))]
 
 
-def timed_run(tree: Path, obj: str, seed: str, extra: list[str]) -> dict:
-    """One `rules` run in its own process: exit code, stdout, filter lines, the child's CPU seconds."""
+def timed_run(tree: Path, obj: str, seed: str, extra: list[str], z3_work: bool = False) -> dict:
+    """One `rules` run in its own process: exit code, stdout, filter lines, the child's CPU
+    seconds; with `z3_work`, run through bench/z3work.py and add z3's work count ("z3_work")."""
     env = dict(os.environ, PYTHONHASHSEED=seed)
     start_wall = time.perf_counter()
+    launch = [PYTHON, str(ROOT / "bench" / "z3work.py")] if z3_work else [PYTHON, "-m"]
     proc = subprocess.Popen(
-        [PYTHON, "-m", "offload.cli", "rules", obj, "--dev", "eth0", *extra],
+        [*launch, "offload.cli", "rules", obj, "--dev", "eth0", *extra],
         cwd=tree,
         env=env,
         stdout=subprocess.PIPE,
@@ -55,6 +57,7 @@ def timed_run(tree: Path, obj: str, seed: str, extra: list[str]) -> dict:
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start_wall
+    work = [line.split()[1] for line in err.splitlines() if line.startswith("z3-work ")]
     return {
         "object": obj,
         "seed": seed,
@@ -64,6 +67,7 @@ def timed_run(tree: Path, obj: str, seed: str, extra: list[str]) -> dict:
         "filters": filter_lines(out),
         "cpu": round(usage.ru_utime + usage.ru_stime, 3),
         "wall": round(wall, 3),
+        **({"z3_work": int(work[-1]) if work else None} if z3_work else {}),
     }
 
 
