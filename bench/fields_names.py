@@ -9,8 +9,12 @@ in the `when` text of `rules` (the printed window: what the script's comments sh
 the new count is higher. Prints per object: paths compared, texts changed, paths with more /
 fewer raw reads, and (with -v) each path with more raw reads and both texts.
 
+    .venv/bin/python bench/fields_names.py save TREE DIR [--objects GLOB...]
     .venv/bin/python bench/fields_names.py BASE_DIR NEW_DIR [-v]
 
+`save` writes those outputs for TREE's code (cwd TREE, this interpreter): `<stem>.rules` from
+`rules OBJ --dev eth0` and `<stem>.analyze` from `analyze OBJ --json`, each as `exit N`, the
+stdout, `--stderr--`, the stderr. Objects as bench/rules_outputs.py's.
 Exit 1 when some path names fewer fields in NEW_DIR than in BASE_DIR.
 """
 
@@ -19,8 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rules_outputs import DEFAULT_GLOBS, PYTHON, objects  # noqa: E402
 
 #: `# path 4 DROP stays in software (...) when TEXT` in the printed script
 WHEN = re.compile(r"^# path (\d+) .*? when (.*)$")
@@ -75,7 +84,27 @@ def compare(base: dict[str, str], new: dict[str, str]):
     return len(keys), changed, more, fewer, sorted(set(base) ^ set(new))
 
 
+def save(argv: list[str]) -> int:
+    """`save TREE DIR`: the saved outputs `compare` reads, one pair per object."""
+    ap = argparse.ArgumentParser(prog="fields_names.py save")
+    ap.add_argument("tree", type=Path)
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("--objects", nargs="+", default=list(DEFAULT_GLOBS))
+    args = ap.parse_args(argv)
+    tree = args.tree.resolve()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    for obj in objects(tree, args.objects):
+        for ext, command in (("rules", ["rules", obj, "--dev", "eth0"]), ("analyze", ["analyze", obj, "--json"])):
+            run = subprocess.run([PYTHON, "-m", "offload.cli", *command], cwd=tree, capture_output=True, text=True)
+            text = f"exit {run.returncode}\n{run.stdout}\n--stderr--\n{run.stderr}"
+            (args.dir / f"{Path(obj).stem}.{ext}").write_text(text)
+        print(obj, flush=True)
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["save"]:
+        return save(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("base", type=Path)
     ap.add_argument("new", type=Path)
