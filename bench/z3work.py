@@ -8,10 +8,13 @@ queries in the same order cost the same count on a loaded machine. So a change t
 do less shows as a smaller count even where CPU medians cannot tell it from noise. (Python's
 own work is not in it: compare CPU too.)
 
-How: every solver check goes through z3core's `Z3_solver_check_assumptions` (z3.py's
-`Solver.check`); after each one the solver's statistics give its context's counter, which only
-grows while the context lives. The total is the sum over contexts of the last count seen; a
-count lower than the last one of the same context pointer is a new context at a reused address.
+How: every solver check goes through `Z3_solver_check_assumptions` (z3.py's `Solver.check`,
+analyzer/symbolic.py's `check`: both names are wrapped); after each one the solver's statistics
+give its context's counter, which every solver of the context adds to and which only grows
+while the context lives. The total is the sum over contexts of the last count seen. Contexts
+are told apart by pointer, and a context made at an address an earlier one had (z3.py's
+`Z3_mk_context_rc`, wrapped too) closes that one's count: without it the total depended on
+which addresses malloc handed out (k48 measured 5.2-7.0 M).
 Printed on stderr at exit as `z3-work N` (bench/rules_outputs.py `timed_run` reads it).
 """
 
@@ -49,11 +52,17 @@ def _count(ctx, solver) -> int:
 def _counted(check):
     def run(ctx, solver, n, assumptions):
         answer = check(ctx, solver, n, assumptions)
-        key, count = int(ctx.value or 0), _count(ctx, solver)
-        if count < _last.get(key, 0):
-            _ended[0] += _last[key]
-        _last[key] = count
+        _last[int(ctx.value or 0)] = _count(ctx, solver)
         return answer
+
+    return run
+
+
+def _made(make):
+    def run(conf):
+        ctx = make(conf)
+        _ended[0] += _last.pop(int(ctx.value or 0), 0)  # an ended context's address, reused
+        return ctx
 
     return run
 
@@ -64,7 +73,9 @@ def total() -> int:
 
 
 def main() -> None:
-    z3_api.Z3_solver_check_assumptions = _counted(z3_api.Z3_solver_check_assumptions)
+    counted = _counted(z3core.Z3_solver_check_assumptions)
+    z3_api.Z3_solver_check_assumptions = z3core.Z3_solver_check_assumptions = counted
+    z3_api.Z3_mk_context_rc = _made(z3_api.Z3_mk_context_rc)
     atexit.register(lambda: print(f"{LINE} {total()}", file=sys.stderr))
     module, sys.argv = sys.argv[1], sys.argv[1:]
     sys.path[0] = os.getcwd()  # as `python -m` has it (not bench/, whose rules.py would shadow the package)

@@ -2,7 +2,7 @@
 
 The module run under it reports its contexts' own counters (read from its solvers' statistics
 after its last check); the launcher, which only sees the checks go by, must print their sum,
-the same on a second run.
+the same on a second run - also where a context is made at the address of a freed one.
 """
 
 from __future__ import annotations
@@ -14,22 +14,26 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "z3work.py"
 
 MODULE = """
+import gc
 import z3
 
 def last(s):
     return int(s.statistics().get_key_value("rlimit count"))
 
 counts = []
-for _ in range(2):  # two contexts, each with two solvers checked
+for i in range(5):  # contexts one after the other, each doing more work than the last
     ctx = z3.Context()
     x, y = z3.BitVec("x", 32, ctx), z3.BitVec("y", 32, ctx)
     a = z3.Solver(ctx=ctx)
-    a.add(x * y == 1234567, x > 3, y > 3)
+    a.add(x * y == 1234567 + i, x > 3, y > 3)
     a.check()
     b = z3.Solver(ctx=ctx)
-    b.add(x * x == y + 77)
-    b.check()
+    for k in range(i + 1):
+        b.add(x * x == y + 77 + k * y)
+        b.check()
     counts.append(last(b))
+    del a, b, x, y, ctx  # freed: the next context may be made at its address
+    gc.collect()
 print(sum(counts))
 """
 
