@@ -23,11 +23,64 @@ the witness builder read these names, nothing else):
 from __future__ import annotations
 
 import ctypes
+import sys
 from dataclasses import dataclass
 from enum import StrEnum
 
 import z3
 from z3 import z3core
+
+#: z3's C accessors that z3.py calls on about every term it makes, wraps or reads (reference
+#: counts, sort, kind, id, arguments: ~420k calls in `rules` of xdpfilt_alw_ip, ~1/3 of its
+#: Python function calls). Each z3core wrapper calls the C function, then asks the context for
+#: its error code in a second C call; these set none on a live term of the context (z3.py
+#: asserts an application before asking its arguments or declaration, an index in range).
+UNCHECKED_ACCESSORS = (
+    "Z3_inc_ref",
+    "Z3_dec_ref",
+    "Z3_sort_to_ast",
+    "Z3_func_decl_to_ast",
+    "Z3_get_ast_kind",
+    "Z3_get_ast_id",
+    "Z3_get_sort",
+    "Z3_get_sort_kind",
+    "Z3_is_finite_set_sort",
+    "Z3_is_eq_ast",
+    "Z3_get_app_decl",
+    "Z3_get_decl_kind",
+    "Z3_get_app_num_args",
+    "Z3_get_app_arg",
+    "Z3_is_numeral_ast",
+    "Z3_get_bool_value",
+    "Z3_get_arity",
+    "Z3_get_bv_sort_size",
+    "Z3_is_app",
+)
+
+
+def bind_unchecked(names) -> list[str]:
+    """Have z3.py (module z3.z3, whose classes look these names up when called) call the C
+    functions behind the z3core wrappers `names` directly: the ctypes functions the wrappers
+    call, with z3's argument and result types, so the same results, without the wrapper's
+    Python frame and error check. A wrapper that does more than call and check (converts a
+    string, say) is left alone, as is any name when z3core is laid out differently. The
+    names bound; calls through z3core.* or the z3 package's names keep their checks."""
+    api = sys.modules["z3.z3"]
+    bound = []
+    for name in names:
+        wrapper = getattr(z3core, name, None)
+        try:
+            c_function = wrapper.__defaults__[-1].f
+            only_checks = set(wrapper.__code__.co_names) <= {"f", "Check"}
+        except (AttributeError, IndexError, TypeError):
+            continue
+        if only_checks and callable(c_function) and getattr(api, name, None) is wrapper:
+            setattr(api, name, c_function)
+            bound.append(name)
+    return bound
+
+
+bind_unchecked(UNCHECKED_ACCESSORS)
 
 BV64 = z3.BitVecSort(64)
 BV8 = z3.BitVecSort(8)
