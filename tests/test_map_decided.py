@@ -137,6 +137,68 @@ def test_prove_gives_up_map_decided_blocks_as_the_whole_shield_loop_does():
     assert got["new"] == got["old"]
 
 
+#: test_prove_skips_the_last_query_of_a_map_decided_block's work, in a fresh process (as
+#: _SAME_OUTCOME). The proof queries are counted by the block they were asked for.
+_SKIPPED = """
+import collections, json, sys
+from pathlib import Path
+import rules.synthesis as synthesis
+from tests.conftest import explored_with_witnesses
+
+e = explored_with_witnesses(Path(sys.argv[1]))
+isolated, prove = synthesis.isolated, synthesis.Synthesizer.prove
+asked, proving = collections.Counter(), []
+
+def counted(*args, **kw):
+    if proving:
+        asked[repr(proving[-1])] += 1
+    return isolated(*args, **kw)
+
+def proved(self, b, earlier):
+    proving.append(b.paths)
+    try:
+        return prove(self, b, earlier)
+    finally:
+        proving.pop()
+
+synthesis.isolated, synthesis.Synthesizer.prove = counted, proved
+
+def outcome():
+    asked.clear()
+    s = synthesis.Synthesizer(e, (), {})
+    syn = s.run()
+    failed = {
+        repr(b.paths): [b.why.code, str(b.why), [repr(m) for m in b.shields], b.why is synthesis.MAP_DECIDED]
+        for b in s.failed.values()
+    }
+    kept = [repr((b.protocol, sorted(b.sets.items()), b.outcome, b.paths, b.shields)) for b in syn.blocks]
+    return {"failed": failed, "kept": kept, "asked": dict(asked)}
+
+new = outcome()
+synthesis.Synthesizer._decided_left = lambda self, *args: False  # the round's query always asked
+old = outcome()
+print(json.dumps({"new": new, "old": old}))
+"""
+
+
+def test_prove_skips_the_last_query_of_a_map_decided_block():
+    """On alw_ip, whose IPv4 and IPv6 address blocks are map-decided, prove gives them up
+    at round MAP_DECIDED_ROUND without asking that round's proof query (`_decided_left`
+    knows it has a counterexample), with what asking it gives: the same blocks given up,
+    for the same reason, with the same shields (the frames printed for them are asked
+    past those), the same blocks kept; one query fewer per such block."""
+    got = _fresh(_SKIPPED, need_object(corpus.EXTERNAL_DIR / "libxdp1" / "xdpfilt_alw_ip.o"))
+    new, old = got["new"], got["old"]
+    assert (new["failed"], new["kept"]) == (old["failed"], old["kept"])
+    decided = [paths for paths, (_, _, _, is_decided) in new["failed"].items() if is_decided]
+    assert decided, "no block given up as map-decided: nothing compared"
+    for paths in decided:
+        assert new["asked"][paths] == old["asked"][paths] - 1, paths
+    assert {k: v for k, v in new["asked"].items() if k not in decided} == {
+        k: v for k, v in old["asked"].items() if k not in decided
+    }
+
+
 #: test_key_values_with_the_maps_as_loaded_extracts_the_same_blocks's work, run in a fresh
 #: process: which model extraction starts from, and so whether the shortcut applies, depends
 #: on the z3 terms made before (other tests), as in `rules` it depends on nothing.
