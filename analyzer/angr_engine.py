@@ -47,6 +47,19 @@ selection by the offset's bits among the bytes of the memory object it falls in 
 stack frame, map value, global data), and a path on which it can fall outside that object
 ends UNKNOWN.
 
+The segment model (`explore_angr(segments=True)`, the cross-check's open shards): a packet read
+at `data + k + D1 + ... + Dn` (each D a term of packet bytes: an extension header's length
+scaled, `(len << 3)`) is byte k of the segment that starts D1 + ... + Dn bytes into the
+packet, a symbol of its own (`Segment`, `pkt.<segment>.<k>`), so reads stay at concrete
+offsets of segments and every length check against data_end is one linear constraint. It
+is exact because no two bytes read can be one packet byte: each D is at most --max-len
+(checked with the solver: no wrap), a segment has at most one child, and a segment's reads
+end at or below its child's lowest read plus the child's D's lower bound (from its form);
+a read that breaks this, a packet write, or a read the model cannot place ends the path
+UNKNOWN once it has segments (before, the read goes as above). The cross-check ties a
+segment's bytes to the packet's own symbols at its start in the model
+(crosscheck.py `_segment_links`).
+
 Loops are bounded by the `LoopBound` exploration technique (back edges from the lifter's CFG,
 counted per loop header as the z3 engine counts them). Resources are bounded by `Options`
 (instructions, paths, --timeout, --path-timeout) and `Limits` (open states, memory, wall time): past a
@@ -280,6 +293,23 @@ class Frame:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """A part of the packet that starts at a symbolic offset (the segment model of a
+    protocol walk): it starts `delta` bytes after its parent's start (parent -1: the
+    packet's start), delta a term of packet bytes (an extension header's length) whose
+    form bounds it below by `lo`. Its byte c is the symbol `pkt.<key>.<c>` (the packet's
+    byte at its start + c). `lowest`/`highest`: the range of offsets read in it."""
+
+    key: str
+    parent: int
+    delta: object
+    lo: int
+    chain: tuple  # sorted hashes of the deltas from the packet's start to its start
+    lowest: int = 1 << 30
+    highest: int = 0
+
+
+@dataclass(frozen=True)
 class Entry:
     """A map entry the path touched: its key, whether it existed before the program ran
     (`init_found`, None for arrays and globals: decided by the key), its value before
@@ -403,6 +433,8 @@ class Context:
     #: where the program first read the packet at an offset that depends on packet bytes
     #: (a protocol walk: `Step.load_anywhere`), None until it does
     walk: str | None = None
+    #: packet reads at offsets taken from the packet go through the segment model (`Segment`)
+    segments: bool = False
 
     def addr(self, section: str, pc: int) -> int:
         return self.section_base[section] + 8 * pc
@@ -752,9 +784,102 @@ class Step:
         region = self.region(addr, st)
         if region and region[0].startswith("global:"):
             self.ctx.read_maps.add(region[0][7:])
+        if region is not None and region[0] == "packet":
+            value = self.segment_load(addr, size, st)
+            if value is not None:
+                return value
         if addr.symbolic:
             return self.load_anywhere(addr, size, region, st)
         return st.memory.load(addr, size, endness=Endness.LE)
+
+    def segment_load(self, addr, size: int, st):
+        """A packet read in the segment model (`Segment`): None where the model does not
+        apply (the caller reads as before); the value when the read is classified; PathCut
+        when the path has segments and the read cannot be placed in one without aliasing."""
+        if not self.ctx.segments:
+            return None
+        g = st.globals
+        segs = g.get("segments", ())
+        if not addr.symbolic:
+            if segs:  # the packet's own bytes must stay below its first segment's
+                return self.segment_bytes(st, segs, -1, addr.concrete_value - PKT_BASE, size)
+            g["pkt_hi"] = max(g.get("pkt_hi", 0), addr.concrete_value - PKT_BASE + size)
+            return None
+        if not segs and (g.get("flat_walk") or g["writes"] or g["head"].symbolic or g["head"].concrete_value != 0):
+            return None
+        terms, k = [], -PKT_BASE
+        for a in addr.args if addr.op == "__add__" else (addr,):
+            if a.symbolic:
+                terms.append(a)
+            else:
+                k += a.concrete_value
+        hashes = sorted(a.hash() for a in terms)
+        for i, seg in enumerate(segs):
+            if list(seg.chain) == hashes:
+                return self.segment_bytes(st, segs, i, k, size)
+        for j, d in enumerate(terms):
+            rest = sorted(a.hash() for a in terms[:j] + terms[j + 1 :])
+            parent = -1 if not rest else next((i for i, seg in enumerate(segs) if list(seg.chain) == rest), None)
+            if parent is None or any(x.kind != "packet" for x in sources(d, self.ctx)):
+                continue
+            if any(seg.parent == parent for seg in segs):
+                break  # a second child of one segment: siblings could alias
+            span = interval(d)
+            if st.solver.satisfiable(extra_constraints=[claripy.UGT(d, self.ctx.options.max_len)]):
+                break
+            key = f"s{len(segs)}x{abs(hash(tuple(hashes))) % (1 << 32):08x}"
+            seg = Segment(key, parent, d, 0 if span is None else span[0], tuple(hashes))
+            top = g.get("pkt_hi", 0) if parent < 0 else segs[parent].highest
+            if top > seg.lo + k:  # its bytes could be ones its parent's reads took
+                if segs:
+                    break
+                g["flat_walk"] = True
+                return None
+            segs = segs + (seg,)
+            g["segments"] = segs
+            return self.segment_bytes(st, segs, len(segs) - 1, k, size)
+        if segs:
+            raise PathCut(f"unsupported: packet read outside the segment model at {self.where()}")
+        g["flat_walk"] = True
+        return None
+
+    def segment_bytes(self, st, segs: tuple, i: int, c: int, size: int):
+        """Bytes c..c+size of segment i (-1: the packet's own), little-endian; records the
+        read and checks the model's invariant: a segment's reads end at or below the
+        smallest offset its child's bytes can take (its delta's lower bound plus the child's
+        lowest read), so no two read bytes can be the same packet byte."""
+        g = st.globals
+        segs = list(segs)
+        if c < 0:
+            raise PathCut(f"unsupported: packet read before its segment's start at {self.where()}")
+        if i >= 0:
+            start = sum(
+                (segs[j].delta for j in self.segment_chain(segs, i)[1:]), segs[self.segment_chain(segs, i)[0]].delta
+            )
+            end = start + (c + size)
+            if st.solver.satisfiable(extra_constraints=[claripy.UGT(end, self.ctx.options.max_len)]):
+                raise PathCut(f"unsupported: segment read that can fall outside the packet at {self.where()}")
+            segs[i] = replace(segs[i], lowest=min(segs[i].lowest, c), highest=max(segs[i].highest, c + size))
+        else:
+            g["pkt_hi"] = max(g.get("pkt_hi", 0), c + size)
+        for seg in segs:
+            top = g.get("pkt_hi", 0) if seg.parent < 0 else segs[seg.parent].highest
+            if seg.highest and top > seg.lo + seg.lowest:
+                raise PathCut(f"unsupported: packet read that can alias a segment's bytes at {self.where()}")
+        g["segments"] = tuple(segs)
+        if i < 0:
+            return st.memory.load(PKT_BASE + c, size, endness=Endness.LE)
+        parts = [claripy.BVS(f"pkt.{segs[i].key}.{c + n}", 8, explicit_name=True) for n in range(size)]
+        return parts[0] if size == 1 else claripy.Concat(*reversed(parts))
+
+    @staticmethod
+    def segment_chain(segs, i: int) -> list:
+        """The indices of segment i's ancestors, the packet's first child first, i last."""
+        out = []
+        while i >= 0:
+            out.append(i)
+            i = segs[i].parent
+        return out[::-1]
 
     def window(self, region: tuple[str, int] | None, st) -> tuple[int, int] | None:
         """[lo, hi): the memory the program may read in `region` (from `region`): the
@@ -862,6 +987,8 @@ class Step:
         if region is not None:
             kind, base = region
             if kind == "packet":
+                if st.globals.get("segments"):  # its bytes would not be the segments' symbols
+                    raise PathCut(f"unsupported: packet write on a path read in segments at {self.where()}")
                 off = addr - PKT_BASE - st.globals["head"]
                 st.globals["writes"] = st.globals["writes"] + tuple(off + i for i in range(value.size() // 8))
             elif kind.startswith("global:") or kind == "value":
@@ -1748,6 +1875,9 @@ def shape(state) -> tuple:
         g["notes"],
         g["loops"],
         None if redirect is None else (redirect[0], redirect[1] if redirect[0] == "map" else None),
+        tuple((seg.key, seg.lowest, seg.highest) for seg in g.get("segments", ())),
+        g.get("pkt_hi", 0) if g.get("segments") else None,
+        bool(g.get("flat_walk")),
     )
 
 
@@ -1819,6 +1949,14 @@ def merge_states(ctx: Context, states: list):
         for w in x["writes"]:
             writes.setdefault(_h(w), w)
     g["writes"] = tuple(writes.values())
+    g["pkt_hi"] = max(x.get("pkt_hi", 0) for x in gs)
+    if gs[0].get("segments"):  # the same segments (`shape`): their read ranges joined
+        g["segments"] = tuple(
+            replace(
+                seg, lowest=min(x["segments"][i].lowest for x in gs), highest=max(x["segments"][i].highest for x in gs)
+            )
+            for i, seg in enumerate(gs[0]["segments"])
+        )
     g["steps"] = (min(x["steps"][0] for x in gs), max(x["steps"][1] for x in gs))
     g["spent"] = max(x["spent"] for x in gs)
     g["sites"] = frozenset().union(*[x["sites"] for x in gs])
@@ -1958,6 +2096,7 @@ def explore_angr(
     concrete: Concrete | None = None,
     shard=None,
     project=None,
+    segments: bool = False,
 ) -> AngrExploration:
     """Explore every path of `program` with angr (see the module docstring); with
     `concrete`, only the path that input takes (helper results stay symbolic); with `shard`
@@ -1970,6 +2109,7 @@ def explore_angr(
     project, ctx = make_project(obj, options) if project is None else fresh_context(project, options)
     ctx.limits = limits
     ctx.concrete = concrete
+    ctx.segments = segments
     ctx.clock = time.process_time if limits.cpu else time.perf_counter
     seconds = options.timeout if options.timeout is not None else limits.max_seconds
     ctx.deadline = None if seconds is None else ctx.clock() + seconds

@@ -195,6 +195,37 @@ def _bytes(value: int, size: int) -> bytes:
     return (value % (1 << (8 * size))).to_bytes(size, "little")
 
 
+def _segment_links(st, a, cons: list, packet: bytes | None = None) -> list | None:
+    """Ties the bytes of an angr path's packet segments (angr_engine.Segment: parts of the
+    packet read at an offset taken from the packet) to the packet's own byte symbols, so a
+    model of the path is one packet and a packet fixes the path's segment bytes: each
+    segment's start is fixed to its value under `cons` (the packet's bytes decide it) and
+    each byte it read is the packet byte there (`packet`: that packet's byte; else the
+    packet's symbol; past the packet it stays free, as the packet's symbols there do).
+    Appends to `cons`; None when no input satisfies them."""
+    from angr import claripy
+    from angr.errors import SimUnsatError
+
+    segs = st.globals.get("segments", ())
+    starts: list = []
+    for seg in segs:
+        start = seg.delta if seg.parent < 0 else starts[seg.parent] + seg.delta
+        starts.append(start)
+        try:
+            v = st.solver.eval(start, extra_constraints=cons)
+        except SimUnsatError:
+            return None
+        cons.append(start == v)
+        for c in range(seg.lowest, seg.highest):
+            sym = claripy.BVS(f"pkt.{seg.key}.{c}", 8, explicit_name=True)
+            if packet is not None:
+                if v + c < len(packet):
+                    cons.append(sym == packet[v + c])
+            elif v + c < len(a.packet):
+                cons.append(a.packet[v + c] == sym)
+    return cons
+
+
 def _is_array(mdef: MapDef) -> bool:
     return mdef.type is not None and mdef.type.keyed == "index" and mdef.type.holds == "data"
 
@@ -548,6 +579,8 @@ class CrossCheck:
         for name, sym in a.globals_.items():
             mdef = self.maps[name]
             cons.append(sym == int.from_bytes(mdef.initial or bytes(mdef.value_size), "big"))
+        if _segment_links(st, a, cons, inp.packet) is None:
+            return None
         if st.globals["entries"] and not st.solver.satisfiable(extra_constraints=cons):
             return None
         for e in st.globals["entries"]:
@@ -661,6 +694,9 @@ class CrossCheck:
             return
         # One model for all inputs: packet, length, ifindex, and the entries' keys and contents.
         entries = [e for e in path.entries if self.maps[e.map].type is None or self.maps[e.map].type.holds != "program"]
+        if _segment_links(st, a, extra) is None:
+            self._skip("angr", path, "no packet places its segments' bytes (angr_engine.Segment)", shard)
+            return
         n = st.solver.eval(a.packet_len, extra_constraints=extra)
         extra.append(a.packet_len == n)
         parts = [
@@ -1021,7 +1057,15 @@ def sharded_exploration(
             share = left / (len(shards) - i)
         share = max(share, 0.001)
         cpu = time.process_time()
-        a = explore_angr(obj, program, opts, limits=replace(limits, max_seconds=share), shard=shard, project=project)
+        a = explore_angr(
+            obj,
+            program,
+            opts,
+            limits=replace(limits, max_seconds=share),
+            shard=shard,
+            project=project,
+            segments=not shard.concrete,  # a free length byte: offsets from the packet, as segments
+        )
         for p in a.paths:  # a cut path is never compared (`_comparable`): its state, often the
             if p.verdict == UNKNOWN:  # biggest (reads at free offsets), is let go shard by shard
                 p.state = None
