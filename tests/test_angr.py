@@ -233,6 +233,29 @@ def test_shards_come_first_levels_then_deep_then_open():
     assert lengths and all(any(a.inside and a.values in ((1,), (4,)) for a in s.atoms) for s in lengths)
 
 
+def _shards_cross_check(name: str, wanted: list[str], kind: str) -> crosscheck.CrossCheckReport:
+    """The sharded cross-check of xdp-filter object `name` on the shards `wanted` alone
+    (DEEP_SECONDS of angr CPU), each listed and printed: every shard finishes, every angr
+    path of them is compared with z3, no disagreement."""
+    from analyzer import shards
+
+    path = need_object(next((p for p in corpus.external_objects() if p.stem == name), None))
+    obj = load_object(path)
+    prog = next(p for p in obj.programs if p.is_xdp)
+    only = [s for s in shards.proven_split() if s.name in wanted]
+    assert [s.name for s in only] == wanted
+    limits = angr_engine.Limits(max_seconds=DEEP_SECONDS)
+    check = crosscheck.cross_check(obj, prog, Options(), limits=limits, mode="sharded", shards=only)
+    r = check.report
+    print(f"\n{name}: {r.angr_compared} angr paths compared in {len(r.shards)} {kind} shards")
+    for s in r.shards:
+        print(f"  {s}")
+    assert [s.name for s in r.shards] == wanted
+    assert all(s.cut is None and s.finished == s.paths == s.compared > 0 for s in r.shards), r.shards
+    assert r.angr_compared == r.angr_paths and not r.disagreements, "\n".join(map(str, r.disagreements))
+    return r
+
+
 @pytest.mark.parametrize("name", ["xdpfilt_dny_all"])
 def test_deep_shards_cross_check(name):
     """Deep shards of xdp-filter (two extension headers, a 16-byte one, AH, a third VLAN
@@ -241,22 +264,9 @@ def test_deep_shards_cross_check(name):
     are replayed."""
     from analyzer import shards
 
-    path = need_object(next((p for p in corpus.external_objects() if p.stem == name), None))
-    obj = load_object(path)
-    prog = next(p for p in obj.programs if p.is_xdp)
     wanted = ["ipv6/ext8/frag/no-ext", "ipv6/ext16/no-ext", "vlan1/ipv6/ah24/no-ext", "vlan1/vlan2/vlan3/ipv4"]
-    only = [s for s in shards.proven_split() if s.name in wanted]
-    assert [s.name for s in only] == wanted and all(s.deep for s in only)
-    limits = angr_engine.Limits(max_seconds=DEEP_SECONDS)
-    check = crosscheck.cross_check(obj, prog, Options(), limits=limits, mode="sharded", shards=only)
-    r = check.report
-    print(f"\n{name}: {r.angr_compared} angr paths compared in {len(r.shards)} deep shards")
-    for s in r.shards:
-        print(f"  {s}")
-    assert [s.name for s in r.shards] == wanted
-    assert all(s.cut is None and s.finished == s.paths == s.compared > 0 for s in r.shards), r.shards
-    assert r.angr_compared == r.angr_paths and not r.disagreements, "\n".join(map(str, r.disagreements))
-    assert r.z3_compared > 0
+    assert all(s.deep for s in shards.proven_split() if s.name in wanted)
+    assert _shards_cross_check(name, wanted, "deep").z3_compared > 0
 
 
 #: angr's CPU budget for test_deep_shards_cross_check's four shards (each takes ~2-3 s).
@@ -271,20 +281,9 @@ def test_open_shards_cross_check():
     disagreement. Without the model no path of these shards finished in 30 CPU s."""
     from analyzer import shards
 
-    path = need_object(next((p for p in corpus.external_objects() if p.stem == "xdpfilt_alw_ip"), None))
-    obj = load_object(path)
-    prog = next(p for p in obj.programs if p.is_xdp)
     wanted = ["ipv6/ext-long"]
-    only = [s for s in shards.proven_split() if s.name in wanted]
-    assert sorted(s.name for s in only) == sorted(wanted) and not any(s.concrete for s in only)
-    limits = angr_engine.Limits(max_seconds=DEEP_SECONDS)
-    check = crosscheck.cross_check(obj, prog, Options(), limits=limits, mode="sharded", shards=only)
-    r = check.report
-    print(f"\n{r.angr_compared} angr paths compared in {len(r.shards)} open shards")
-    for s in r.shards:
-        print(f"  {s}")
-    assert all(s.cut is None and s.finished == s.paths == s.compared > 0 for s in r.shards), r.shards
-    assert r.angr_compared == r.angr_paths and not r.disagreements, "\n".join(map(str, r.disagreements))
+    assert not any(s.concrete for s in shards.proven_split() if s.name in wanted)
+    _shards_cross_check("xdpfilt_alw_ip", wanted, "open")
 
 
 def _static_rules():
