@@ -16,7 +16,11 @@ the problem:
 A path whose reason is atypical packets gets an atypical frame first, the others a typical
 one first (the plainest frame that shows the difference).
 
-Frames are the shortest z3 finds (64, then 128 bytes, then --max-len). A suggestion
+Frames are the shortest z3 finds (64, then 128 bytes, then --max-len), with every byte their
+query leaves free set to 0 (analyzer/satmodel.py `plainest`): a field z3 filled for nothing
+would give the frame a class (a fragment offset: xdp-filter's frames were [IP options,
+fragments]) and have a suggestion tried for it (no-fragments, one with_assumption's extraction
+and proof more on xdp-filter's tcp and udp objects). A suggestion
 (`offloadable with --assume no-ip-options`) is made for a path left to software for
 atypical packets or flower's view when the frame is of the class the assumption rules out
 (IP options or an IHL below 5, fragments, IPv6 extension headers) and the path's own filter - its block with
@@ -43,7 +47,7 @@ from analyzer.symbolic import PACKET, PACKET_LEN
 
 from .dissector import match_formula
 from .flower import FAMILIES
-from .isolation import home, isolated, own_solver, sibling
+from .isolation import home, isolated, own_solver, plain, sibling
 from .synthesis import (
     ASSUMPTIONS,
     DEFAULT_ASSUMPTIONS,
@@ -421,7 +425,8 @@ def _shortest(*constraints) -> z3.ModelRef | None:
     """The model of the shortest frame (LENGTHS) satisfying the constraints, asked in a z3
     context of their own (rules/isolation.py): which frame z3 returns - its class, the
     path it takes, the suggestion made from it - then depends on the constraints alone,
-    not on the queries the process asked before (extraction, reports, other programs)."""
+    not on the queries the process asked before (extraction, reports, other programs). The
+    bytes the constraints leave free are 0 (isolation.plain)."""
     sv = own_solver(*constraints, rlimit=QUERY_RLIMIT)
     length = PACKET_LEN.translate(sv.ctx)
     for limit in LENGTHS:
@@ -433,7 +438,7 @@ def _shortest(*constraints) -> z3.ModelRef | None:
         if r == z3.unknown:  # no answer from the pushed solver: one of its own (isolation.sibling)
             r, model = check(sibling(sv, *bound, rlimit=QUERY_RLIMIT))
         if r == z3.sat:
-            return home(model)
+            return home(plain(sv, model, *bound))
     return None
 
 

@@ -45,8 +45,8 @@ import re
 
 import z3
 
-from analyzer.satmodel import check
-from analyzer.symbolic import fresh_context
+from analyzer.satmodel import check, plainest
+from analyzer.symbolic import PACKET, PACKET_LEN, fresh_context
 
 
 def _flat(constraints) -> list[z3.BoolRef]:
@@ -162,6 +162,14 @@ def sibling(s: z3.Solver, *extra: z3.BoolRef, rlimit: int | None = None) -> z3.S
 def home(model: z3.ModelRef) -> z3.ModelRef:
     """A model of an own_solver, translated back into the main context."""
     return model.translate(z3.main_ctx())
+
+
+def plain(s: z3.Solver, model: z3.ModelRef, *extra: z3.BoolRef) -> z3.ModelRef:
+    """`model`, a model of own_solver `s` (with `extra`, terms of its context, asserted too),
+    with the packet bytes the assertions leave free set to 0 (analyzer.satmodel.plainest),
+    worked out in `s`'s context: the terms it makes are not the main context's, whose term
+    ids the queries asked there depend on (rules/isolation.py's docstring)."""
+    return plainest(model, [*s.assertions(), *extra], PACKET.translate(s.ctx), PACKET_LEN.translate(s.ctx))
 
 
 def isolated(
