@@ -96,6 +96,9 @@ ETH_P_802_3, ETH_P_802_2, ETH_P_MPLS_UC = 0x0001, 0x0004, 0x8847
 FOLLOWED = (0x8864, 0x8847, 0x8848, 0x4305, 0x88FB, 0x892F)
 #: enum flow_dissector_key_id values stored in key.control.addr_type
 ADDR_TYPE_IPV4, ADDR_TYPE_IPV6 = 2, 3
+#: addr_type per address family (FlowerKey.addr_struct): an address key matches only a packet
+#: whose walk set it (fl_set_key; an IPv4 header with IHL < 5 stops the walk before it)
+ADDR_TYPES = {"ipv4": ADDR_TYPE_IPV4, "ipv6": ADDR_TYPE_IPV6}
 IPV6_EXT = (0, 43, 60)  # NEXTHDR_HOP, NEXTHDR_ROUTING, NEXTHDR_DEST
 NEXTHDR_FRAGMENT, IPPROTO_MPLS = 44, 137
 PORTS_AT_0 = (6, 17, 50, 132)  # proto_ports_offset() == 0 (TCP, UDP, ESP, SCTP); AH (51) is 4
@@ -604,7 +607,7 @@ def _conditions(match: FlowerMatch, values, symbolic=None) -> tuple[list[z3.Bool
             families[fam] = families.get(fam, False) or bool(value.mask)
     for fam, masked in families.items():
         if masked:
-            eq("addr_type", ADDR_TYPE_IPV4 if fam == "ipv4" else ADDR_TYPE_IPV6)
+            eq("addr_type", ADDR_TYPES[fam])
         else:
             conds.append(_FALSE)
     for name, value in match.keys:

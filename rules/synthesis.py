@@ -48,7 +48,7 @@ from analyzer.exploration import Exploration, Path
 from analyzer.fields import IPV6_EXT_HEADERS, IPV6_FRAGMENT
 from analyzer.symbolic import PACKET, PACKET_LEN, const_value, fresh_context, symbols
 
-from .dissector import chain_keys, dissect, match_formula
+from .dissector import ADDR_TYPES, chain_keys, dissect, match_formula
 from .flower import (
     FAMILIES,
     FLOWER_KEYS,
@@ -1086,6 +1086,11 @@ class Synthesizer:
         chain = {n: v for n, v in _fixed(b.sets) if n in ("vlan_ethtype", "cvlan_ethtype")}
         only = SHIELD_ONLY if chain_family(b.protocol, chain) in ("ip", "ipv6") else ()
         names = _key_names(b.protocol, chain, False, only)
+        # an address key is compared only where the walk set its family's addr_type: on a
+        # packet whose walk did not (IPv4 IHL < 5), a shield with `dst_ip 0.0.0.0` - the value
+        # the dissector's term reads there - would not take the packet it is made from
+        addr_type = model.eval(self.d.keys["addr_type"], model_completion=True).as_long()
+        names = [n for n in names if ADDR_TYPES.get(FLOWER_KEYS[n].addr_struct, addr_type) == addr_type]
         seen = {n: model.eval(self.d.keys[n], model_completion=True).as_long() for n in names}
         taken = self.path_block(model)
         if taken is not None and taken[0] == b.protocol:
