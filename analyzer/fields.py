@@ -284,35 +284,30 @@ class Decoder:
         self.queries += 1
         return True
 
-    def _check(
-        self, formulas: list[z3.BoolRef], alone: bool = False, keep: bool = True
-    ) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
+    def _check(self, formulas: list[z3.BoolRef], keep: bool = True) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
         """z3 on the environment and `formulas` under the per-query resource limit (and the
         deadline): the answer and, when sat, a model; unknown without asking past the
         deadline (the question asking it was counted: `_question`). The answer is a function
         of the question alone: asked in a z3 context made for it (`_Session`), not the
         rendering's, whose terms depend on the questions asked before (and a witness
-        spares some: `_refuted`). Kept for the rendering (`session.answers`), or, `alone` (a
-        question on a premise: small, and the same for many paths), for any rendering
-        (`_ANSWERS`)."""
+        spares some: `_refuted`). So it is kept for any rendering (`_ANSWERS`): a question
+        on a premise (small, and the same for many paths) and one on a whole
+        condition (a map key's rendering, `key_fields`, and the path's `render` ask the
+        same ones of the same condition: xdpfilt_alw_tcp's, 4 at 10-20 ms each)."""
         if self._late():
             return z3.unknown, None
-        session = self.session or _Session()  # outside a rendering: a context of its own
         asked = [*self.env, *formulas]
         key = tuple(f.get_id() for f in asked)
-        memo = (_ANSWERS if alone else session.answers).get(key)
+        memo = _ANSWERS.get(key)
         if memo is None:
             timeout = None if self.deadline is None else max(1, int((self.deadline - time.perf_counter()) * 1000))
             self.checks += 1
             answer, model, by_limit = _Session().solve(asked, timeout)
             memo = (answer, model, asked)
             if answer != z3.unknown or by_limit:  # not the deadline's timeout
-                if alone:
-                    if len(_ANSWERS) > 20_000:
-                        _ANSWERS.clear()
-                    _ANSWERS[key] = memo
-                else:
-                    session.answers[key] = memo
+                if len(_ANSWERS) > 20_000:
+                    _ANSWERS.clear()
+                _ANSWERS[key] = memo
         if keep:  # a whole-condition question's model is not kept: a witness may spare it (`_refuted`)
             self._keep(memo[1])
         return memo[0], memo[1]
@@ -336,7 +331,7 @@ class Decoder:
             if m is not None:
                 known.answer, known.premise_model = z3.sat, m
             else:
-                known.answer, known.premise_model = self._check(known.premise, alone=True)
+                known.answer, known.premise_model = self._check(known.premise)
             m = known.premise_model
             if m is not None and known.model is None and self._satisfies(m, known):
                 known.model = m  # a model of `cond` too (exact: evaluated)
@@ -429,7 +424,7 @@ class Decoder:
             if known.answer == z3.sat and _held(known.premise, claim):  # no model falsifies it either
                 return self._proven(known, claim)
             if self._at_hand(known, claim) is None:
-                if self._check([*known.premise, _negation(claim)], alone=True)[0] == z3.unsat:
+                if self._check([*known.premise, _negation(claim)])[0] == z3.unsat:
                     return self._proven(known, claim)
         if known.whole or (known.branch and _offsets(claim) is not None):
             return False  # the premise is `cond`; a branch's layout claims come from its premise
@@ -1664,7 +1659,7 @@ def _negation(claim: z3.BoolRef) -> z3.BoolRef:
 _PURE: dict[tuple, tuple[str, int, bool, z3.ExprRef]] = {}
 
 
-#: z3's answers to the questions asked alone (`Decoder._check`): the AST ids of the formulas
+#: z3's answers to the questions renderings ask (`Decoder._check`): the AST ids of the formulas
 #: asked, in order -> (the answer, a model when sat, the formulas: kept alive so that their ids
 #: are not given to other terms). Each asked in a fresh z3 context: a function of the question.
 #: Deterministic: the resource limit, not a time, bounds each query; answers stopped by the
@@ -1683,19 +1678,16 @@ class _Session:
     layouts, whenever exploration or synthesis had made their terms in another order. In a
     fresh context the condition's terms get their ids in the order of a walk of it
     (`canonical`), and every later term of the rendering in an order the rendering fixes.
-    Nothing is carried from one rendering to the next (no
-    memo of answers across conditions: an answer got in another rendering's context is
-    that context's). The Python objects of the context are released by reference count
-    (no cycles), at points the rendering fixes. Each z3 query is asked in a session of its
-    own (`Decoder._check`), so its answer near the resource limit does not depend on the
-    queries asked before it."""
+    The Python objects of the context are released by reference count (no cycles), at
+    points the rendering fixes. Each z3 query is asked in a session of its own
+    (`Decoder._check`), so its answer near the resource limit does not depend on the
+    queries asked before it: a function of the question, kept across renderings
+    (`_ANSWERS`)."""
 
     def __init__(self):
         self.ctx = fresh_context()
         #: AST id in the process's context -> (the term in this one, the original kept alive)
         self.terms: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
-        #: the ids of a query's formulas, in order -> (z3's answer, a model when sat, the formulas)
-        self.answers: dict[tuple[int, ...], tuple[z3.CheckSatResult, z3.ModelRef | None, list]] = {}
 
     def own(self, f: z3.ExprRef) -> z3.ExprRef:
         """`f` in this context (translated once)."""

@@ -201,10 +201,10 @@ def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] 
         return Reason("ctx-field", ", ".join(sorted(f"ctx->{s.name}" for s in sources if s.kind == "ctx")))
     if maps:
         decoder = Decoder(e.environment(), None, e.summaries)
-        # keys are read against the condition as `decode` renders it (simplified), so a
-        # layout question of the key's that the printed `when` also asks is answered once
-        # (fields' memo of answers); few are shared (xdpfilt_alw_tcp's path 17: 1 of 2)
-        simple = z3.simplify(cond)
+        # keys are read against the condition `decode` renders (both simplified in a context
+        # of their own: fields.canonical), so the key's layout is the printed `when`'s, its
+        # z3 questions answered once for both (fields' memo of answers: xdpfilt_alw_tcp 8
+        # queries fewer). Simplified here first, it was another term: few were shared.
         keys = []
         for m in maps:
             key = next((a.key for a in path.accesses if a.map == m), None)
@@ -212,7 +212,7 @@ def _path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] 
                 key = e.expand(key, names)
             keys.append(
                 f"map {m}"
-                + (f" keyed by {decoder.key_fields(key, simple, witness=path.witness)}" if key is not None else "")
+                + (f" keyed by {decoder.key_fields(key, cond, witness=path.witness)}" if key is not None else "")
             )
         return Reason("map-dependent", "; ".join(keys))
     if "summary" in kinds:

@@ -46,9 +46,9 @@ def test_an_unknown_of_the_limit_is_kept_without_a_timeout():
     answer, model, by_limit = fields._Session().solve(question, None)
     assert (answer, model, by_limit) == (z3.unknown, None, True)
     one, two = Decoder(), Decoder()
-    assert one._check(question, alone=True) == (z3.unknown, None)
+    assert one._check(question) == (z3.unknown, None)
     assert one.checks == 1
-    assert two._check(question, alone=True) == (z3.unknown, None)
+    assert two._check(question) == (z3.unknown, None)
     assert two.checks == 0  # kept: the answer z3 gives the question every time
 
 
