@@ -1716,7 +1716,10 @@ class _Session:
         xdpfilt_alw_all a premise z3 stops at an rlimit count of 21,230 says canceled on every
         try, and sat under 50 times the limit. Such an answer, not kept before, was asked
         again by every rendering that met the question (alw_all: one 10 times, ~14 ms each).
-        With a timeout a "canceled" may be the timer's: only the limit's own message counts."""
+        With a timeout a "canceled" may be the timer's: only the limit's own message counts.
+        Deterministic within a process, not across histories: after tests/test_printed_proof.py's
+        builds that premise came out sat in a fresh context (z3 keeps process-wide state); the
+        memo only needs the former."""
         s = z3.Solver(ctx=self.ctx)
         s.set("rlimit", QUERY_RLIMIT)
         if timeout is not None:
