@@ -754,6 +754,28 @@ def test_interval_of_an_ihl_relative_address():
     assert angr_engine.interval(claripy.BVS("x", 64) + 1) is None
 
 
+def test_interval_of_a_shift_by_a_merged_amount():
+    """A header length shifted by an amount that merged paths made an If-term (an IPv6
+    extension header's (len + 1) << 3 merged with AH's (len + 2) << 2) is bounded by both
+    amounts' bounds with `shifts` (the segment model's Step.region and segment_fits), so a
+    packet address past it is known to be in the packet without a solver call; a shift
+    that can overflow, or by a free amount, has none; without `shifts` only a constant
+    shift is bounded."""
+    from angr import claripy
+
+    length = claripy.ZeroExt(56, claripy.BVS("pkt.s0.1", 8, explicit_name=True))
+    sel = claripy.BVS("b!merge.j", 1, explicit_name=True) == 0
+    by = claripy.If(sel, claripy.BVV(2, 64), claripy.BVV(3, 64)) & 0x3F
+    assert angr_engine.interval(length << by, shifts=True) == (0, 255 << 3)
+    base = angr_engine.PKT_BASE
+    address = base + 54 + (length << by)
+    assert angr_engine.interval(address, shifts=True) == (base + 54, base + 54 + (255 << 3))
+    assert angr_engine.interval(address) is None
+    assert angr_engine.interval(claripy.LShR(length, by), shifts=True) == (0, 255)
+    assert angr_engine.interval((length << by) << 60, shifts=True) is None
+    assert angr_engine.interval(length << claripy.BVS("x", 64), shifts=True) is None
+
+
 def test_long_product_chain_becomes_unknown():
     """isa_gotol hashes the UDP ports with 40000 steps, each a multiplication
     (corpus/isa_gotol.c): past MAX_PRODUCTS nested products the value is an unknown and the
