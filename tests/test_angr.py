@@ -233,6 +233,28 @@ def test_shards_come_first_levels_then_deep_then_open():
     assert lengths and all(any(a.inside and a.values in ((1,), (4,)) for a in s.atoms) for s in lengths)
 
 
+def test_open_shards_take_several_fair_shares():
+    """A sharded run's budget split (crosscheck.shard_share): an open shard may take up to
+    CONCRETE_SHARE_FACTOR fair shares of what is left, as a deep one, not one: xdp-filter's
+    38 open shards take ~1-6 CPU s each, where the tests' 40 s left ~0.9 s for each, and
+    split evenly none of them finished; so the first ones finish and the last are cut. A
+    first-level shard keeps OPEN_SHARDS_SHARE of the budget for those after it; nothing
+    gets more than is left."""
+    from analyzer import shards
+
+    parts = shards.split()
+    first = next(s for s in parts if s.concrete and not s.deep)
+    deep = next(s for s in parts if s.deep)
+    opened = next(s for s in parts if not s.concrete)
+    factor, kept = crosscheck.CONCRETE_SHARE_FACTOR, crosscheck.OPEN_SHARDS_SHARE
+    assert crosscheck.shard_share(opened, 35.0, 40.0, 38, 0) == pytest.approx(factor * 35.0 / 38)
+    assert crosscheck.shard_share(deep, 35.0, 40.0, 38, 0) == pytest.approx(factor * 35.0 / 38)
+    assert crosscheck.shard_share(opened, 3.0, 40.0, 2, 0) == 3.0
+    assert crosscheck.shard_share(first, 40.0, 40.0, 77, 17) == pytest.approx(factor * (1 - kept) * 40.0 / 17)
+    assert crosscheck.shard_share(first, 12.0, 40.0, 70, 2) == pytest.approx(12.0 - kept * 40.0)
+    assert crosscheck.shard_share(opened, 0.0, 40.0, 1, 0) == 0.001
+
+
 def _shards_cross_check(name: str, wanted: list[str], kind: str) -> crosscheck.CrossCheck:
     """The sharded cross-check of xdp-filter object `name` on the shards `wanted` alone
     (DEEP_SECONDS of angr CPU), each listed and printed: every shard finishes, every angr
