@@ -713,6 +713,73 @@ def test_read_that_can_leave_the_packet_is_cut(tmp_path):
     assert cut and all("can fall outside the packet" in why for why in cut), cut
 
 
+#: A segment (angr_engine.Segment) read twice: at data + 8 * pkt[0] + 4, then + 2, after one
+#: bounds check of 8 bytes there; 0x42 at the first byte or 0x43 at the second drops.
+SEGMENT_READS = """
+    .section xdp,"ax"
+    .globl segment_reads
+    .type segment_reads,@function
+segment_reads:
+    w2 = *(u32 *)(r1 + 0)
+    w3 = *(u32 *)(r1 + 4)
+    r4 = r2
+    r4 += 1
+    if r4 > r3 goto pass
+    w4 = *(u8 *)(r2 + 0)
+    r4 <<= 3
+    r2 += r4
+    r4 = r2
+    r4 += 8
+    if r4 > r3 goto pass
+    w0 = *(u8 *)(r2 + 4)
+    if r0 == 0x42 goto drop
+    w0 = *(u8 *)(r2 + 2)
+    if r0 == 0x43 goto drop
+pass:
+    r0 = 2
+    exit
+drop:
+    r0 = 1
+    exit
+    .size segment_reads, 160
+"""
+
+
+def test_segment_read_within_its_proven_bound_takes_no_solver_call(tmp_path, monkeypatch):
+    """In the segment model the first read of a segment proves start + 5 within --max-len
+    (one solver call, `Step.segment_fits`), which bounds every read ending at or before it
+    (`Segment.proven`: the start's form, 8 * pkt[0], cannot wrap): the second read, ending
+    at 3, takes no solver call. The verdicts are the program's (by hand, each packet tied
+    to the segment's bytes as the cross-check ties them: crosscheck._segment_links)."""
+    obj = load_object(assemble(SEGMENT_READS, tmp_path, "segreads"))
+    calls = []
+    fits = angr_engine.Step.segment_fits
+    monkeypatch.setattr(angr_engine.Step, "segment_fits", lambda *a: calls.append(a[3:]) or fits(*a))
+    e = angr_engine.explore_angr(obj, obj.program(), Options(), segments=True)
+    assert calls == [(0, 5)], calls
+    read = [p for p in e.paths if p.state.globals.get("segments")]
+    assert read and all(p.state.globals["segments"][0].proven == 5 for p in read)
+    assert {(s.lowest, s.highest) for p in read for s in p.state.globals["segments"]} == {(4, 5), (2, 5)}
+
+    def verdicts(packet: bytes) -> set[str]:
+        out = set()
+        for p in e.paths:
+            fixed = [e.packet_len == len(packet)] + [sym == b for sym, b in zip(e.packet, packet)]
+            if crosscheck._segment_links(p.state, e, fixed, packet) is not None:
+                if p.state.solver.satisfiable(extra_constraints=fixed):
+                    out.add(p.verdict)
+        return out
+
+    pkt = bytearray(64)
+    pkt[0] = 3
+    assert verdicts(bytes(pkt)) == {"PASS"}
+    pkt[24 + 4] = 0x42
+    assert verdicts(bytes(pkt)) == {"DROP"}
+    pkt[24 + 4], pkt[24 + 2] = 0, 0x43
+    assert verdicts(bytes(pkt)) == {"DROP"}
+    assert verdicts(bytes(pkt[:31])) == {"PASS"}  # 24 + 8 > 31: the check fails
+
+
 #: bpf_xdp_load_bytes(ctx, pkt[0], fp - 8, 2): the two bytes at an offset the packet gives,
 #: copied to the stack; 08 00 there (the u16 0x0008 on this little-endian machine) drops.
 LOAD_BYTES = """
