@@ -43,8 +43,8 @@ walk) that exploration gets WALK_PROBE_SHARE of the budget more, and if it does 
   VLAN tags, IPv4 IHL and IPv6 extension-header bytes that move packet offsets fixed per
   shard, so packet reads are at concrete addresses; the shards proved with z3 to cover every
   packet once), each shard with merged states and a share of angr's time budget (up to
-  CONCRETE_SHARE_FACTOR times what the shards before it left, split evenly over the rest:
-  the first ones finish, the last ones are cut). Every angr path of a finished part of
+  CONCRETE_SHARE_FACTOR or OPEN_SHARE_FACTOR times what the shards before it left, split
+  evenly over the rest: the first ones finish, the last ones are cut). Every angr path of a finished part of
   a shard is checked against z3 as in "symbolic" (its model lies in the shard, so the z3
   path it must satisfy is one whose condition meets the shard); every z3 witness is checked
   against the angr paths of the shard it falls in, and replayed concretely as in "replay"
@@ -1026,6 +1026,13 @@ OPEN_SHARDS_SHARE = 0.25
 #: them all near their end and finishes none; this way the first ones finish and the last
 #: ones are cut (their z3 witnesses replayed).
 CONCRETE_SHARE_FACTOR = 4.0
+#: The same for an open shard (a free header length: angr_engine's segment model): the open
+#: shards' needs vary more (xdp-filter's: 1-6 CPU s, twice as much on a loaded machine), and
+#: each one cut near its end is CPU spent on nothing; with the tests' 40 s, per-shard needs
+#: measured for xdpfilt_alw_ip's 38 open shards finish 12 of them with 4 fair shares at most
+#: and 15 with 8 (all of what is left: 16; the last ones, three VLAN tags deep, need more
+#: than 10 s each and come last).
+OPEN_SHARE_FACTOR = 8.0
 #: angr's time budget (CPU seconds) of a "sharded" run when neither --timeout nor the
 #: engine's Limits give one.
 SHARDED_SECONDS = 600.0
@@ -1035,13 +1042,14 @@ def shard_share(shard, left: float, total: float, to_go: int, first_to_go: int) 
     """CPU seconds of a sharded run's budget `total` that `shard` may take, `left` of it
     being left and `to_go` shards still to explore with it (`first_to_go` of them of the
     walk's first levels): a first-level one up to CONCRETE_SHARE_FACTOR fair shares of what
-    is left less OPEN_SHARDS_SHARE of the budget (what one leaves goes on); a deep or open
-    one up to CONCRETE_SHARE_FACTOR fair shares of what is left (`sharded_exploration`)."""
+    is left less OPEN_SHARDS_SHARE of the budget (what one leaves goes on); a deep one up to
+    CONCRETE_SHARE_FACTOR fair shares of what is left, an open one up to OPEN_SHARE_FACTOR
+    (`sharded_exploration`)."""
     if shard.concrete and not shard.deep:
         left -= OPEN_SHARDS_SHARE * total
         share = min(left, CONCRETE_SHARE_FACTOR * left / first_to_go)
     else:
-        share = min(left, CONCRETE_SHARE_FACTOR * left / to_go)
+        share = min(left, (CONCRETE_SHARE_FACTOR if shard.concrete else OPEN_SHARE_FACTOR) * left / to_go)
     return max(share, 0.001)
 
 
@@ -1057,9 +1065,10 @@ def sharded_exploration(
     CONCRETE_SHARE_FACTOR (at most all of it); then the deep ones (concrete shards carved
     out of what would be open: sampled header lengths, a third level), each with
     CONCRETE_SHARE_FACTOR times what is left divided by the shards still to go; then the
-    open ones, each with as much (an open shard takes ~1-6 CPU s, several times its fair
-    share of a CI budget: split evenly, every one of them was cut near its end and none
-    finished; this way the first ones finish and the last ones are cut). So the first
+    open ones, each with OPEN_SHARE_FACTOR times that (an open shard takes ~1-6 CPU s,
+    several times its fair share of a CI budget: split evenly, every one of them was cut
+    near its end and none finished; this way the first ones finish and the last ones are
+    cut). So the first
     levels get the budget they had before the deep shards were carved out, and a long run
     finishes the deep and open ones too. `only`: explore these shards of the partition alone (a
     test's choice; the z3 witnesses outside them are replayed). Returns [ShardRun] in

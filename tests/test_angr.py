@@ -235,11 +235,11 @@ def test_shards_come_first_levels_then_deep_then_open():
 
 def test_open_shards_take_several_fair_shares():
     """A sharded run's budget split (crosscheck.shard_share): an open shard may take up to
-    CONCRETE_SHARE_FACTOR fair shares of what is left, as a deep one, not one: xdp-filter's
-    38 open shards take ~1-6 CPU s each, where the tests' 40 s left ~0.9 s for each, and
-    split evenly none of them finished; so the first ones finish and the last are cut. A
-    first-level shard keeps OPEN_SHARDS_SHARE of the budget for those after it; nothing
-    gets more than is left."""
+    OPEN_SHARE_FACTOR fair shares of what is left (a deep one CONCRETE_SHARE_FACTOR), not
+    one: xdp-filter's 38 open shards take ~1-6 CPU s each, where the tests' 40 s left ~0.9 s
+    for each, and split evenly none of them finished; so the first ones finish and the last
+    are cut. A first-level shard keeps OPEN_SHARDS_SHARE of the budget for those after it;
+    nothing gets more than is left."""
     from analyzer import shards
 
     parts = shards.split()
@@ -247,7 +247,8 @@ def test_open_shards_take_several_fair_shares():
     deep = next(s for s in parts if s.deep)
     opened = next(s for s in parts if not s.concrete)
     factor, kept = crosscheck.CONCRETE_SHARE_FACTOR, crosscheck.OPEN_SHARDS_SHARE
-    assert crosscheck.shard_share(opened, 35.0, 40.0, 38, 0) == pytest.approx(factor * 35.0 / 38)
+    assert crosscheck.shard_share(opened, 35.0, 40.0, 38, 0) == pytest.approx(crosscheck.OPEN_SHARE_FACTOR * 35.0 / 38)
+    assert crosscheck.OPEN_SHARE_FACTOR > 1
     assert crosscheck.shard_share(deep, 35.0, 40.0, 38, 0) == pytest.approx(factor * 35.0 / 38)
     assert crosscheck.shard_share(opened, 3.0, 40.0, 2, 0) == 3.0
     assert crosscheck.shard_share(first, 40.0, 40.0, 77, 17) == pytest.approx(factor * (1 - kept) * 40.0 / 17)
