@@ -42,8 +42,9 @@ walk) that exploration gets WALK_PROBE_SHARE of the budget more, and if it does 
 * "sharded": angr explores the input space in shards (analyzer/shards.py: the ethertype,
   VLAN tags, IPv4 IHL and IPv6 extension-header bytes that move packet offsets fixed per
   shard, so packet reads are at concrete addresses; the shards proved with z3 to cover every
-  packet once), each shard with merged states and a share of angr's time budget (what the
-  shards before it left, split evenly over the rest). Every angr path of a finished part of
+  packet once), each shard with merged states and a share of angr's time budget (up to
+  CONCRETE_SHARE_FACTOR or OPEN_SHARE_FACTOR times what the shards before it left, split
+  evenly over the rest: the first ones finish, the last ones are cut). Every angr path of a finished part of
   a shard is checked against z3 as in "symbolic" (its model lies in the shard, so the z3
   path it must satisfy is one whose condition meets the shard); every z3 witness is checked
   against the angr paths of the shard it falls in, and replayed concretely as in "replay"
@@ -651,12 +652,18 @@ class CrossCheck:
             allowed.append(self._angr_outcome(path, cons, tuple(t[3] for t in path.tail_calls)))
         return allowed, None
 
-    def _angr_outcome(self, path, extra: list, tails: tuple) -> Outcome:
-        """The outcome of an angr path in one model of `extra` (which it extends)."""
+    def _angr_outcome(self, path, extra: list, tails: tuple, known: tuple[int, int] | None = None) -> Outcome:
+        """The outcome of an angr path in one model of `extra` (which it extends). `known`:
+        its return value and output length in that model, evaluated with its inputs (one
+        solver call fewer each)."""
         st = path.state
-        retval = st.solver.eval(path.retval[31:0], extra_constraints=extra)
-        extra.append(path.retval[31:0] == retval)
-        n = st.solver.eval(path.end - path.head, extra_constraints=extra)
+        if known is None:
+            retval = st.solver.eval(path.retval[31:0], extra_constraints=extra)
+            extra.append(path.retval[31:0] == retval)
+            n = st.solver.eval(path.end - path.head, extra_constraints=extra)
+        else:
+            retval, n = known
+            extra.append(path.retval[31:0] == retval)
         n = n if n < 1 << 16 else 0
         extra.append(path.end - path.head == n)
         data = st.solver.eval(self._output_bytes(path, n), extra_constraints=extra).to_bytes(n, "big") if n else b""
@@ -711,12 +718,17 @@ class CrossCheck:
                 parts.append(claripy.If(e.init_found, claripy.BVV(1, 8), claripy.BVV(0, 8)))
             if e.init_val is not None:
                 parts.append(e.init_val)
-        whole = claripy.Concat(*parts)
+        # the path's return value and output length in the same model (solver calls are most
+        # of a comparison's time: ~10-20 ms each)
+        outputs = [path.retval[31:0], path.end - path.head]
+        whole = claripy.Concat(*parts, *outputs)
         value = st.solver.eval(whole, extra_constraints=extra)
         values, shift = [], whole.size()
-        for part in parts:
+        for part in parts + outputs:
             shift -= part.size()
             values.append((value >> shift) & ((1 << part.size()) - 1))
+        known = values[-2], values[-1]
+        values = values[: len(parts)]
         extra += [part == v for part, v in zip(parts, values)]
         ifindex, rx_queue, egress, frags = values[:4]
         packet = bytes(values[4 : 4 + n])
@@ -728,7 +740,7 @@ class CrossCheck:
             found = next(rest) == 1 if e.init_found is not None else key < (mdef.max_entries or 0)
             val = next(rest).to_bytes(mdef.value_size, "big") if e.init_val is not None else b""
             found_entries.setdefault(e.map, {})[key] = val if found else None
-        expected = self._angr_outcome(path, extra, tuple(t[3] for t in path.tail_calls))
+        expected = self._angr_outcome(path, extra, tuple(t[3] for t in path.tail_calls), known)
         inp = Input(packet, ifindex, found_entries, rx_queue, egress, frags, runnable)
         self.report.angr_compared += 1
         allowed, cut = self._z3_outcomes(inp, expected)
@@ -1008,14 +1020,37 @@ class ShardRun:
 
 #: Share of a "sharded" run's time budget kept for the shards after the first levels (deep, open).
 OPEN_SHARDS_SHARE = 0.25
-#: Fair shares of what is left that one concrete shard may take: where every shard needs a
-#: little more than its fair share (xdpfilt_*_all: ~2 CPU s each, 40 s for 17 concrete
-#: shards) an even split cuts them all near their end and finishes none; this way the first
-#: ones finish and the last ones are cut (their z3 witnesses replayed).
+#: Fair shares of what is left that one shard may take: where every shard needs a little
+#: more than its fair share (xdpfilt_*_all: ~2 CPU s each, 40 s for 17 concrete shards; the
+#: open shards ~1-6 s each, ~0.9 s of the tests' 40 s for 38 of them) an even split cuts
+#: them all near their end and finishes none; this way the first ones finish and the last
+#: ones are cut (their z3 witnesses replayed).
 CONCRETE_SHARE_FACTOR = 4.0
+#: The same for an open shard (a free header length: angr_engine's segment model): the open
+#: shards' needs vary more (xdp-filter's: 1-6 CPU s, twice as much on a loaded machine), and
+#: each one cut near its end is CPU spent on nothing; with the tests' 40 s, per-shard needs
+#: measured for xdpfilt_alw_ip's 38 open shards finish 12 of them with 4 fair shares at most
+#: and 15 with 8 (all of what is left: 16; the last ones, three VLAN tags deep, need more
+#: than 10 s each and come last).
+OPEN_SHARE_FACTOR = 8.0
 #: angr's time budget (CPU seconds) of a "sharded" run when neither --timeout nor the
 #: engine's Limits give one.
 SHARDED_SECONDS = 600.0
+
+
+def shard_share(shard, left: float, total: float, to_go: int, first_to_go: int) -> float:
+    """CPU seconds of a sharded run's budget `total` that `shard` may take, `left` of it
+    being left and `to_go` shards still to explore with it (`first_to_go` of them of the
+    walk's first levels): a first-level one up to CONCRETE_SHARE_FACTOR fair shares of what
+    is left less OPEN_SHARDS_SHARE of the budget (what one leaves goes on); a deep one up to
+    CONCRETE_SHARE_FACTOR fair shares of what is left, an open one up to OPEN_SHARE_FACTOR
+    (`sharded_exploration`)."""
+    if shard.concrete and not shard.deep:
+        left -= OPEN_SHARDS_SHARE * total
+        share = min(left, CONCRETE_SHARE_FACTOR * left / first_to_go)
+    else:
+        share = min(left, (CONCRETE_SHARE_FACTOR if shard.concrete else OPEN_SHARE_FACTOR) * left / to_go)
+    return max(share, 0.001)
 
 
 def sharded_exploration(
@@ -1030,9 +1065,12 @@ def sharded_exploration(
     CONCRETE_SHARE_FACTOR (at most all of it); then the deep ones (concrete shards carved
     out of what would be open: sampled header lengths, a third level), each with
     CONCRETE_SHARE_FACTOR times what is left divided by the shards still to go; then the
-    open ones, each with what is left divided by the shards still to go. So the first
+    open ones, each with OPEN_SHARE_FACTOR times that (an open shard takes ~1-6 CPU s,
+    several times its fair share of a CI budget: split evenly, every one of them was cut
+    near its end and none finished; this way the first ones finish and the last ones are
+    cut). So the first
     levels get the budget they had before the deep shards were carved out, and a long run
-    finishes the deep ones too. `only`: explore these shards of the partition alone (a
+    finishes the deep and open ones too. `only`: explore these shards of the partition alone (a
     test's choice; the z3 witnesses outside them are replayed). Returns [ShardRun] in
     shard order."""
     from .angr_engine import Limits, explore_angr, make_project
@@ -1047,15 +1085,7 @@ def sharded_exploration(
     start, out = time.process_time(), []
     n_first = sum(s.concrete and not s.deep for s in shards)  # shards come in order: first, deep, open
     for i, shard in enumerate(shards):
-        left = total - (time.process_time() - start)
-        if shard.concrete and not shard.deep:  # up to CONCRETE_SHARE_FACTOR fair shares: what one leaves goes on
-            concrete_left = left - OPEN_SHARDS_SHARE * total
-            share = min(concrete_left, CONCRETE_SHARE_FACTOR * concrete_left / (n_first - i))
-        elif shard.concrete:  # deep: as many fair shares of what is left, the open ones' included
-            share = min(left, CONCRETE_SHARE_FACTOR * left / (len(shards) - i))
-        else:
-            share = left / (len(shards) - i)
-        share = max(share, 0.001)
+        share = shard_share(shard, total - (time.process_time() - start), total, len(shards) - i, n_first - i)
         cpu = time.process_time()
         a = explore_angr(
             obj,

@@ -233,10 +233,34 @@ def test_shards_come_first_levels_then_deep_then_open():
     assert lengths and all(any(a.inside and a.values in ((1,), (4,)) for a in s.atoms) for s in lengths)
 
 
-def _shards_cross_check(name: str, wanted: list[str], kind: str) -> crosscheck.CrossCheckReport:
+def test_open_shards_take_several_fair_shares():
+    """A sharded run's budget split (crosscheck.shard_share): an open shard may take up to
+    OPEN_SHARE_FACTOR fair shares of what is left (a deep one CONCRETE_SHARE_FACTOR), not
+    one: xdp-filter's 38 open shards take ~1-6 CPU s each, where the tests' 40 s left ~0.9 s
+    for each, and split evenly none of them finished; so the first ones finish and the last
+    are cut. A first-level shard keeps OPEN_SHARDS_SHARE of the budget for those after it;
+    nothing gets more than is left."""
+    from analyzer import shards
+
+    parts = shards.split()
+    first = next(s for s in parts if s.concrete and not s.deep)
+    deep = next(s for s in parts if s.deep)
+    opened = next(s for s in parts if not s.concrete)
+    factor, kept = crosscheck.CONCRETE_SHARE_FACTOR, crosscheck.OPEN_SHARDS_SHARE
+    assert crosscheck.shard_share(opened, 35.0, 40.0, 38, 0) == pytest.approx(crosscheck.OPEN_SHARE_FACTOR * 35.0 / 38)
+    assert crosscheck.OPEN_SHARE_FACTOR > 1
+    assert crosscheck.shard_share(deep, 35.0, 40.0, 38, 0) == pytest.approx(factor * 35.0 / 38)
+    assert crosscheck.shard_share(opened, 3.0, 40.0, 2, 0) == 3.0
+    assert crosscheck.shard_share(first, 40.0, 40.0, 77, 17) == pytest.approx(factor * (1 - kept) * 40.0 / 17)
+    assert crosscheck.shard_share(first, 12.0, 40.0, 70, 2) == pytest.approx(12.0 - kept * 40.0)
+    assert crosscheck.shard_share(opened, 0.0, 40.0, 1, 0) == 0.001
+
+
+def _shards_cross_check(name: str, wanted: list[str], kind: str) -> crosscheck.CrossCheck:
     """The sharded cross-check of xdp-filter object `name` on the shards `wanted` alone
     (DEEP_SECONDS of angr CPU), each listed and printed: every shard finishes, every angr
-    path of them is compared with z3, no disagreement."""
+    path of them is compared with z3, no disagreement. Returns the check (its report and
+    its shards' explorations)."""
     from analyzer import shards
 
     path = need_object(next((p for p in corpus.external_objects() if p.stem == name), None))
@@ -253,7 +277,7 @@ def _shards_cross_check(name: str, wanted: list[str], kind: str) -> crosscheck.C
     assert [s.name for s in r.shards] == wanted
     assert all(s.cut is None and s.finished == s.paths == s.compared > 0 for s in r.shards), r.shards
     assert r.angr_compared == r.angr_paths and not r.disagreements, "\n".join(map(str, r.disagreements))
-    return r
+    return check
 
 
 @pytest.mark.parametrize("name", ["xdpfilt_dny_all"])
@@ -266,7 +290,7 @@ def test_deep_shards_cross_check(name):
 
     wanted = ["ipv6/ext8/frag/no-ext", "ipv6/ext16/no-ext", "vlan1/ipv6/ah24/no-ext", "vlan1/vlan2/vlan3/ipv4"]
     assert all(s.deep for s in shards.proven_split() if s.name in wanted)
-    assert _shards_cross_check(name, wanted, "deep").z3_compared > 0
+    assert _shards_cross_check(name, wanted, "deep").report.z3_compared > 0
 
 
 #: angr's CPU budget for test_deep_shards_cross_check's four shards (each takes ~2-3 s).
@@ -278,12 +302,19 @@ def test_open_shards_cross_check():
     then a chain of further headers) explored by angr in the segment model
     (angr_engine.Segment: the packet past a header of free length read at offsets from
     that header's end): every path finishes within the budget and is compared with z3, no
-    disagreement. Without the model no path of these shards finished in 30 CPU s."""
+    disagreement. Without the model no path of these shards finished in 30 CPU s. In
+    ipv6/ext8/ext8/chain a fragment header (8 bytes: the next one read at fixed offsets)
+    meets headers of free length: merged there, those read the packet flat (22 CPU s and
+    more); apart (`shape`: the packet's read range), in segments, ~1.2 s. Every path here
+    reads in segments."""
     from analyzer import shards
 
-    wanted = ["ipv6/ext-long"]
+    wanted = ["ipv6/ext8/ext8/chain", "ipv6/ext-long"]
     assert not any(s.concrete for s in shards.proven_split() if s.name in wanted)
-    _shards_cross_check("xdpfilt_alw_ip", wanted, "open")
+    check = _shards_cross_check("xdpfilt_alw_ip", wanted, "open")
+    runs = check.shards
+    flat = [(run.shard.name, p.id) for run in runs for p in run.exploration.paths if p.state.globals.get("flat_walk")]
+    assert not flat, flat
 
 
 def _static_rules():
@@ -683,6 +714,73 @@ def test_read_that_can_leave_the_packet_is_cut(tmp_path):
     assert cut and all("can fall outside the packet" in why for why in cut), cut
 
 
+#: A segment (angr_engine.Segment) read twice: at data + 8 * pkt[0] + 4, then + 2, after one
+#: bounds check of 8 bytes there; 0x42 at the first byte or 0x43 at the second drops.
+SEGMENT_READS = """
+    .section xdp,"ax"
+    .globl segment_reads
+    .type segment_reads,@function
+segment_reads:
+    w2 = *(u32 *)(r1 + 0)
+    w3 = *(u32 *)(r1 + 4)
+    r4 = r2
+    r4 += 1
+    if r4 > r3 goto pass
+    w4 = *(u8 *)(r2 + 0)
+    r4 <<= 3
+    r2 += r4
+    r4 = r2
+    r4 += 8
+    if r4 > r3 goto pass
+    w0 = *(u8 *)(r2 + 4)
+    if r0 == 0x42 goto drop
+    w0 = *(u8 *)(r2 + 2)
+    if r0 == 0x43 goto drop
+pass:
+    r0 = 2
+    exit
+drop:
+    r0 = 1
+    exit
+    .size segment_reads, 160
+"""
+
+
+def test_segment_read_within_its_proven_bound_takes_no_solver_call(tmp_path, monkeypatch):
+    """In the segment model the first read of a segment proves start + 5 within --max-len
+    (one solver call, `Step.segment_fits`), which bounds every read ending at or before it
+    (`Segment.proven`: the start's form, 8 * pkt[0], cannot wrap): the second read, ending
+    at 3, takes no solver call. The verdicts are the program's (by hand, each packet tied
+    to the segment's bytes as the cross-check ties them: crosscheck._segment_links)."""
+    obj = load_object(assemble(SEGMENT_READS, tmp_path, "segreads"))
+    calls = []
+    fits = angr_engine.Step.segment_fits
+    monkeypatch.setattr(angr_engine.Step, "segment_fits", lambda *a: calls.append(a[3:]) or fits(*a))
+    e = angr_engine.explore_angr(obj, obj.program(), Options(), segments=True)
+    assert calls == [(0, 5)], calls
+    read = [p for p in e.paths if p.state.globals.get("segments")]
+    assert read and all(p.state.globals["segments"][0].proven == 5 for p in read)
+    assert {(s.lowest, s.highest) for p in read for s in p.state.globals["segments"]} == {(4, 5), (2, 5)}
+
+    def verdicts(packet: bytes) -> set[str]:
+        out = set()
+        for p in e.paths:
+            fixed = [e.packet_len == len(packet)] + [sym == b for sym, b in zip(e.packet, packet)]
+            if crosscheck._segment_links(p.state, e, fixed, packet) is not None:
+                if p.state.solver.satisfiable(extra_constraints=fixed):
+                    out.add(p.verdict)
+        return out
+
+    pkt = bytearray(64)
+    pkt[0] = 3
+    assert verdicts(bytes(pkt)) == {"PASS"}
+    pkt[24 + 4] = 0x42
+    assert verdicts(bytes(pkt)) == {"DROP"}
+    pkt[24 + 4], pkt[24 + 2] = 0, 0x43
+    assert verdicts(bytes(pkt)) == {"DROP"}
+    assert verdicts(bytes(pkt[:31])) == {"PASS"}  # 24 + 8 > 31: the check fails
+
+
 #: bpf_xdp_load_bytes(ctx, pkt[0], fp - 8, 2): the two bytes at an offset the packet gives,
 #: copied to the stack; 08 00 there (the u16 0x0008 on this little-endian machine) drops.
 LOAD_BYTES = """
@@ -752,6 +850,28 @@ def test_interval_of_an_ihl_relative_address():
     sel = claripy.BVS("b!merge.i", 1, explicit_name=True) == 1
     assert angr_engine.interval(claripy.If(sel, claripy.BVV(18, 64), ihl)) == (0, 18)
     assert angr_engine.interval(claripy.BVS("x", 64) + 1) is None
+
+
+def test_interval_of_a_shift_by_a_merged_amount():
+    """A header length shifted by an amount that merged paths made an If-term (an IPv6
+    extension header's (len + 1) << 3 merged with AH's (len + 2) << 2) is bounded by both
+    amounts' bounds with `shifts` (the segment model's Step.region and segment_fits), so a
+    packet address past it is known to be in the packet without a solver call; a shift
+    that can overflow, or by a free amount, has none; without `shifts` only a constant
+    shift is bounded."""
+    from angr import claripy
+
+    length = claripy.ZeroExt(56, claripy.BVS("pkt.s0.1", 8, explicit_name=True))
+    sel = claripy.BVS("b!merge.j", 1, explicit_name=True) == 0
+    by = claripy.If(sel, claripy.BVV(2, 64), claripy.BVV(3, 64)) & 0x3F
+    assert angr_engine.interval(length << by, shifts=True) == (0, 255 << 3)
+    base = angr_engine.PKT_BASE
+    address = base + 54 + (length << by)
+    assert angr_engine.interval(address, shifts=True) == (base + 54, base + 54 + (255 << 3))
+    assert angr_engine.interval(address) is None
+    assert angr_engine.interval(claripy.LShR(length, by), shifts=True) == (0, 255)
+    assert angr_engine.interval((length << by) << 60, shifts=True) is None
+    assert angr_engine.interval(length << claripy.BVS("x", 64), shifts=True) is None
 
 
 def test_long_product_chain_becomes_unknown():
