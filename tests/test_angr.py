@@ -648,14 +648,9 @@ def test_nobtf_build_is_the_clang_code():
         assert code(nobtf) == code(clang), nobtf.name
 
 
-#: A read at a packet offset taken from the packet: data + 8 * pkt[0], bounds-checked; byte
-#: 0x42 there drops. The offset spans 0..2040, wider than the 1024 bytes angr's default read
-#: strategy enumerates (past that it pins the address to one value and narrows the path).
-WIDE_READ = """
-    .section xdp,"ax"
-    .globl wide_read
-    .type wide_read,@function
-wide_read:
+#: r2 = data + 8 * pkt[0] once pkt[0] is in the packet, then a bounds check of %d bytes there
+#: (pass when it fails): the start of the two programs below.
+AT_BYTE0_OFFSET = """\
     w2 = *(u32 *)(r1 + 0)
     w3 = *(u32 *)(r1 + 4)
     r4 = r2
@@ -666,7 +661,21 @@ wide_read:
     r2 += r4
     r4 = r2
     r4 += %d
-    if r4 > r3 goto pass
+    if r4 > r3 goto pass"""
+
+
+#: A read at a packet offset taken from the packet: data + 8 * pkt[0], bounds-checked; byte
+#: 0x42 there drops. The offset spans 0..2040, wider than the 1024 bytes angr's default read
+#: strategy enumerates (past that it pins the address to one value and narrows the path).
+WIDE_READ = (
+    """
+    .section xdp,"ax"
+    .globl wide_read
+    .type wide_read,@function
+wide_read:
+"""
+    + AT_BYTE0_OFFSET
+    + """
     w0 = *(u%d *)(r2 + 0)
     if r0 == 0x42 goto drop
 pass:
@@ -677,6 +686,7 @@ drop:
     exit
     .size wide_read, 136
 """
+)
 
 
 def _verdicts(e, packet: bytes) -> set[str]:
@@ -716,22 +726,15 @@ def test_read_that_can_leave_the_packet_is_cut(tmp_path):
 
 #: A segment (angr_engine.Segment) read twice: at data + 8 * pkt[0] + 4, then + 2, after one
 #: bounds check of 8 bytes there; 0x42 at the first byte or 0x43 at the second drops.
-SEGMENT_READS = """
+SEGMENT_READS = (
+    """
     .section xdp,"ax"
     .globl segment_reads
     .type segment_reads,@function
 segment_reads:
-    w2 = *(u32 *)(r1 + 0)
-    w3 = *(u32 *)(r1 + 4)
-    r4 = r2
-    r4 += 1
-    if r4 > r3 goto pass
-    w4 = *(u8 *)(r2 + 0)
-    r4 <<= 3
-    r2 += r4
-    r4 = r2
-    r4 += 8
-    if r4 > r3 goto pass
+"""
+    + AT_BYTE0_OFFSET % 8
+    + """
     w0 = *(u8 *)(r2 + 4)
     if r0 == 0x42 goto drop
     w0 = *(u8 *)(r2 + 2)
@@ -744,6 +747,7 @@ drop:
     exit
     .size segment_reads, 160
 """
+)
 
 
 def test_segment_read_within_its_proven_bound_takes_no_solver_call(tmp_path, monkeypatch):
