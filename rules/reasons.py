@@ -145,10 +145,7 @@ _REASONS: dict[int, dict[tuple, tuple]] = {}
 def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] = ()) -> Reason:
     """`_path_reason`, worked out once per path, map classes and assumptions (and for the
     exploration's current environment: what every query of it is asked under)."""
-    memo = _REASONS.get(id(e))
-    if memo is None:
-        memo = _REASONS[id(e)] = {}
-        weakref.finalize(e, _REASONS.pop, id(e), None)
+    memo = _memo(e)
     key = (path.id, tuple(sorted(map_classes.items())), tuple(assumed))
     env = e.environment()
     hit = memo.get(key)
@@ -169,6 +166,21 @@ def _names(e) -> dict:
         names = _NAMES[id(e)] = {}
         weakref.finalize(e, _NAMES.pop, id(e), None)
     return names
+
+
+def _memo(e) -> dict:
+    """path_reason's memo for exploration `e` (`_REASONS`), made when first needed."""
+    memo = _REASONS.get(id(e))
+    if memo is None:
+        memo = _REASONS[id(e)] = {}
+        weakref.finalize(e, _REASONS.pop, id(e), None)
+    return memo
+
+
+def remember(e, path, map_classes: dict[str, str], assumed: tuple[str, ...], reason: Reason) -> None:
+    """Put `reason`, worked out elsewhere (rules/ahead.py: by a forked copy of this process),
+    in path_reason's memo as its answer for these arguments and the current environment."""
+    _memo(e)[(path.id, tuple(sorted(map_classes.items())), tuple(assumed))] = (path, e.environment(), reason)
 
 
 def forget() -> None:

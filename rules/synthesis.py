@@ -269,6 +269,12 @@ class Synthesis:
     max_len: int
 
 
+def with_defaults(assume) -> tuple[str, ...]:
+    """The assumptions a synthesizer works under when asked for `assume`: the defaults first,
+    each once, in order (Synthesis.assumptions, RuleSet.assumptions)."""
+    return tuple(dict.fromkeys(DEFAULT_ASSUMPTIONS + tuple(assume)))
+
+
 class Synthesizer:
     """The synthesis state of one program: its paths' conditions and outcomes, the
     environment (assumptions, map and helper facts) every proof runs under, and `run()`."""
@@ -277,7 +283,7 @@ class Synthesizer:
         for a in assume:
             if a not in ASSUMPTIONS:
                 raise ValueError(f"unknown assumption {a!r} (known: {', '.join(ASSUMPTIONS)})")
-        assume = tuple(dict.fromkeys(DEFAULT_ASSUMPTIONS + tuple(assume)))
+        assume = with_defaults(assume)
         self.e, self.assume, self.ifnames = e, assume, ifnames
         self.d = dissect()
         self.maps = classes(e)[1]

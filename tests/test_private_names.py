@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("lifter", "analyzer", "rules", "offload")
 #: Reach-ins known and owned by work in progress elsewhere: file -> the names, and why they stay.
 KNOWN: dict[str, set[str]] = {}
+#: Standard-library names documented as public that start with an underscore anyway.
+DOCUMENTED = {"os._exit"}  # the way out of a forked child (rules/ahead.py) without unwinding
 
 
 def _private(name: str) -> bool:
@@ -46,6 +48,8 @@ def reach_ins(path: Path) -> list[tuple[int, str]]:
         if isinstance(n, ast.ImportFrom):
             found += [(n.lineno, f"from {n.module} import {a.name}") for a in n.names if _private(a.name)]
         elif isinstance(n, ast.Attribute) and _private(n.attr) and n.attr not in own:
+            if ast.unparse(n) in DOCUMENTED:
+                continue
             found.append((n.lineno, ast.unparse(n)))
     return found
 
@@ -71,7 +75,7 @@ def test_the_check_sees_a_reach_in(tmp_path):
     src.write_text(
         "from lifter.btf import _fail\nfrom . import kernel\n"
         "class A:\n    _x = 1\n\n    def _own(self):\n        return self._x\n"
-        "def f(ex, a):\n    a._own()\n    return ex._end, kernel._library\n"
+        "def f(ex, a):\n    a._own()\n    os._exit(0)\n    return ex._end, kernel._library\n"
     )
     assert [w for _, w in reach_ins(src)] == ["from lifter.btf import _fail", "ex._end", "kernel._library"]
 

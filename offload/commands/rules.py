@@ -29,9 +29,10 @@ from offload.options import (
 from offload.programs import device_programs
 from rules import output as rules_output
 from rules import ruleset
+from rules.ahead import ExplainAhead, default_jobs
 from rules.counterexample import examples
 from rules.reasons import account
-from rules.synthesis import MIN_FRAME
+from rules.synthesis import MIN_FRAME, with_defaults
 
 
 def add_parser(sub) -> None:
@@ -55,6 +56,15 @@ def add_parser(sub) -> None:
         "--teardown",
         action="store_true",
         help="print the tc -batch script deleting this script's filters instead (same options)",
+    )
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=at_least(1),
+        default=default_jobs(),
+        help="processes to use: 2 (or more) explains the software paths in a child process while the rules "
+        "are built (the same output, sooner); 1 does all in one (default: 2 on a machine with "
+        "two CPUs or more, else 1)",
     )
     p.add_argument("--max-rules", type=at_least(1), default=512, help="filters the NIC holds (default 512)")
     p.add_argument(
@@ -117,10 +127,14 @@ def run(args: argparse.Namespace) -> int:
         # rules asks for the paths' witnesses: synthesis starts from them (one query fewer per path)
         options = dataclasses.replace(exploration_options(args), witnesses=True)
         e = explore(obj, prog, options, progress_printer(prog.name))
-        try:
-            rs = ruleset.build(e, tuple(args.assume), ifnames, args.max_rules)
-        except ValueError as err:
-            raise LiftError(str(err), file=obj.path, program=prog.name) from err
+        # the software paths' reasons and conditions are worked out by a forked child meanwhile
+        texts = args.format == "tc" and not args.teardown
+        with ExplainAhead(e, with_defaults(args.assume), texts, start=args.jobs > 1) as ahead:
+            try:
+                rs = ruleset.build(e, tuple(args.assume), ifnames, args.max_rules)
+            except ValueError as err:
+                raise LiftError(str(err), file=obj.path, program=prog.name) from err
+            ahead.install(rs)
         skip = "skip_hw" if args.sw else "skip_sw"
         filled = mapfill.fill_rules(rs, contents, args.dev, skip, args.max_rules) if contents else None
         if args.pcap_out:
