@@ -287,10 +287,11 @@ class Decoder:
     def _check(self, formulas: list[z3.BoolRef], keep: bool = True) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
         """z3 on the environment and `formulas` under the per-query resource limit (and the
         deadline): the answer and, when sat, a model; unknown without asking past the
-        deadline (the question asking it was counted: `_question`). The answer is a function
-        of the question alone: asked in a z3 context made for it (`_Session`), not the
-        rendering's, whose terms depend on the questions asked before (and a witness
-        spares some: `_refuted`). So it is kept for any rendering (`_ANSWERS`): a question
+        deadline (the question asking it was counted: `_question`). Within a process the
+        answer is a function of the question alone (`_Session.solve`: near the resource
+        limit, not across processes with other histories): asked in a z3 context made for
+        it (`_Session`), not the rendering's, whose terms depend on the questions asked
+        before (and a witness spares some: `_refuted`). So it is kept for any rendering (`_ANSWERS`): a question
         on a premise (small, and the same for many paths) and one on a whole
         condition (a map key's rendering, `key_fields`, and the path's `render` ask the
         same ones of the same condition: xdpfilt_alw_tcp's, 4 at 10-20 ms each)."""

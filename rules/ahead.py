@@ -19,8 +19,11 @@ Why the output is the same. A reason and a decoded text are functions of the pat
 condition, the environment and the assumptions: `fields.Decoder` asks each question in a z3
 context made for it and works out the layout in another, so they do not depend on the queries
 asked before, in which process or in which order (bench/rules_outputs.py: the scripts of the
-corpus and external objects are byte-identical with and without). The parent only waits for
-the child, never races it, so what it holds after `install` does not depend on timing.
+corpus and external objects are byte-identical with and without). One caveat, the same as
+for any two processes: a question z3 answers right at its resource limit may come out
+otherwise after another history (fields._Session.solve); none does on those objects. The
+parent only waits for the child, never races it, so what it holds after `install` does not
+depend on timing.
 
 Where fork is missing, another thread runs, or the child dies or sends something else, the
 parent works out what it still needs itself, as without this module; `xdp2tc rules --jobs 1`
