@@ -50,15 +50,16 @@ from lifter.opcodes import CallSrc
 from lifter.program import BpfObject, Program, load_object
 from rules import output as rules_output
 from rules import ruleset
+from rules.ahead import ExplainAhead
 from rules.counterexample import examples
 from rules.flower import FLOWER_KEYS, Range, prefix_len
 from rules.frametext import frame_inputs
 from rules.reasons import REASONS, Reason, account, summary, summary_lines
-from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS
+from rules.synthesis import ASSUMPTIONS, DEFAULT_ASSUMPTIONS, with_defaults
 
 from . import flowercheck, flowervm, traffic
 from .commands import command_help
-from .options import exploration_flags, exploration_options, pcap_out_flag, write_pcap
+from .options import exploration_flags, exploration_options, jobs_flag, pcap_out_flag, write_pcap
 from .programs import device_programs
 from .targets import DEFAULT_TARGETS, TARGETS, Target
 
@@ -231,14 +232,20 @@ def check_object(
     max_rules: int,
     frames: list[bytes] | None = None,
     kernel_verify: bool = False,
+    jobs: int = 1,
 ) -> None:
+    """Explore each entry program of the object at `path` and add it to `report`
+    (check_exploration); with `jobs` > 1 its paths are explained by a forked child while
+    its rules are built (rules/ahead.py: the same report)."""
     obj = load_object(path)
     for prog in device_programs(obj, program, per_program_output=True):  # a report per program
         try:
             e = explore(obj, prog, dataclasses.replace(options, witnesses=True))  # synthesis starts from them
         except ExplorationError as err:
             raise LiftError(str(err), file=obj.path, program=prog.name) from err
-        report.explored.append((e, check_exploration(e, report, assume, max_rules, frames, kernel_verify)))
+        with ExplainAhead(e, with_defaults(assume), every=True, start=jobs > 1) as ahead:
+            rs = check_exploration(e, report, assume, max_rules, frames, kernel_verify, ahead)
+        report.explored.append((e, rs))
 
 
 def check_exploration(
@@ -248,15 +255,20 @@ def check_exploration(
     max_rules: int,
     frames: list[bytes] | None = None,
     kernel_verify: bool = False,
+    ahead: ExplainAhead | None = None,
 ) -> ruleset.RuleSet:
     """Add one explored program's entry and findings to `report`; the rule set it built is
-    returned so a caller that shows the filters too (the editor, offload/lsp.py) builds it once."""
+    returned so a caller that shows the filters too (the editor, offload/lsp.py) builds it once.
+    `ahead`: a child explaining the paths meanwhile (check_object), whose work is taken once
+    the rule set is built."""
     obj, prog = e.obj, e.program
     maps = classes(e)[1]
     try:
         rs = ruleset.build(e, assume, {}, max_rules)
     except ValueError as err:
         raise LiftError(str(err), file=obj.path, program=prog.name) from err
+    if ahead is not None:
+        ahead.install(rs)
     fates = account(e, rs, maps)
     found = examples(rs, fates)
     report.frames += [found[f.path].frame for f in fates if f.path in found]
@@ -656,7 +668,15 @@ def run(args) -> int:
     report = Report(targets)
     for path in args.files:
         check_object(
-            path, report, options, args.program, tuple(args.assume), args.max_rules, frames, args.kernel_verify
+            path,
+            report,
+            options,
+            args.program,
+            tuple(args.assume),
+            args.max_rules,
+            frames,
+            args.kernel_verify,
+            args.jobs,
         )
     if args.check_flower:
         check_in_flower(report)
@@ -735,4 +755,5 @@ def add_parser(sub) -> None:
         "packets: a filter taking a packet the program (BPF_PROG_TEST_RUN) gives another verdict "
         "is a flower-unsound finding, which always fails the gate; its packets go to --pcap-out",
     )
+    jobs_flag(p)
     pcap_out_flag(p)

@@ -216,6 +216,22 @@ def assume_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def jobs_flag(p: argparse.ArgumentParser) -> None:
+    """--jobs, as `rules` and `check` take it (rules/ahead.py: a forked child explains the
+    software paths while the rules are built; the output is the same either way)."""
+    from rules.ahead import default_jobs
+
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=at_least(1),
+        default=default_jobs(),
+        help="processes per program: 2 (or more) explains the paths in a child process while the rules "
+        "are built (the same output, sooner); 1 does all in one (default: 2 on a machine with "
+        "two CPUs or more, else 1)",
+    )
+
+
 def pcap_out_flag(p: argparse.ArgumentParser) -> None:
     """`--pcap-out FILE` (rules and check), written by `write_pcap`."""
     p.add_argument(

@@ -71,9 +71,10 @@ def candidates(e: Exploration) -> list[int]:
     ]
 
 
-def needed(e: Exploration, rs: RuleSet) -> list[int]:
+def needed(e: Exploration, rs: RuleSet, every: bool = False) -> list[int]:
     """The candidates still in software once the rule set is built: all but those proved
-    non-pass filters take whole (reasons.account's offloaded paths)."""
+    non-pass filters take whole (reasons.account's offloaded paths); with `every`, every
+    path a time budget did not cut as well (`check` prints every path's condition)."""
     given = {p for paths, _ in rs.software for p in paths}
     taken = {
         p
@@ -82,23 +83,31 @@ def needed(e: Exploration, rs: RuleSet) -> list[int]:
         for p in r.paths
         if p not in given
     }
+    if every:
+        return [p.id for p in e.paths if not e.cut_by_budget(p)]
     return [p for p in candidates(e) if p not in taken]
 
 
 class ExplainAhead:
     """A forked child explaining `candidates(e)` under `assumed` (the rule set's assumptions,
     synthesis.with_defaults) when `start` (see the module docstring): each path's reason and,
-    with `texts`, its decoded condition. `install` takes them; leaving the `with` block ends
-    the child whatever happened. `pid` is None where no child runs (not started, no fork, one
-    other thread in this process, or it is over)."""
+    with `texts`, its decoded condition; with `every`, the condition of every path a time
+    budget did not cut too, plain passes included (`check`'s report has them all). `install`
+    takes them; leaving the `with` block ends the child whatever happened. `pid` is None
+    where no child runs (not started, no fork, another thread in this process, or it is
+    over)."""
 
-    def __init__(self, e: Exploration, assumed: tuple[str, ...], texts: bool = True, start: bool = True):
-        self.e, self.assumed, self.map_classes = e, assumed, classes(e)[1]
+    def __init__(
+        self, e: Exploration, assumed: tuple[str, ...], texts: bool = True, start: bool = True, every: bool = False
+    ):
+        self.e, self.assumed, self.map_classes, self.every = e, assumed, classes(e)[1], every
+        self.software = set(candidates(e))
         self.pid: int | None = None
         self.reasons: dict[int, object] = {}
         self.texts: dict[int, str] = {}
         # fork copies only the calling thread: another one's locks would stay held in the child
-        ids = candidates(e) if start and threading.active_count() == 1 else []
+        ids = [p.id for p in e.paths if p.id in self.software or (every and not e.cut_by_budget(p))]
+        ids = ids if start and threading.active_count() == 1 else []
         if not hasattr(os, "fork") or not ids:
             return
         down_r, down_w = os.pipe()  # parent -> child: the paths needed
@@ -112,7 +121,7 @@ class ExplainAhead:
         if pid == 0:  # the child: never returns
             os.close(down_w)
             os.close(up_r)
-            self._child(ids, texts, down_r, up_w)
+            self._child(ids, texts or every, down_r, up_w)
         os.close(down_r)
         os.close(up_w)
         self.pid, self._down, self._up = pid, down_w, up_r
@@ -123,7 +132,7 @@ class ExplainAhead:
         not send is left to them."""
         if self.pid is None:
             return
-        want = needed(self.e, rs)
+        want = needed(self.e, rs, self.every)
         try:
             _send(self._down, want)
         except OSError:
@@ -135,7 +144,8 @@ class ExplainAhead:
                 if item is None:
                     break
                 pid, reason, text = item
-                self.reasons[pid] = reason
+                if reason is not None:
+                    self.reasons[pid] = reason
                 if text is not None:
                     self.texts[pid] = text
                 left.discard(pid)
@@ -174,7 +184,7 @@ class ExplainAhead:
                 if want is not None and pid not in want:
                     continue
                 path = by_id[pid]
-                reason = path_reason(self.e, path, self.map_classes, self.assumed)
+                reason = path_reason(self.e, path, self.map_classes, self.assumed) if pid in self.software else None
                 _send(up, (pid, reason, decode(self.e, path) if texts else None))
             _send(up, None)
             status = 0

@@ -21,6 +21,7 @@ from offload.options import (
     exploration_options,
     ifname_pair,
     interface_name,
+    jobs_flag,
     maps_from,
     pcap_out_flag,
     refuse_duplicates,
@@ -29,7 +30,7 @@ from offload.options import (
 from offload.programs import device_programs
 from rules import output as rules_output
 from rules import ruleset
-from rules.ahead import ExplainAhead, default_jobs
+from rules.ahead import ExplainAhead
 from rules.counterexample import examples
 from rules.reasons import account
 from rules.synthesis import MIN_FRAME, with_defaults
@@ -57,15 +58,7 @@ def add_parser(sub) -> None:
         action="store_true",
         help="print the tc -batch script deleting this script's filters instead (same options)",
     )
-    p.add_argument(
-        "-j",
-        "--jobs",
-        type=at_least(1),
-        default=default_jobs(),
-        help="processes to use: 2 (or more) explains the software paths in a child process while the rules "
-        "are built (the same output, sooner); 1 does all in one (default: 2 on a machine with "
-        "two CPUs or more, else 1)",
-    )
+    jobs_flag(p)
     p.add_argument("--max-rules", type=at_least(1), default=512, help="filters the NIC holds (default 512)")
     p.add_argument(
         "--out-dir",
