@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 import pytest
+import z3
 
 import corpus
 from analyzer import kernel
@@ -891,3 +892,25 @@ def test_long_product_chain_becomes_unknown():
     # the hash is computed only for UDP to port 666: its result decides DROP or PASS
     assert {p.verdict for p in hashed} == {"DROP", "PASS"}
     assert all(not p.notes for p in a.paths if p not in hashed) and len(a.paths) > len(hashed)
+
+
+def test_angr_terms_reach_z3_with_byte_reversals():
+    """The cross-check reads an angr path's model with z3 (crosscheck._z3_of_angr: its
+    constraints translated through claripy's SMT-LIB text once). claripy writes its byte
+    reversal (a little-endian load) as `bvreverse`, which z3 does not know: it comes through
+    as the reversed bytes, in the constraints and in the terms read."""
+    from angr import claripy
+
+    x = claripy.BVS("x", 32, explicit_name=True)
+    y = claripy.BVS("y", 16, explicit_name=True)
+    asserts, (wide, short) = crosscheck._z3_of_angr(
+        [x.reversed == 0x11223344, y.reversed == 0x5566], [x.reversed + 1, claripy.Concat(y.reversed, x[7:0])]
+    )
+    solver = z3.Solver()
+    solver.add(*asserts)
+    assert solver.check() == z3.sat
+    model = solver.model()
+    assert model.eval(z3.BitVec("x", 32)).as_long() == 0x44332211
+    assert model.eval(z3.BitVec("y", 16)).as_long() == 0x6655
+    assert model.eval(wide).as_long() == 0x11223345
+    assert model.eval(short, model_completion=True).as_long() == 0x556611
