@@ -401,6 +401,7 @@ class CrossCheck:
         #: model read for all values: `_angr_input_z3`) or "claripy" (`_angr_input_claripy`)
         self.angr_model = "z3"
         self._definitions: dict | None = None
+        self._literal_bits: tuple | None = None  # `_z3_path_literal_bits`' memo
         self._functions: dict[str, list[tuple]] = {}  # `_z3_functions`' memo
         self._solver_for: tuple | None = None
         self.ifindexes = existing_ifindexes()
@@ -986,10 +987,11 @@ class CrossCheck:
             return self._z3_outcomes_solved(inp, expected)
         allowed = []
         verdict = VERDICTS.get(expected.retval, "INVALID")
+        decided = self._z3_literals_at_once(ev)
         for path in sorted(self.z3e.paths, key=lambda p: p.verdict != verdict):
             values = []
             for lit in path.literals:  # up to the first false one: the input is not on this path
-                values.append(ev.value(lit))
+                values.append(ev.value(lit) if decided is None else decided[lit.get_id()])
                 if z3.is_false(values[-1]):
                     break
             if values and z3.is_false(values[-1]):
@@ -1016,6 +1018,39 @@ class CrossCheck:
                 return [expected], None
             allowed.append(got)
         return allowed, None
+
+    def _z3_literals_at_once(self, ev: Z3Eval) -> dict | None:
+        """Every z3 path literal's value on `ev`'s input (literal id -> BoolVal) by one
+        substitution and simplification of one term (`_z3_path_literal_bits`); None when
+        some of them stay open (then `ev` evaluates literal by literal)."""
+        terms, bits = self._z3_path_literal_bits()
+        value = ev._simplify(bits, [])
+        if not z3.is_bv_value(value):
+            return None
+        n, v = len(terms), value.as_long()
+        return {t.get_id(): z3.BoolVal(bool(v >> (n - 1 - i) & 1)) for i, t in enumerate(terms)}
+
+    def _z3_path_literal_bits(self) -> tuple[list, z3.ExprRef]:
+        """The z3 paths' distinct literals and one term of the inputs: their values as bits
+        (first literal highest), each literal's condition expanded (the literals it refers
+        to replaced by their own expanded conditions), once."""
+        if self._literal_bits is None:
+            expanded: dict[str, tuple] = {}
+            defs = self._z3_definitions()
+            for lit, cond in sorted(self.z3e.definitions, key=lambda lc: int(lc[0].decl().name()[2:])):
+                refs = defs[lit.decl().name()][2]
+                if refs:
+                    cond = z3.substitute(cond, *[expanded[r] for r in refs])
+                expanded[lit.decl().name()] = (lit, cond)
+            terms = list({lit.get_id(): lit for p in self.z3e.paths for lit in p.literals}.values())
+            cache: dict = {}
+            one, zero = z3.BitVecVal(1, 1), z3.BitVecVal(0, 1)
+            bits = []
+            for t in terms:
+                refs = sorted(n for n in symbols(t, cache) if n.startswith("b!"))
+                bits.append(z3.If(z3.substitute(t, *[expanded[r] for r in refs]) if refs else t, one, zero))
+            self._literal_bits = (terms, z3.Concat(*bits) if len(bits) > 1 else bits[0] if bits else one)
+        return self._literal_bits
 
     def _z3_definitions(self) -> dict:
         """Branch literal name -> (the literal's AST, its condition, names of the literals the

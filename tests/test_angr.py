@@ -914,3 +914,33 @@ def test_angr_terms_reach_z3_with_byte_reversals():
     assert model.eval(z3.BitVec("y", 16)).as_long() == 0x6655
     assert model.eval(wide).as_long() == 0x11223345
     assert model.eval(short, model_completion=True).as_long() == 0x556611
+
+
+@pytest.mark.parametrize("stem", ["ipv6_filter", "qinq_tags", "thesis_ddos_blacklist"])
+def test_z3_path_literals_at_once_as_one_by_one(stem):
+    """The angr -> z3 direction decides every z3 path literal on an input at once (one term
+    of the inputs, each literal's condition expanded: CrossCheck._z3_literals_at_once):
+    where that decides them all, each value is the one Z3Eval gives literal by literal."""
+    import random
+
+    path = need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o")
+    obj = load_object(path)
+    prog = next(p for p in obj.programs if p.is_xdp)
+    check = crosscheck.cross_check(obj, prog, Options(), mode="symbolic")
+    rng = random.Random(7)
+    lits = {lit.get_id(): lit for p in check.z3e.paths for lit in p.literals}
+    decided_inputs = 0
+    for n in (14, 34, 60, 64, 90, 128) * 4:
+        packet = bytearray(rng.randbytes(n))
+        if rng.random() < 0.7:  # mostly IPv4/IPv6/VLAN, so the paths past ethernet are taken
+            packet[12:14] = rng.choice([b"\x08\x00", b"\x86\xdd", b"\x81\x00", b"\x88\xa8"])
+        inp = crosscheck.Input(bytes(packet), check.ifindexes[0])
+        definitions = check._z3_definitions()
+        at_once = check._z3_literals_at_once(crosscheck.Z3Eval(inp, check._z3_functions(inp), definitions))
+        if at_once is None:
+            continue
+        decided_inputs += 1
+        one_by_one = crosscheck.Z3Eval(inp, check._z3_functions(inp), definitions)
+        for i, lit in lits.items():
+            assert at_once[i].eq(one_by_one.value(lit)), (stem, bytes(packet).hex(), lit)
+    assert decided_inputs > 0
