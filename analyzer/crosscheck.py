@@ -326,6 +326,7 @@ class Z3Eval:
         self.literals: dict[str, z3.ExprRef] = {}  # literal name -> its value
         self._memo: dict[int, tuple] = {}  # term id -> (term, value)
         self._symbols: dict = {}
+        self.expanded: dict | None = None  # literal name -> (literal, expanded condition), when given
 
     def _literal_values(self, names) -> None:
         """Evaluate the literals `names` and, first, every literal their conditions refer to."""
@@ -366,7 +367,15 @@ class Z3Eval:
 
     def number(self, term: z3.ExprRef) -> int:
         """`term`'s value as an unsigned int; Undecided when it is not a constant."""
-        out = self.value(term)
+        out = None
+        if self.expanded is not None:  # the literals it refers to as their expanded conditions: one simplify
+            names = sorted(n for n in symbols(term, self._symbols) if n.startswith("b!"))
+            pairs = [self.expanded[n] for n in names]
+            out = self._simplify(z3.substitute(term, *pairs) if pairs else term, [])
+            if not z3.is_bv_value(out):
+                out = None
+        if out is None:
+            out = self.value(term)
         if not z3.is_bv_value(out):
             raise Undecided(str(term)[:80])
         return out.as_long()
@@ -988,6 +997,7 @@ class CrossCheck:
         allowed = []
         verdict = VERDICTS.get(expected.retval, "INVALID")
         decided = self._z3_literals_at_once(ev)
+        ev.expanded = self._expanded
         for path in sorted(self.z3e.paths, key=lambda p: p.verdict != verdict):
             values = []
             for lit in path.literals:  # up to the first false one: the input is not on this path
@@ -1042,6 +1052,7 @@ class CrossCheck:
                 if refs:
                     cond = z3.substitute(cond, *[expanded[r] for r in refs])
                 expanded[lit.decl().name()] = (lit, cond)
+            self._expanded = expanded
             terms = list({lit.get_id(): lit for p in self.z3e.paths for lit in p.literals}.values())
             cache: dict = {}
             one, zero = z3.BitVecVal(1, 1), z3.BitVecVal(0, 1)
