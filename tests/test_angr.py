@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 import pytest
+import z3
 
 import corpus
 from analyzer import kernel
@@ -891,3 +892,83 @@ def test_long_product_chain_becomes_unknown():
     # the hash is computed only for UDP to port 666: its result decides DROP or PASS
     assert {p.verdict for p in hashed} == {"DROP", "PASS"}
     assert all(not p.notes for p in a.paths if p not in hashed) and len(a.paths) > len(hashed)
+
+
+def test_angr_terms_reach_z3_with_byte_reversals():
+    """The cross-check reads an angr path's model with z3 (crosscheck._z3_of_angr: its
+    constraints translated through claripy's SMT-LIB text once). claripy writes its byte
+    reversal (a little-endian load) as `bvreverse`, which z3 does not know: it comes through
+    as the reversed bytes, in the constraints and in the terms read."""
+    from angr import claripy
+
+    x = claripy.BVS("x", 32, explicit_name=True)
+    y = claripy.BVS("y", 16, explicit_name=True)
+    asserts, (wide, short) = crosscheck._z3_of_angr(
+        [x.reversed == 0x11223344, y.reversed == 0x5566], [x.reversed + 1, claripy.Concat(y.reversed, x[7:0])]
+    )
+    solver = z3.Solver()
+    solver.add(*asserts)
+    assert solver.check() == z3.sat
+    model = solver.model()
+    assert model.eval(z3.BitVec("x", 32)).as_long() == 0x44332211
+    assert model.eval(z3.BitVec("y", 16)).as_long() == 0x6655
+    assert model.eval(wide).as_long() == 0x11223345
+    assert model.eval(short, model_completion=True).as_long() == 0x556611
+
+
+def _z3_side(path) -> crosscheck.CrossCheck:
+    """A cross-check of `path`'s XDP program with its z3 exploration and no angr paths: the
+    angr -> z3 direction's z3 side alone."""
+    from types import SimpleNamespace
+
+    obj = load_object(need_object(path))
+    prog = next(p for p in obj.programs if p.is_xdp)
+    none = SimpleNamespace(paths=[], seconds=0.0, budget=None, options=Options(), read_maps=set())
+    return crosscheck.CrossCheck(obj, prog, Options(), explore(obj, prog, Options()), none, mode="symbolic")
+
+
+@pytest.mark.parametrize(
+    "name", ["clang/ipv6_filter", "clang/qinq_tags", "clang/thesis_ddos_blacklist", "xdpfilt_dny_tcp"]
+)
+def test_z3_path_literals_at_once_as_one_by_one(name):
+    """The angr -> z3 direction decides every z3 path literal on an input at once (one term
+    of the inputs, each literal's condition expanded: CrossCheck._z3_literals_at_once):
+    where that decides them all, each value is the one Z3Eval gives literal by literal, and
+    the outputs of the paths the input takes, evaluated with the expanded literals
+    (Z3Eval.expanded: xdp-filter's return values are merged, they refer to literals), are
+    the ones evaluated literal by literal."""
+    import random
+
+    from analyzer import verify
+    from analyzer.symbolic import symbols
+
+    if "/" in name:
+        path = corpus.BUILD_DIR / f"{name}.o"
+    else:
+        path = next((p for p in corpus.external_objects() if p.stem == name), None)
+    check = _z3_side(path)
+    rng = random.Random(7)
+    lits = {lit.get_id(): lit for p in check.z3e.paths for lit in p.literals}
+    definitions = check._z3_definitions()
+    decided_inputs = outputs = 0
+    for n in (14, 34, 60, 64, 90, 128) * 4:
+        packet = bytearray(rng.randbytes(n))
+        if rng.random() < 0.7:  # mostly IPv4/IPv6/VLAN, so the paths past ethernet are taken
+            packet[12:14] = rng.choice([b"\x08\x00", b"\x86\xdd", b"\x81\x00", b"\x88\xa8"])
+        inp = crosscheck.Input(bytes(packet), check.ifindexes[0])
+        at_once = check._z3_literals_at_once(crosscheck.Z3Eval(inp, check._z3_functions(inp), definitions))
+        if at_once is None:
+            continue
+        decided_inputs += 1
+        one_by_one = crosscheck.Z3Eval(inp, check._z3_functions(inp), definitions)
+        for i, lit in lits.items():
+            assert at_once[i].eq(one_by_one.value(lit)), (name, bytes(packet).hex(), lit)
+        expanded = crosscheck.Z3Eval(inp, check._z3_functions(inp), definitions)
+        expanded.expanded = check._expanded
+        for p in check.z3e.paths:
+            if p.retval is not None and all(z3.is_true(at_once[lit.get_id()]) for lit in p.literals):
+                got = verify.output_of(p, expanded.number, inp.packet)
+                assert got == verify.output_of(p, one_by_one.number, inp.packet), (name, bytes(packet).hex())
+                outputs += any(s.startswith("b!") for s in symbols(p.retval, {}))
+    assert decided_inputs > 0
+    assert outputs > 0 or "/" in name, "no output of a taken path refers to literals"
