@@ -263,6 +263,21 @@ def _z3_of_angr(constraints: list, terms: list) -> tuple[list, list]:
     return asserts, out
 
 
+def _entry_parts(entries) -> list:
+    """The claripy terms a model gives of angr map entries: per entry its key, then whether it
+    was there at the start (1 or 0, 8 bits) and its value at the start, where the path read them."""
+    from angr import claripy
+
+    parts = []
+    for e in entries:
+        parts.append(e.key)
+        if e.init_found is not None:
+            parts.append(claripy.If(e.init_found, claripy.BVV(1, 8), claripy.BVV(0, 8)))
+        if e.init_val is not None:
+            parts.append(e.init_val)
+    return parts
+
+
 def _is_array(mdef: MapDef) -> bool:
     return mdef.type is not None and mdef.type.keyed == "index" and mdef.type.holds == "data"
 
@@ -748,13 +763,12 @@ class CrossCheck:
         elif expected not in allowed:
             self.report.disagreements.append(Disagreement("angr", path.id, inp, expected, allowed, shard=shard))
 
-    def _angr_input_claripy(self, path, a, shard: str | None):
-        """One model of angr path `path` (of exploration `a`) as an Input and the path's
-        Outcome on it, by claripy's solver (a call per group of values); None when no input
-        satisfies the path (listed as skipped)."""
+    def _angr_input_limits(self, st, a) -> tuple[list, list]:
+        """claripy constraints on angr state `st`'s inputs (exploration `a`): what a runnable
+        input needs (length, this machine's ifindexes, queue 0, no egress, no fragments) and
+        the globals as initialised."""
         from angr import claripy
 
-        st = path.state
         strict = [
             claripy.UGE(a.packet_len, MIN_TEST_LEN),
             claripy.ULE(a.packet_len, self.max_len),
@@ -767,6 +781,16 @@ class CrossCheck:
         for name, sym in a.globals_.items():
             mdef = self.maps[name]
             env.append(sym == int.from_bytes(mdef.initial or bytes(mdef.value_size), "big"))
+        return strict, env
+
+    def _angr_input_claripy(self, path, a, shard: str | None):
+        """One model of angr path `path` (of exploration `a`) as an Input and the path's
+        Outcome on it, by claripy's solver (a call per group of values); None when no input
+        satisfies the path (listed as skipped)."""
+        from angr import claripy
+
+        st = path.state
+        strict, env = self._angr_input_limits(st, a)
         for runnable, limit in self._attempts():
             extra = (
                 env + (strict if runnable else []) + ([claripy.ULE(a.packet_len, limit)] if limit is not None else [])
@@ -789,12 +813,7 @@ class CrossCheck:
             a.ctx["egress_ifindex"],
             st.globals["frags"],
         ] + a.packet[:n]
-        for e in entries:
-            parts.append(e.key)
-            if e.init_found is not None:
-                parts.append(claripy.If(e.init_found, claripy.BVV(1, 8), claripy.BVV(0, 8)))
-            if e.init_val is not None:
-                parts.append(e.init_val)
+        parts += _entry_parts(entries)
         # the path's return value and output length in the same model (solver calls are most
         # of a comparison's time: ~10-20 ms each)
         outputs = [path.retval[31:0], path.end - path.head]
@@ -831,18 +850,7 @@ class CrossCheck:
         from angr import claripy
 
         st = path.state
-        strict = [
-            claripy.UGE(a.packet_len, MIN_TEST_LEN),
-            claripy.ULE(a.packet_len, self.max_len),
-            claripy.Or(*[a.ctx["ingress_ifindex"] == i for i in self.ifindexes]),
-            a.ctx["rx_queue_index"] == 0,
-            a.ctx["egress_ifindex"] == 0,
-            st.globals["frags"] == 0,
-        ]
-        env = []
-        for name, sym in a.globals_.items():
-            mdef = self.maps[name]
-            env.append(sym == int.from_bytes(mdef.initial or bytes(mdef.value_size), "big"))
+        strict, env = self._angr_input_limits(st, a)
         segs = st.globals.get("segments", ())
         starts: list = []
         for seg in segs:
@@ -853,12 +861,7 @@ class CrossCheck:
         flags = [bit(claripy.And(*strict))] + [bit(claripy.ULE(a.packet_len, limit)) for limit in limits]
         parts = [a.packet_len, a.ctx["ingress_ifindex"], a.ctx["rx_queue_index"], a.ctx["egress_ifindex"]]
         parts.append(st.globals["frags"])
-        for e in entries:
-            parts.append(e.key)
-            if e.init_found is not None:
-                parts.append(claripy.If(e.init_found, claripy.BVV(1, 8), claripy.BVV(0, 8)))
-            if e.init_val is not None:
-                parts.append(e.init_val)
+        parts += _entry_parts(entries)
         outputs = [path.retval[31:0], path.end - path.head]
         try:
             asserts, terms = _z3_of_angr(list(st.solver.constraints) + env, flags + parts + starts + outputs)
