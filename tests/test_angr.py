@@ -725,6 +725,88 @@ def test_read_that_can_leave_the_packet_is_cut(tmp_path):
     assert cut and all("can fall outside the packet" in why for why in cut), cut
 
 
+#: A 4-byte `.data` global (`flag`, initially 1) read and written past its end: pkt[0] == 1
+#: loads its bytes 3..4, pkt[0] == 2 stores 4 bytes at offset 4; any other first byte reads
+#: `flag` within it (drop when set). The kernel's verifier refuses both accesses ("invalid
+#: access to map value", check_map_access), so the program never loads.
+PAST_VALUE = """
+    .section xdp,"ax"
+    .globl past_value
+    .type past_value,@function
+past_value:
+    w2 = *(u32 *)(r1 + 0)
+    w3 = *(u32 *)(r1 + 4)
+    r4 = r2
+    r4 += 1
+    if r4 > r3 goto pass
+    w4 = *(u8 *)(r2 + 0)
+    r1 = flag ll
+    if w4 == 1 goto load
+    if w4 == 2 goto store
+    w0 = *(u32 *)(r1 + 0)
+    if w0 == 0 goto pass
+    r0 = 1
+    exit
+load:
+    w0 = *(u16 *)(r1 + 3)
+    if w0 == 0 goto pass
+    r0 = 1
+    exit
+store:
+    *(u32 *)(r1 + 4) = w4
+pass:
+    r0 = 2
+    exit
+    .size past_value, 168
+
+    .section .data,"aw"
+    .globl flag
+    .type flag,@object
+    .p2align 2
+flag:
+    .long 1
+    .size flag, 4
+"""
+
+#: What both engines say about PAST_VALUE's two refused accesses (by hand: the instructions'
+#: slots, xdp:14 the load and xdp:18 the store; .data holds 4 bytes).
+PAST_VALUE_REASONS = [
+    "the kernel's verifier refuses this load: 2 bytes at offset 3 of .data (value_size 4) at xdp:14",
+    "the kernel's verifier refuses this store: 4 bytes at offset 4 of .data (value_size 4) at xdp:18",
+]
+
+
+def test_access_past_a_value_ends_unknown_in_both_engines(tmp_path):
+    """A load or store past a global section's value_size is what the kernel's verifier
+    refuses: both engines end the path there, UNKNOWN with the same reason, instead of
+    giving the bytes past the end a value (angr read them as free symbols, the z3 engine as
+    the section's bytes 4.. that the cross-check's environment fixes, so the two disagreed).
+    The cross-check then compares the other paths and finds no disagreement."""
+    obj = load_object(assemble(PAST_VALUE, tmp_path, "past_value"))
+    prog = obj.program()
+    z3_paths = explore(obj, prog, Options()).paths
+    angr_paths = angr_engine.explore_angr(obj, prog, Options()).paths
+    for paths in (z3_paths, angr_paths):
+        assert sorted(p.truncated for p in paths if p.verdict == "UNKNOWN") == PAST_VALUE_REASONS
+        assert {p.verdict for p in paths} == {"UNKNOWN", "PASS", "DROP"}
+    r = crosscheck.cross_check(obj, prog, Options(), test_run=False, mode="auto").report
+    assert not r.disagreements and r.z3_compared and r.angr_compared, r
+    assert sorted(why for e, _, why in r.skipped if e == "z3" and why.startswith("the kernel's")) == PAST_VALUE_REASONS
+
+
+def test_gcc_globals_read_past_data_ends_unknown():
+    """corpus/build/gcc/globals.o: GCC's relocation points `blocked_port` 8 bytes into the
+    8-byte .data (corpus/globals.c `load-gcc: no`; the kernel refuses the object, see
+    test_kernel_runner's test_load_error_has_verifier_reason). Both engines end the UDP
+    paths that read it UNKNOWN, saying so; none of their paths compares it with a port."""
+    obj = load_object(need_object(corpus.BUILD_DIR / "gcc" / "globals.o"))
+    prog = obj.program()
+    why = "the kernel's verifier refuses this load: 2 bytes at offset 8 of .data (value_size 8) at xdp:22"
+    for e in (explore(obj, prog, Options()), angr_engine.explore_angr(obj, prog, Options())):
+        assert [p.truncated for p in e.paths if p.verdict == "UNKNOWN"] == [why]
+        assert {p.verdict for p in e.paths} == {"UNKNOWN", "PASS"}
+
+
 #: A segment (angr_engine.Segment) read twice: at data + 8 * pkt[0] + 4, then + 2, after one
 #: bounds check of 8 bytes there; 0x42 at the first byte or 0x43 at the second drops.
 SEGMENT_READS = (
