@@ -845,8 +845,9 @@ class CrossCheck:
         read (inputs, segment starts, return value, output length) translated to z3 once
         (`_z3_of_angr`), the input restrictions as assumptions tried in turn (`_attempts`),
         one check per segment (its start fixed and its bytes tied to the packet's, as
-        `_segment_links`), then every value read from the one model. Falls back to
-        `_angr_input_claripy` when the translation fails."""
+        `_segment_links`), then every value read from the one model; the output bytes are
+        the packet's where they are its term (`_output_is_input`), else translated and read
+        from the model too. Falls back to `_angr_input_claripy` when a translation fails."""
         from angr import claripy
 
         st = path.state
@@ -909,7 +910,9 @@ class CrossCheck:
         retval, size = ev(zoutputs[0]), ev(zoutputs[1])
         size = size if size < 1 << 16 else 0
         data = b""
-        if size:
+        if size and size <= n and self._output_is_input(path, a, size):  # the input's bytes: no translation
+            data = packet[:size]
+        elif size:
             try:
                 _, (out,) = _z3_of_angr([], [self._output_bytes(path, size)])
             except (ValueError, z3.Z3Exception):
@@ -917,6 +920,16 @@ class CrossCheck:
             data = ev(out).to_bytes(size, "big")
         expected = Outcome(retval, data, tuple(t[3] for t in path.tail_calls))
         return Input(packet, ifindex, found_entries, rx_queue, egress, frags, runnable), expected
+
+    def _output_is_input(self, path, a, size: int) -> bool:
+        """Whether angr path `path`'s first `size` output bytes are, as a term, the input
+        packet's first `size` bytes (exploration `a`): the same claripy AST (equal hashes:
+        claripy hashes an AST by its structure), so in any model their value is the packet's
+        there (a path that wrote, moved or grew the packet has another term)."""
+        from angr import claripy
+
+        want = a.packet[0] if size == 1 else claripy.Concat(*a.packet[:size])
+        return self._output_bytes(path, size).hash() == want.hash()
 
     def _segment_link(self, a, seg, start, model) -> list:
         """z3 constraints fixing segment `seg`'s start (z3 term `start`) where `model` puts it
