@@ -298,6 +298,22 @@ class Undecided(Exception):
     """A z3 term that does not evaluate to a constant on the input (`Z3Eval.number`)."""
 
 
+#: `_numerals`' terms: per width, the numerals 0, 1, ... made so far (the wrappers hold
+#: them), and under the negated width their ASTs.
+_NUMERAL_TERMS: dict[int, list] = {}
+
+
+def _numerals(bits: int, count: int) -> list:
+    """The ASTs of the `bits`-wide numerals 0..count-1 in PACKET's context, made once for
+    every input of the process (Z3Eval's packets: made per input they were ~60 % of its
+    set-up)."""
+    made = _NUMERAL_TERMS.setdefault(bits, [])
+    if len(made) < count:
+        made += [z3.BitVecVal(i, bits, PACKET.ctx) for i in range(len(made), count)]
+        _NUMERAL_TERMS[-bits] = [t.as_ast() for t in made]
+    return _NUMERAL_TERMS[-bits]
+
+
 class Z3Eval:
     """z3 terms evaluated on one concrete input: the packet, its length, the ctx fields and
     the map contents substituted, the branch literals replaced by their conditions'
@@ -309,18 +325,19 @@ class Z3Eval:
 
     def __init__(self, inp: Input, funcs: list[tuple], definitions: dict):
         pkt = PACKET
-        if inp.packet:  # z3's C API directly (z3py's Store checks sorts and wraps each step: ~0.1 ms a byte)
+        if inp.packet:
+            # z3's C API directly (z3py's Store checks sorts and wraps each step: ~0.1 ms a
+            # byte), the indices and byte values made once for all inputs (`_numerals`)
             ref, arr = PACKET.ctx.ref(), PACKET.as_ast()
-            s64, s8 = z3.BitVecSort(64).ast, z3.BitVecSort(8).ast
+            idx, val = _numerals(64, len(inp.packet)), _numerals(8, 256)
             for i, b in enumerate(inp.packet):  # each new term held (reference counted) while used
-                idx = z3core.Z3_mk_unsigned_int64(ref, i, s64)
-                z3core.Z3_inc_ref(ref, idx)
-                val = z3core.Z3_mk_unsigned_int64(ref, b, s8)
-                z3core.Z3_inc_ref(ref, val)
-                arr = z3core.Z3_mk_store(ref, arr, idx, val)
-                pkt = z3.ArrayRef(arr, PACKET.ctx)
-                z3core.Z3_dec_ref(ref, idx)
-                z3core.Z3_dec_ref(ref, val)
+                store = z3core.Z3_mk_store(ref, arr, idx[i], val[b])
+                z3core.Z3_inc_ref(ref, store)
+                if i:
+                    z3core.Z3_dec_ref(ref, arr)
+                arr = store
+            pkt = z3.ArrayRef(arr, PACKET.ctx)  # (takes a reference of its own)
+            z3core.Z3_dec_ref(ref, arr)
         self.pairs = [
             (PACKET, pkt),
             (PACKET_LEN, z3.BitVecVal(len(inp.packet), 64)),
