@@ -45,7 +45,9 @@ not handed to angr either, whose read strategy pins an address with over 1024 va
 of them (the path then silently loses every other offset): it is read exactly, as a
 selection by the offset's bits among the bytes of the memory object it falls in (packet,
 stack frame, map value, global data), and a path on which it can fall outside that object
-ends UNKNOWN.
+ends UNKNOWN. A load or store at a concrete address past a map value's or global section's
+value_size (which angr's memory would answer with free bytes) ends UNKNOWN as well, saying
+that the kernel's verifier refuses it (`xdp.refused_value_access`, as the z3 engine).
 
 The segment model (`explore_angr(segments=True)`, the cross-check's open shards): a packet read
 at `data + k + D1 + ... + Dn` (each D a term of packet bytes: an extension header's length
@@ -124,7 +126,7 @@ from lifter.program import BpfObject, Function, Program
 from .exploration import INVALID, UNKNOWN, VERDICTS, BranchSite, Budget, Options
 from .helpers import helper
 from .symbolic import XDP_MD_FIELDS, source_of
-from .xdp import HEADROOM, MAX_FRAGS_BYTES, MAX_LINEAR_PACKET, MAX_META, MAX_TAIL_CALLS
+from .xdp import HEADROOM, MAX_FRAGS_BYTES, MAX_LINEAR_PACKET, MAX_META, MAX_TAIL_CALLS, refused_value_access
 
 #: Where things live in the flat address space of a state (all below 4 GiB except code, so
 #: 32-bit ctx fields hold full addresses).
@@ -793,6 +795,7 @@ class Step:
         region = self.region(addr, st)
         if region and region[0].startswith("global:"):
             self.ctx.read_maps.add(region[0][7:])
+        self.check_value_access(addr, size, region, "load", st)
         if region is not None and region[0] == "packet":
             value = self.segment_load(addr, size, st)
             if value is not None:
@@ -800,6 +803,23 @@ class Step:
         if addr.symbolic:
             return self.load_anywhere(addr, size, region, st)
         return st.memory.load(addr, size, endness=Endness.LE)
+
+    def check_value_access(self, addr, size: int, region, access: str, st) -> None:
+        """PathCut when `size` bytes at the concrete address `addr` of a map value's or global
+        section's `region` reach past its value_size (`refused_value_access`: the kernel's
+        verifier refuses the program). A symbolic address is bounded by `load_anywhere`."""
+        if addr.symbolic or region is None or not (region[0].startswith("global:") or region[0] == "value"):
+            return
+        kind, base = region
+        if kind == "value":
+            name = next((e.map for e in st.globals["entries"] if e.addr == base), None)
+            if name is None:
+                return
+        else:
+            name = kind[7:]
+        why = refused_value_access(access, name, addr.concrete_value - base, size, self.ctx.maps[name].value_size)
+        if why is not None:
+            raise PathCut(f"{why} at {self.where()}")
 
     def segment_load(self, addr, size: int, st):
         """A packet read in the segment model (`Segment`): None where the model does not
@@ -1011,6 +1031,7 @@ class Step:
                 )
             addr = _bv(values[0])
         region = self.region(addr, st)
+        self.check_value_access(addr, value.size() // 8, region, "store", st)
         if region is not None:
             kind, base = region
             if kind == "packet":
@@ -1191,6 +1212,7 @@ class Step:
         if not size.symbolic and size.concrete_value <= 512 and not ptr.symbolic:
             n = size.concrete_value
             if n:
+                self.check_value_access(ptr, n, self.region(ptr), "store", self.s)
                 self.s.memory.store(ptr, self.fresh(f"helper.{name}", 8 * n))
         else:
             self.note(f"memory written by bpf_{name} not modelled at {self.where()}")
@@ -1490,10 +1512,13 @@ class Step:
             return self.h_fresh64(name)
         n = size.concrete_value
         src, ok = self.packet_span(2, n)
-        # copied as loaded: little-endian both ways (memory order)
-        return self.resize(
-            name, ok, lambda t: t.memory.store(buf, self.load(src, n, t), endness=Endness.LE) if n else None
-        )
+
+        def apply(t):
+            if n:  # copied as loaded: little-endian both ways (memory order)
+                self.check_value_access(buf, n, self.region(buf, t), "store", t)
+                t.memory.store(buf, self.load(src, n, t), endness=Endness.LE)
+
+        return self.resize(name, ok, apply)
 
     def h_store_bytes(self, name):
         size, buf = self.reg(4), self.reg(3)
@@ -1502,6 +1527,8 @@ class Step:
             return self.h_fresh64(name)
         n = size.concrete_value
         dst, ok = self.packet_span(2, n)
+        if n and not buf.symbolic:
+            self.check_value_access(buf, n, self.region(buf), "load", self.s)
 
         def apply(t):
             if n:

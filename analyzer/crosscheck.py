@@ -227,6 +227,57 @@ def _segment_links(st, a, cons: list, packet: bytes | None = None) -> list | Non
     return cons
 
 
+#: Widths (bits) of claripy's byte reversal (`bvreverse` in its SMT-LIB text) that `_z3_of_angr` defines.
+REVERSE_WIDTHS = tuple(range(16, 136, 8))
+
+
+def _z3_of_angr(constraints: list, terms: list) -> tuple[list, list]:
+    """claripy `constraints` and `terms` as z3 (one translation through SMT-LIB text): the
+    constraints as z3 assertions, each term as a z3 term over the same symbols (claripy
+    names them in the text as z3 does: `pkt.3`, `pkt.len`)."""
+    from angr import claripy
+
+    solver = claripy.Solver()
+    names = [claripy.BVS(f"xcheck.term.{i}", t.size(), explicit_name=True) for i, t in enumerate(terms)]
+    solver.add(list(constraints) + [n == t for n, t in zip(names, terms)])
+    text = solver.to_smt2()
+    reverses = []
+    if "bvreverse" in text:  # claripy's byte reversal, not an SMT-LIB function: declared, then defined
+        text = "".join(f"(declare-fun bvreverse ((_ BitVec {w})) (_ BitVec {w}))\n" for w in REVERSE_WIDTHS) + text
+        for w in REVERSE_WIDTHS:
+            x = z3.Var(0, z3.BitVecSort(w))
+            body = z3.Concat(*[z3.Extract(8 * i + 7, 8 * i, x) for i in range(w // 8)])
+            reverses.append((z3.Function("bvreverse", z3.BitVecSort(w), z3.BitVecSort(w)), body))
+    parsed = z3.parse_smt2_string(text)
+    if reverses:
+        parsed = [z3.substitute_funs(a, *reverses) for a in parsed]
+    wanted = {f"xcheck.term.{i}": i for i in range(len(terms))}
+    asserts, out = [], [None] * len(terms)
+    for a in parsed:
+        if z3.is_eq(a) and z3.is_const(a.arg(0)) and a.arg(0).decl().name() in wanted:
+            out[wanted[a.arg(0).decl().name()]] = a.arg(1)
+        else:
+            asserts.append(a)
+    if any(t is None for t in out):  # claripy rewrote a definition: it stays an assertion
+        raise ValueError("a term's definition was rewritten")
+    return asserts, out
+
+
+def _entry_parts(entries) -> list:
+    """The claripy terms a model gives of angr map entries: per entry its key, then whether it
+    was there at the start (1 or 0, 8 bits) and its value at the start, where the path read them."""
+    from angr import claripy
+
+    parts = []
+    for e in entries:
+        parts.append(e.key)
+        if e.init_found is not None:
+            parts.append(claripy.If(e.init_found, claripy.BVV(1, 8), claripy.BVV(0, 8)))
+        if e.init_val is not None:
+            parts.append(e.init_val)
+    return parts
+
+
 def _is_array(mdef: MapDef) -> bool:
     return mdef.type is not None and mdef.type.keyed == "index" and mdef.type.holds == "data"
 
@@ -247,6 +298,22 @@ class Undecided(Exception):
     """A z3 term that does not evaluate to a constant on the input (`Z3Eval.number`)."""
 
 
+#: `_numerals`' terms: per width, the numerals 0, 1, ... made so far (the wrappers hold
+#: them), and under the negated width their ASTs.
+_NUMERAL_TERMS: dict[int, list] = {}
+
+
+def _numerals(bits: int, count: int) -> list:
+    """The ASTs of the `bits`-wide numerals 0..count-1 in PACKET's context, made once for
+    every input of the process (Z3Eval's packets: made per input they were ~60 % of its
+    set-up)."""
+    made = _NUMERAL_TERMS.setdefault(bits, [])
+    if len(made) < count:
+        made += [z3.BitVecVal(i, bits, PACKET.ctx) for i in range(len(made), count)]
+        _NUMERAL_TERMS[-bits] = [t.as_ast() for t in made]
+    return _NUMERAL_TERMS[-bits]
+
+
 class Z3Eval:
     """z3 terms evaluated on one concrete input: the packet, its length, the ctx fields and
     the map contents substituted, the branch literals replaced by their conditions'
@@ -258,8 +325,19 @@ class Z3Eval:
 
     def __init__(self, inp: Input, funcs: list[tuple], definitions: dict):
         pkt = PACKET
-        for i, b in enumerate(inp.packet):
-            pkt = z3.Store(pkt, z3.BitVecVal(i, 64), z3.BitVecVal(b, 8))
+        if inp.packet:
+            # z3's C API directly (z3py's Store checks sorts and wraps each step: ~0.1 ms a
+            # byte), the indices and byte values made once for all inputs (`_numerals`)
+            ref, arr = PACKET.ctx.ref(), PACKET.as_ast()
+            idx, val = _numerals(64, len(inp.packet)), _numerals(8, 256)
+            for i, b in enumerate(inp.packet):  # each new term held (reference counted) while used
+                store = z3core.Z3_mk_store(ref, arr, idx[i], val[b])
+                z3core.Z3_inc_ref(ref, store)
+                if i:
+                    z3core.Z3_dec_ref(ref, arr)
+                arr = store
+            pkt = z3.ArrayRef(arr, PACKET.ctx)  # (takes a reference of its own)
+            z3core.Z3_dec_ref(ref, arr)
         self.pairs = [
             (PACKET, pkt),
             (PACKET_LEN, z3.BitVecVal(len(inp.packet), 64)),
@@ -280,6 +358,7 @@ class Z3Eval:
         self.literals: dict[str, z3.ExprRef] = {}  # literal name -> its value
         self._memo: dict[int, tuple] = {}  # term id -> (term, value)
         self._symbols: dict = {}
+        self.expanded: dict | None = None  # literal name -> (literal, expanded condition), when given
 
     def _literal_values(self, names) -> None:
         """Evaluate the literals `names` and, first, every literal their conditions refer to."""
@@ -320,7 +399,15 @@ class Z3Eval:
 
     def number(self, term: z3.ExprRef) -> int:
         """`term`'s value as an unsigned int; Undecided when it is not a constant."""
-        out = self.value(term)
+        out = None
+        if self.expanded is not None:  # the literals it refers to as their expanded conditions: one simplify
+            names = sorted(n for n in symbols(term, self._symbols) if n.startswith("b!"))
+            pairs = [self.expanded[n] for n in names]
+            out = self._simplify(z3.substitute(term, *pairs) if pairs else term, [])
+            if not z3.is_bv_value(out):
+                out = None
+        if out is None:
+            out = self.value(term)
         if not z3.is_bv_value(out):
             raise Undecided(str(term)[:80])
         return out.as_long()
@@ -351,7 +438,11 @@ class CrossCheck:
         #: model (the solver only where that leaves a free term) or "solve" every one
         self.z3_eval = "evaluate"
         self.z3_evaluated = self.z3_solved = 0  # z3 paths decided each way
+        #: how an angr path's model is read: "z3" (its constraints translated to z3 once, one
+        #: model read for all values: `_angr_input_z3`) or "claripy" (`_angr_input_claripy`)
+        self.angr_model = "z3"
         self._definitions: dict | None = None
+        self._literal_bits: tuple | None = None  # `_z3_path_literal_bits`' memo
         self._functions: dict[str, list[tuple]] = {}  # `_z3_functions`' memo
         self._solver_for: tuple | None = None
         self.ifindexes = existing_ifindexes()
@@ -673,11 +764,28 @@ class CrossCheck:
 
     def _check_angr_path(self, path, a=None, shard: str | None = None) -> None:
         """`a`: the exploration `path` is of (default: the cross-check's), `shard` its name."""
-        from angr import claripy
-
         if not self._comparable("angr", path, shard):
             return
-        st, a = path.state, a or self.angre
+        a = a or self.angre
+        read = self._angr_input_z3 if self.angr_model == "z3" else self._angr_input_claripy
+        got = read(path, a, shard)
+        if got is None:
+            return
+        inp, expected = got
+        self.report.angr_compared += 1
+        allowed, cut = self._z3_outcomes(inp, expected)
+        if cut:
+            self._skip("angr", path, "z3 cut the path this model takes: " + cut, shard)
+            self.report.angr_compared -= 1
+        elif expected not in allowed:
+            self.report.disagreements.append(Disagreement("angr", path.id, inp, expected, allowed, shard=shard))
+
+    def _angr_input_limits(self, st, a) -> tuple[list, list]:
+        """claripy constraints on angr state `st`'s inputs (exploration `a`): what a runnable
+        input needs (length, this machine's ifindexes, queue 0, no egress, no fragments) and
+        the globals as initialised."""
+        from angr import claripy
+
         strict = [
             claripy.UGE(a.packet_len, MIN_TEST_LEN),
             claripy.ULE(a.packet_len, self.max_len),
@@ -690,6 +798,16 @@ class CrossCheck:
         for name, sym in a.globals_.items():
             mdef = self.maps[name]
             env.append(sym == int.from_bytes(mdef.initial or bytes(mdef.value_size), "big"))
+        return strict, env
+
+    def _angr_input_claripy(self, path, a, shard: str | None):
+        """One model of angr path `path` (of exploration `a`) as an Input and the path's
+        Outcome on it, by claripy's solver (a call per group of values); None when no input
+        satisfies the path (listed as skipped)."""
+        from angr import claripy
+
+        st = path.state
+        strict, env = self._angr_input_limits(st, a)
         for runnable, limit in self._attempts():
             extra = (
                 env + (strict if runnable else []) + ([claripy.ULE(a.packet_len, limit)] if limit is not None else [])
@@ -712,12 +830,7 @@ class CrossCheck:
             a.ctx["egress_ifindex"],
             st.globals["frags"],
         ] + a.packet[:n]
-        for e in entries:
-            parts.append(e.key)
-            if e.init_found is not None:
-                parts.append(claripy.If(e.init_found, claripy.BVV(1, 8), claripy.BVV(0, 8)))
-            if e.init_val is not None:
-                parts.append(e.init_val)
+        parts += _entry_parts(entries)
         # the path's return value and output length in the same model (solver calls are most
         # of a comparison's time: ~10-20 ms each)
         outputs = [path.retval[31:0], path.end - path.head]
@@ -742,13 +855,128 @@ class CrossCheck:
             found_entries.setdefault(e.map, {})[key] = val if found else None
         expected = self._angr_outcome(path, extra, tuple(t[3] for t in path.tail_calls), known)
         inp = Input(packet, ifindex, found_entries, rx_queue, egress, frags, runnable)
-        self.report.angr_compared += 1
-        allowed, cut = self._z3_outcomes(inp, expected)
-        if cut:
-            self._skip("angr", path, "z3 cut the path this model takes: " + cut, shard)
-            self.report.angr_compared -= 1
-        elif expected not in allowed:
-            self.report.disagreements.append(Disagreement("angr", path.id, inp, expected, allowed, shard=shard))
+        return inp, expected
+
+    def _angr_input_z3(self, path, a, shard: str | None):
+        """`_angr_input_claripy` with z3 directly: the path's constraints and the terms
+        read (inputs, segment starts, return value, output length) translated to z3 once
+        (`_z3_of_angr`), the input restrictions as assumptions tried in turn (`_attempts`),
+        one check per segment (its start fixed and its bytes tied to the packet's, as
+        `_segment_links`), then every value read from the one model; the output bytes are
+        the packet's where they are its term (`_output_is_input`), else translated and read
+        from the model too. Falls back to `_angr_input_claripy` when a translation fails."""
+        from angr import claripy
+
+        st = path.state
+        strict, env = self._angr_input_limits(st, a)
+        segs = st.globals.get("segments", ())
+        starts: list = []
+        for seg in segs:
+            starts.append(seg.delta if seg.parent < 0 else starts[seg.parent] + seg.delta)
+        entries = [e for e in path.entries if self.maps[e.map].type is None or self.maps[e.map].type.holds != "program"]
+        bit = lambda c: claripy.If(c, claripy.BVV(1, 1), claripy.BVV(0, 1))  # noqa: E731
+        limits = [limit for limit in LENGTH_STEPS if limit is not None]
+        flags = [bit(claripy.And(*strict))] + [bit(claripy.ULE(a.packet_len, limit)) for limit in limits]
+        parts = [a.packet_len, a.ctx["ingress_ifindex"], a.ctx["rx_queue_index"], a.ctx["egress_ifindex"]]
+        parts.append(st.globals["frags"])
+        parts += _entry_parts(entries)
+        outputs = [path.retval[31:0], path.end - path.head]
+        try:
+            asserts, terms = _z3_of_angr(list(st.solver.constraints) + env, flags + parts + starts + outputs)
+        except (ValueError, z3.Z3Exception):  # a definition rewritten, or text z3 does not parse
+            return self._angr_input_claripy(path, a, shard)
+        zflags, terms = terms[: len(flags)], terms[len(flags) :]
+        zparts, terms = terms[: len(parts)], terms[len(parts) :]
+        zstarts, zoutputs = terms[: len(starts)], terms[len(starts) :]
+        solver = z3.Solver()
+        solver.add(*asserts)
+        one = z3.BitVecVal(1, 1)
+        for runnable, limit in self._attempts():
+            assume = ([zflags[0] == one] if runnable else []) + (
+                [zflags[1 + limits.index(limit)] == one] if limit is not None else []
+            )
+            if solver.check(*assume) == z3.sat:
+                break
+        else:
+            self._skip("angr", path, "no input satisfies it", shard)
+            return None
+        model = solver.model()
+        solver.add(*assume)  # (after reading the model: adding drops it)
+        for seg, start in zip(segs, zstarts):  # as _segment_links: in order, each start fixed in turn
+            solver.add(*self._segment_link(a, seg, start, model))
+            if solver.check() != z3.sat:
+                self._skip("angr", path, "no packet places its segments' bytes (angr_engine.Segment)", shard)
+                return None
+            model = solver.model()
+
+        def ev(t) -> int:
+            return model.eval(t, model_completion=True).as_long()
+
+        n, ifindex, rx_queue, egress, frags = (ev(t) for t in zparts[:5])
+        # the packet's symbols read from the model at once (one not in it is free: 0, as model completion)
+        assigned = {d.name(): model[d] for d in model.decls() if d.arity() == 0 and d.name().startswith("pkt.")}
+        packet = bytes(self._packet_byte_value(a, i, assigned) for i in range(n))
+        rest = iter(zparts[5:])
+        found_entries: dict[str, dict[int, bytes | None]] = {}
+        for e in entries:
+            mdef = self.maps[e.map]
+            key = ev(next(rest))
+            found = ev(next(rest)) == 1 if e.init_found is not None else key < (mdef.max_entries or 0)
+            val = ev(next(rest)).to_bytes(mdef.value_size, "big") if e.init_val is not None else b""
+            found_entries.setdefault(e.map, {})[key] = val if found else None
+        retval, size = ev(zoutputs[0]), ev(zoutputs[1])
+        size = size if size < 1 << 16 else 0
+        data = b""
+        if size and size <= n and self._output_is_input(path, a, size):  # the input's bytes: no translation
+            data = packet[:size]
+        elif size:
+            try:
+                _, (out,) = _z3_of_angr([], [self._output_bytes(path, size)])
+            except (ValueError, z3.Z3Exception):
+                return self._angr_input_claripy(path, a, shard)
+            data = ev(out).to_bytes(size, "big")
+        expected = Outcome(retval, data, tuple(t[3] for t in path.tail_calls))
+        return Input(packet, ifindex, found_entries, rx_queue, egress, frags, runnable), expected
+
+    def _output_is_input(self, path, a, size: int) -> bool:
+        """Whether angr path `path`'s first `size` output bytes are, as a term, the input
+        packet's first `size` bytes (exploration `a`): the same claripy AST (equal hashes:
+        claripy hashes an AST by its structure), so in any model their value is the packet's
+        there (a path that wrote, moved or grew the packet has another term)."""
+        from angr import claripy
+
+        want = a.packet[0] if size == 1 else claripy.Concat(*a.packet[:size])
+        return self._output_bytes(path, size).hash() == want.hash()
+
+    def _segment_link(self, a, seg, start, model) -> list:
+        """z3 constraints fixing segment `seg`'s start (z3 term `start`) where `model` puts it
+        and tying the bytes it read to the packet's there (as `_segment_links`)."""
+        v = model.eval(start, model_completion=True).as_long()
+        links = [start == v]
+        for c in range(seg.lowest, seg.highest):
+            if v + c < len(a.packet):
+                links.append(z3.BitVec(f"pkt.{seg.key}.{c}", 8) == self._z3_packet_byte(a, v + c))
+        return links
+
+    @staticmethod
+    def _packet_byte_value(a, i: int, assigned: dict) -> int:
+        """angr's packet byte `i` (exploration `a`) in a model whose constants named pkt.*
+        are `assigned` (name -> value; unlisted: free, 0)."""
+        sym = a.packet[i]
+        if not sym.symbolic:
+            return sym.concrete_value
+        (name,) = sym.variables
+        value = assigned.get(name)
+        return 0 if value is None else value.as_long()
+
+    @staticmethod
+    def _z3_packet_byte(a, i: int):
+        """angr's packet byte `i` (exploration `a`) as z3: its symbol, or its value."""
+        sym = a.packet[i]
+        if not sym.symbolic:
+            return z3.BitVecVal(sym.concrete_value, 8)
+        (name,) = sym.variables
+        return z3.BitVec(name, 8)
 
     def _z3_functions(self, inp: Input) -> list[tuple]:
         """Map contents of `inp` as z3 functions (absent unless listed; globals as initialised;
@@ -801,9 +1029,15 @@ class CrossCheck:
             return self._z3_outcomes_solved(inp, expected)
         allowed = []
         verdict = VERDICTS.get(expected.retval, "INVALID")
+        decided = self._z3_literals_at_once(ev)
+        ev.expanded = self._expanded
         for path in sorted(self.z3e.paths, key=lambda p: p.verdict != verdict):
-            values = [ev.value(lit) for lit in path.literals]
-            if any(z3.is_false(v) for v in values):
+            values = []
+            for lit in path.literals:  # up to the first false one: the input is not on this path
+                values.append(ev.value(lit) if decided is None else decided[lit.get_id()])
+                if z3.is_false(values[-1]):
+                    break
+            if values and z3.is_false(values[-1]):
                 continue
             if not all(z3.is_true(v) for v in values):
                 got = self._z3_path_solved(inp, expected, path)
@@ -827,6 +1061,40 @@ class CrossCheck:
                 return [expected], None
             allowed.append(got)
         return allowed, None
+
+    def _z3_literals_at_once(self, ev: Z3Eval) -> dict | None:
+        """Every z3 path literal's value on `ev`'s input (literal id -> BoolVal) by one
+        substitution and simplification of one term (`_z3_path_literal_bits`); None when
+        some of them stay open (then `ev` evaluates literal by literal)."""
+        terms, bits = self._z3_path_literal_bits()
+        value = ev._simplify(bits, [])
+        if not z3.is_bv_value(value):
+            return None
+        n, v = len(terms), value.as_long()
+        return {t.get_id(): z3.BoolVal(bool(v >> (n - 1 - i) & 1)) for i, t in enumerate(terms)}
+
+    def _z3_path_literal_bits(self) -> tuple[list, z3.ExprRef]:
+        """The z3 paths' distinct literals and one term of the inputs: their values as bits
+        (first literal highest), each literal's condition expanded (the literals it refers
+        to replaced by their own expanded conditions), once."""
+        if self._literal_bits is None:
+            expanded: dict[str, tuple] = {}
+            defs = self._z3_definitions()
+            for lit, cond in sorted(self.z3e.definitions, key=lambda lc: int(lc[0].decl().name()[2:])):
+                refs = defs[lit.decl().name()][2]
+                if refs:
+                    cond = z3.substitute(cond, *[expanded[r] for r in refs])
+                expanded[lit.decl().name()] = (lit, cond)
+            self._expanded = expanded
+            terms = list({lit.get_id(): lit for p in self.z3e.paths for lit in p.literals}.values())
+            cache: dict = {}
+            one, zero = z3.BitVecVal(1, 1), z3.BitVecVal(0, 1)
+            bits = []
+            for t in terms:
+                refs = sorted(n for n in symbols(t, cache) if n.startswith("b!"))
+                bits.append(z3.If(z3.substitute(t, *[expanded[r] for r in refs]) if refs else t, one, zero))
+            self._literal_bits = (terms, z3.Concat(*bits) if len(bits) > 1 else bits[0] if bits else one)
+        return self._literal_bits
 
     def _z3_definitions(self) -> dict:
         """Branch literal name -> (the literal's AST, its condition, names of the literals the

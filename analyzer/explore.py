@@ -20,6 +20,9 @@ How paths are kept in check:
   so does every state open when `Options.timeout` runs out, and a state that has taken more
   than `Options.path_timeout`: each says where it was cut, and `Exploration.budget` lists the
   functions explored and those not reached (a partial report);
+* a load or store at a constant offset past a map value's or global section's value_size,
+  which the kernel's verifier refuses (`xdp.refused_value_access`), ends the path UNKNOWN
+  saying so (`Refused`) instead of reading bytes no loaded program has;
 * a value whose operations nest deeper than MAX_DEPTH (a hash, a long checksum) becomes a
   `summary.<n>` symbol (`bounded`): any value to the solver, its definition kept aside, so
   long computations neither slow z3 down nor cut the path.
@@ -108,7 +111,7 @@ from .symbolic import (
     symbols,
     truth,
 )
-from .xdp import MAX_FRAGS_BYTES
+from .xdp import MAX_FRAGS_BYTES, refused_value_access
 
 #: Nesting depth of operations past which a value is summarised (`Explorer.bounded`): a
 #: parser's offsets, a checksum over a header or a short hash stay well below it.
@@ -148,6 +151,13 @@ EXPLORE_SHARE = 0.8
 
 #: z3's own default for a solver's "timeout" parameter (UINT_MAX ms: none).
 NO_SOLVER_TIMEOUT = 4294967295
+
+
+class Refused(Exception):
+    """An access the kernel's verifier refuses (`refused_value_access`): no packet ever runs
+    it, since the program does not load. The state ends UNKNOWN at the instruction with this
+    reason and the path condition it had before the instruction (forks of the instruction
+    included), so that it covers the inputs of every direction it drops."""
 
 
 class OutOfTime(Exception):
@@ -625,7 +635,11 @@ class Explorer:
             state.steps = state.steps + 1 if isinstance(state.steps, int) else state.steps + 1
             func, depth = state.func, state.depth
             self.observer.on_instruction(state, insn)
-            successors = self.step(state, insn)
+            try:
+                successors = self.step(state, insn)
+            except Refused as refused:
+                self.end_path(state, UNKNOWN, None, truncated=f"{refused} at {self.where(state, insn.pc)}", pc=insn.pc)
+                successors = []
             self.observer.after_instruction(insn, successors)
             for t in successors:  # a back edge may be taken, fall through or be a goto
                 if t.frames and t.func is func and t.depth == depth:
@@ -889,6 +903,7 @@ class Explorer:
         if kind == RegionKind.MAP_VALUE:
             self.read_maps.add(ptr.region.name)
             base = at.as_long() if z3.is_bv_value(at) else None
+            self.check_value_access(ptr, base, size, "load")
             offs = [
                 bv(base + i, 32) if base is not None else z3.simplify(z3.Extract(31, 0, at + i)) for i in range(size)
             ]
@@ -963,6 +978,7 @@ class Explorer:
                 s.stacks[ptr.region.frame][o + i] = b
         elif kind == RegionKind.MAP_VALUE:
             name = ptr.region.name
+            self.check_value_access(ptr, const_value(at), len(data), "store")
             self.written_maps.add(name)
             writes = s.maps.get(name, ())
             for i, b in enumerate(data):
@@ -973,6 +989,18 @@ class Explorer:
             pass  # a ring buffer record: its content is output, not state
         else:
             s.note(f"write to {kind} memory at {s.func.section}:{pc} is not modelled")
+
+    def check_value_access(self, ptr: Pointer, at: int | None, size: int, access: str) -> None:
+        """Raise `Refused` when `size` bytes at the constant offset `at` (None: a variable
+        one, not checked) of the map value `ptr` points into reach past its value_size."""
+        if at is None:
+            return
+        name = ptr.region.name
+        why = refused_value_access(
+            access, name, at - (1 << 64) if at >= 1 << 63 else at, size, self.maps[name].value_size
+        )
+        if why is not None:
+            raise Refused(why)
 
     def add_effect(self, s: State, kind: str, target: str, pc: int) -> None:
         effect = Effect(kind, target, pc, s.func.section)

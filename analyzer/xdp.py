@@ -32,3 +32,17 @@ MAX_META = 255
 MAX_LINEAR_PACKET = PAGE_SIZE - XDP_PACKET_HEADROOM - 320
 #: Bytes of fragments an `xdp.frags` packet may carry (MAX_SKB_FRAGS = 17 pages).
 MAX_FRAGS_BYTES = 17 * PAGE_SIZE
+
+
+def refused_value_access(access: str, name: str, offset: int, width: int, value_size: int | None) -> str | None:
+    """Why the kernel's verifier refuses a `width`-byte `access` ("load" or "store") at byte
+    `offset` of a value of map or global data section `name` that holds `value_size` bytes,
+    or None when the bytes lie within the value (or its size is not known). The verifier
+    checks every access through a map value pointer against value_size (check_map_access in
+    kernel/bpf/verifier.c, "invalid access to map value"), and a `ld_imm64` that points at or
+    past a global section's end already (resolve_pseudo_ldimm64, "invalid access to map value
+    pointer"): either way the program does not load, so no packet ever sees such a load."""
+    if not value_size or 0 <= offset <= value_size - width:
+        return None
+    where = f"{width} bytes at offset {offset} of {name} (value_size {value_size})"
+    return f"the kernel's verifier refuses this {access}: {where}"

@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 import pytest
+import z3
 
 import corpus
 from analyzer import kernel
@@ -724,6 +725,88 @@ def test_read_that_can_leave_the_packet_is_cut(tmp_path):
     assert cut and all("can fall outside the packet" in why for why in cut), cut
 
 
+#: A 4-byte `.data` global (`flag`, initially 1) read and written past its end: pkt[0] == 1
+#: loads its bytes 3..4, pkt[0] == 2 stores 4 bytes at offset 4; any other first byte reads
+#: `flag` within it (drop when set). The kernel's verifier refuses both accesses ("invalid
+#: access to map value", check_map_access), so the program never loads.
+PAST_VALUE = """
+    .section xdp,"ax"
+    .globl past_value
+    .type past_value,@function
+past_value:
+    w2 = *(u32 *)(r1 + 0)
+    w3 = *(u32 *)(r1 + 4)
+    r4 = r2
+    r4 += 1
+    if r4 > r3 goto pass
+    w4 = *(u8 *)(r2 + 0)
+    r1 = flag ll
+    if w4 == 1 goto load
+    if w4 == 2 goto store
+    w0 = *(u32 *)(r1 + 0)
+    if w0 == 0 goto pass
+    r0 = 1
+    exit
+load:
+    w0 = *(u16 *)(r1 + 3)
+    if w0 == 0 goto pass
+    r0 = 1
+    exit
+store:
+    *(u32 *)(r1 + 4) = w4
+pass:
+    r0 = 2
+    exit
+    .size past_value, 168
+
+    .section .data,"aw"
+    .globl flag
+    .type flag,@object
+    .p2align 2
+flag:
+    .long 1
+    .size flag, 4
+"""
+
+#: What both engines say about PAST_VALUE's two refused accesses (by hand: the instructions'
+#: slots, xdp:14 the load and xdp:18 the store; .data holds 4 bytes).
+PAST_VALUE_REASONS = [
+    "the kernel's verifier refuses this load: 2 bytes at offset 3 of .data (value_size 4) at xdp:14",
+    "the kernel's verifier refuses this store: 4 bytes at offset 4 of .data (value_size 4) at xdp:18",
+]
+
+
+def test_access_past_a_value_ends_unknown_in_both_engines(tmp_path):
+    """A load or store past a global section's value_size is what the kernel's verifier
+    refuses: both engines end the path there, UNKNOWN with the same reason, instead of
+    giving the bytes past the end a value (angr read them as free symbols, the z3 engine as
+    the section's bytes 4.. that the cross-check's environment fixes, so the two disagreed).
+    The cross-check then compares the other paths and finds no disagreement."""
+    obj = load_object(assemble(PAST_VALUE, tmp_path, "past_value"))
+    prog = obj.program()
+    z3_paths = explore(obj, prog, Options()).paths
+    angr_paths = angr_engine.explore_angr(obj, prog, Options()).paths
+    for paths in (z3_paths, angr_paths):
+        assert sorted(p.truncated for p in paths if p.verdict == "UNKNOWN") == PAST_VALUE_REASONS
+        assert {p.verdict for p in paths} == {"UNKNOWN", "PASS", "DROP"}
+    r = crosscheck.cross_check(obj, prog, Options(), test_run=False, mode="auto").report
+    assert not r.disagreements and r.z3_compared and r.angr_compared, r
+    assert sorted(why for e, _, why in r.skipped if e == "z3" and why.startswith("the kernel's")) == PAST_VALUE_REASONS
+
+
+def test_gcc_globals_read_past_data_ends_unknown():
+    """corpus/build/gcc/globals.o: GCC's relocation points `blocked_port` 8 bytes into the
+    8-byte .data (corpus/globals.c `load-gcc: no`; the kernel refuses the object, see
+    test_kernel_runner's test_load_error_has_verifier_reason). Both engines end the UDP
+    paths that read it UNKNOWN, saying so; none of their paths compares it with a port."""
+    obj = load_object(need_object(corpus.BUILD_DIR / "gcc" / "globals.o"))
+    prog = obj.program()
+    why = "the kernel's verifier refuses this load: 2 bytes at offset 8 of .data (value_size 8) at xdp:22"
+    for e in (explore(obj, prog, Options()), angr_engine.explore_angr(obj, prog, Options())):
+        assert [p.truncated for p in e.paths if p.verdict == "UNKNOWN"] == [why]
+        assert {p.verdict for p in e.paths} == {"UNKNOWN", "PASS"}
+
+
 #: A segment (angr_engine.Segment) read twice: at data + 8 * pkt[0] + 4, then + 2, after one
 #: bounds check of 8 bytes there; 0x42 at the first byte or 0x43 at the second drops.
 SEGMENT_READS = (
@@ -891,3 +974,83 @@ def test_long_product_chain_becomes_unknown():
     # the hash is computed only for UDP to port 666: its result decides DROP or PASS
     assert {p.verdict for p in hashed} == {"DROP", "PASS"}
     assert all(not p.notes for p in a.paths if p not in hashed) and len(a.paths) > len(hashed)
+
+
+def test_angr_terms_reach_z3_with_byte_reversals():
+    """The cross-check reads an angr path's model with z3 (crosscheck._z3_of_angr: its
+    constraints translated through claripy's SMT-LIB text once). claripy writes its byte
+    reversal (a little-endian load) as `bvreverse`, which z3 does not know: it comes through
+    as the reversed bytes, in the constraints and in the terms read."""
+    from angr import claripy
+
+    x = claripy.BVS("x", 32, explicit_name=True)
+    y = claripy.BVS("y", 16, explicit_name=True)
+    asserts, (wide, short) = crosscheck._z3_of_angr(
+        [x.reversed == 0x11223344, y.reversed == 0x5566], [x.reversed + 1, claripy.Concat(y.reversed, x[7:0])]
+    )
+    solver = z3.Solver()
+    solver.add(*asserts)
+    assert solver.check() == z3.sat
+    model = solver.model()
+    assert model.eval(z3.BitVec("x", 32)).as_long() == 0x44332211
+    assert model.eval(z3.BitVec("y", 16)).as_long() == 0x6655
+    assert model.eval(wide).as_long() == 0x11223345
+    assert model.eval(short, model_completion=True).as_long() == 0x556611
+
+
+def _z3_side(path) -> crosscheck.CrossCheck:
+    """A cross-check of `path`'s XDP program with its z3 exploration and no angr paths: the
+    angr -> z3 direction's z3 side alone."""
+    from types import SimpleNamespace
+
+    obj = load_object(need_object(path))
+    prog = next(p for p in obj.programs if p.is_xdp)
+    none = SimpleNamespace(paths=[], seconds=0.0, budget=None, options=Options(), read_maps=set())
+    return crosscheck.CrossCheck(obj, prog, Options(), explore(obj, prog, Options()), none, mode="symbolic")
+
+
+@pytest.mark.parametrize(
+    "name", ["clang/ipv6_filter", "clang/qinq_tags", "clang/thesis_ddos_blacklist", "xdpfilt_dny_tcp"]
+)
+def test_z3_path_literals_at_once_as_one_by_one(name):
+    """The angr -> z3 direction decides every z3 path literal on an input at once (one term
+    of the inputs, each literal's condition expanded: CrossCheck._z3_literals_at_once):
+    where that decides them all, each value is the one Z3Eval gives literal by literal, and
+    the outputs of the paths the input takes, evaluated with the expanded literals
+    (Z3Eval.expanded: xdp-filter's return values are merged, they refer to literals), are
+    the ones evaluated literal by literal."""
+    import random
+
+    from analyzer import verify
+    from analyzer.symbolic import symbols
+
+    if "/" in name:
+        path = corpus.BUILD_DIR / f"{name}.o"
+    else:
+        path = next((p for p in corpus.external_objects() if p.stem == name), None)
+    check = _z3_side(path)
+    rng = random.Random(7)
+    lits = {lit.get_id(): lit for p in check.z3e.paths for lit in p.literals}
+    definitions = check._z3_definitions()
+    decided_inputs = outputs = 0
+    for n in (14, 34, 60, 64, 90, 128) * 4:
+        packet = bytearray(rng.randbytes(n))
+        if rng.random() < 0.7:  # mostly IPv4/IPv6/VLAN, so the paths past ethernet are taken
+            packet[12:14] = rng.choice([b"\x08\x00", b"\x86\xdd", b"\x81\x00", b"\x88\xa8"])
+        inp = crosscheck.Input(bytes(packet), check.ifindexes[0])
+        at_once = check._z3_literals_at_once(crosscheck.Z3Eval(inp, check._z3_functions(inp), definitions))
+        if at_once is None:
+            continue
+        decided_inputs += 1
+        one_by_one = crosscheck.Z3Eval(inp, check._z3_functions(inp), definitions)
+        for i, lit in lits.items():
+            assert at_once[i].eq(one_by_one.value(lit)), (name, bytes(packet).hex(), lit)
+        expanded = crosscheck.Z3Eval(inp, check._z3_functions(inp), definitions)
+        expanded.expanded = check._expanded
+        for p in check.z3e.paths:
+            if p.retval is not None and all(z3.is_true(at_once[lit.get_id()]) for lit in p.literals):
+                got = verify.output_of(p, expanded.number, inp.packet)
+                assert got == verify.output_of(p, one_by_one.number, inp.packet), (name, bytes(packet).hex())
+                outputs += any(s.startswith("b!") for s in symbols(p.retval, {}))
+    assert decided_inputs > 0
+    assert outputs > 0 or "/" in name, "no output of a taken path refers to literals"

@@ -84,3 +84,37 @@ def test_walk_is_recorded(stem, walks):
     obj = load_object(need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o"))
     a = explore_angr(obj, next(p for p in obj.programs if p.is_xdp), Options())
     assert (a.walk is not None) == walks, a.walk
+
+
+@pytest.mark.parametrize("stem", ("rewrite_tos", "tx_vlan_push", "thesis_ddos_blacklist"))
+def test_output_read_as_the_input_only_where_it_is(stem):
+    """`CrossCheck._output_is_input` lets an angr path's expected output be the input
+    packet's bytes without translating its term to z3: only where the output bytes equal
+    the input's in every model of the path (claripy's solver finds no model where they
+    differ). rewrite_tos writes the TOS byte and tx_vlan_push grows the packet: some of
+    their paths' outputs differ from the input; thesis_ddos_blacklist only reads: every
+    one of its paths takes the shortcut."""
+    from angr import claripy
+
+    from analyzer.angr_engine import explore_angr
+
+    obj = load_object(need_object(corpus.BUILD_DIR / "clang" / f"{stem}.o"))
+    prog = next(p for p in obj.programs if p.is_xdp)
+    a = explore_angr(obj, prog, Options(merge=False))  # one path per way through the program
+    check = crosscheck.CrossCheck(obj, prog, Options(), crosscheck.explore(obj, prog, Options()), a, test_run=False)
+    taken, differing = [], 0
+    for path in a.paths:
+        st = path.state
+        if path.verdict == "UNKNOWN" or path.notes or not st.solver.satisfiable():
+            continue
+        size = st.solver.eval(path.end - path.head)
+        if not 0 < size <= len(a.packet):
+            continue
+        same = [path.end - path.head == size]
+        out = check._output_bytes(path, size)
+        differs = st.solver.satisfiable(extra_constraints=same + [out != claripy.Concat(*a.packet[:size])])
+        taken.append(check._output_is_input(path, a, size))
+        assert not (taken[-1] and differs), (stem, path.id)
+        differing += differs
+    assert any(taken), "no path took the shortcut"
+    assert all(taken) if stem == "thesis_ddos_blacklist" else differing, (stem, taken)
