@@ -159,22 +159,23 @@ def path_reason(e, path, map_classes: dict[str, str], assumed: tuple[str, ...] =
 _NAMES: dict[int, dict] = {}
 
 
+def _per_exploration(store: dict, e) -> dict:
+    """`store`'s dict for exploration `e`, made when first needed and dropped with `e`."""
+    found = store.get(id(e))
+    if found is None:
+        found = store[id(e)] = {}
+        weakref.finalize(e, store.pop, id(e), None)
+    return found
+
+
 def _names(e) -> dict:
     """The exploration's `symbols` cache (`_NAMES`)."""
-    names = _NAMES.get(id(e))
-    if names is None:
-        names = _NAMES[id(e)] = {}
-        weakref.finalize(e, _NAMES.pop, id(e), None)
-    return names
+    return _per_exploration(_NAMES, e)
 
 
 def _memo(e) -> dict:
-    """path_reason's memo for exploration `e` (`_REASONS`), made when first needed."""
-    memo = _REASONS.get(id(e))
-    if memo is None:
-        memo = _REASONS[id(e)] = {}
-        weakref.finalize(e, _REASONS.pop, id(e), None)
-    return memo
+    """path_reason's memo for exploration `e` (`_REASONS`)."""
+    return _per_exploration(_REASONS, e)
 
 
 def remember(e, path, map_classes: dict[str, str], assumed: tuple[str, ...], reason: Reason) -> None:

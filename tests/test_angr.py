@@ -649,20 +649,27 @@ def test_nobtf_build_is_the_clang_code():
         assert code(nobtf) == code(clang), nobtf.name
 
 
-#: r2 = data + 8 * pkt[0] once pkt[0] is in the packet, then a bounds check of %d bytes there
-#: (pass when it fails): the start of the two programs below.
-AT_BYTE0_OFFSET = """\
+#: w4 = pkt[0] once it is in the packet (r2 = data, r3 = data_end; pass when it is not).
+BYTE0 = """\
     w2 = *(u32 *)(r1 + 0)
     w3 = *(u32 *)(r1 + 4)
     r4 = r2
     r4 += 1
     if r4 > r3 goto pass
     w4 = *(u8 *)(r2 + 0)
+"""
+
+#: BYTE0, then r2 = data + 8 * pkt[0] and a bounds check of %d bytes there (pass when it
+#: fails): the start of the two programs below.
+AT_BYTE0_OFFSET = (
+    BYTE0
+    + """\
     r4 <<= 3
     r2 += r4
     r4 = r2
     r4 += %d
     if r4 > r3 goto pass"""
+)
 
 
 #: A read at a packet offset taken from the packet: data + 8 * pkt[0], bounds-checked; byte
@@ -729,17 +736,15 @@ def test_read_that_can_leave_the_packet_is_cut(tmp_path):
 #: loads its bytes 3..4, pkt[0] == 2 stores 4 bytes at offset 4; any other first byte reads
 #: `flag` within it (drop when set). The kernel's verifier refuses both accesses ("invalid
 #: access to map value", check_map_access), so the program never loads.
-PAST_VALUE = """
+PAST_VALUE = (
+    """
     .section xdp,"ax"
     .globl past_value
     .type past_value,@function
 past_value:
-    w2 = *(u32 *)(r1 + 0)
-    w3 = *(u32 *)(r1 + 4)
-    r4 = r2
-    r4 += 1
-    if r4 > r3 goto pass
-    w4 = *(u8 *)(r2 + 0)
+"""
+    + BYTE0
+    + """\
     r1 = flag ll
     if w4 == 1 goto load
     if w4 == 2 goto store
@@ -767,6 +772,7 @@ flag:
     .long 1
     .size flag, 4
 """
+)
 
 #: What both engines say about PAST_VALUE's two refused accesses (by hand: the instructions'
 #: slots, xdp:14 the load and xdp:18 the store; .data holds 4 bytes).
