@@ -26,7 +26,8 @@ program's decision order):
    it has an options twin flower sees the same and the program treats otherwise (optiontwins.py:
    then no shields can make its proof go through without taking all of it). So is a
    block whose own paths are all map-decided (`map_decided`: with the maps as a freshly
-   loaded program has them, every packet of them gets another outcome), once its shield
+   loaded program has them, every packet of them gets another outcome), before its first
+   shield round where z3 settles that within EARLY_DECIDED_RLIMIT, else once its shield
    loop has run MAP_DECIDED_ROUND rounds: no shield can help it, since each of its packets
    then needs one (a filter is fixed while the maps may be as loaded). That round's proof
    query is not asked when a packet of the block's own paths is left past its shields
@@ -108,6 +109,14 @@ MAP_DECIDED_RLIMIT = 2_000_000
 #: Shield rounds after which `prove` asks whether the block's paths are all map-decided:
 #: blocks most often fail or prove in fewer, and then the question costs nothing.
 MAP_DECIDED_ROUND = 2
+#: The resource limit of the same question asked before the first round (`_prove`): where z3
+#: settles it within this, the answer is the one MAP_DECIDED_RLIMIT gives (a proof or a packet
+#: is one whatever the limit), and a block whose paths are all map-decided is given up before
+#: its shield rounds. xdp-filter's alw_ip proves its twelve map-decided drops in 6-58 ms each
+#: (under 100,000), where alw_all's and dny_tcp's undecided ones run to the full limit
+#: (0.25-0.33 s each): asked at this limit first, those cost a twentieth (issue 14). 0: not
+#: asked before the first round.
+EARLY_DECIDED_RLIMIT = 100_000
 #: Why a block of map-decided paths is given up, before rules/reasons.py names the map (and
 #: the header fields of its key) from the paths' inputs.
 MAP_DECIDED = Reason(
@@ -317,8 +326,9 @@ class Synthesizer:
         self.chain_budget = MAX_SPLIT_CHAINS
         #: paths offloaded by some of their blocks while another was given up: why the rest stays
         self.partial: dict[int, Reason] = {}
-        #: map_decided's answers, by path id; `as_loaded`'s map contents and its memo
-        self.decided: dict[int, bool] = {}
+        #: map_decided's answers, by path id (None: z3 did not settle it within the limit
+        #: asked, EARLY_DECIDED_RLIMIT); `as_loaded`'s map contents and its memo
+        self.decided: dict[int, bool | None] = {}
         self._as_loaded: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
         #: (the block `prove` is working on, its formula, `_typical_good`'s solvers by path)
         #: while it runs: `region` hands the formula out
@@ -445,18 +455,21 @@ class Synthesizer:
             hit = self._as_loaded[expr.get_id()] = (expr, z3.simplify(z3.substitute_funs(expr, *self.loaded_maps)))
         return hit[1]
 
-    def map_decided(self, p: Path) -> bool:
+    def map_decided(self, p: Path, rlimit: int = MAP_DECIDED_RLIMIT) -> bool:
         """Whether non-pass path `p` is decided by the maps: every packet of it (under any map
         contents, helper results and ctx) gets another outcome with the same helper results
         and ctx but the maps as loaded (`as_loaded`). Then no filter can take any of its
         packets soundly, since a filter is fixed while the maps may be as loaded. Exact where
-        it says yes: z3 proves it (in a context of its own, under MAP_DECIDED_RLIMIT); a path
-        whose witness keeps its outcome with the maps as loaded, or that z3 does not settle
-        within the limit, is not map-decided."""
+        it says yes: z3 proves it (in a context of its own, under `rlimit`); a path whose
+        witness keeps its outcome with the maps as loaded, or that z3 does not settle within
+        the limit, is not map-decided. An answer z3 gave is kept for any limit; one it did
+        not give under a lower limit (EARLY_DECIDED_RLIMIT) is asked again under a higher."""
         if p.id in self.decided:
-            return self.decided[p.id]
+            known = self.decided[p.id]
+            if known is not None or rlimit <= EARLY_DECIDED_RLIMIT:
+                return bool(known)
         o = self.outcomes[p.id]
-        answer = False
+        answer: bool | None = False
         if isinstance(o, Outcome) and not o.is_pass and not is_rewrite(o) and self.loaded_maps:
             # another outcome with the maps as loaded: what every packet of a map-decided path gets
             other = z3.And(*[self.as_loaded(x) for x in self.env], z3.Not(self.as_loaded(self.good(o))))
@@ -464,10 +477,10 @@ class Synthesizer:
             held = w is not None and z3.is_true(w.eval(z3.And(*self.env, self.conds[p.id]), model_completion=True))
             if not (held and z3.is_false(w.eval(other, model_completion=True))):
                 # (else the witness is a packet of the path that keeps its outcome: not decided)
-                r, _ = isolated(self.env, self.conds[p.id], z3.Not(other), rlimit=MAP_DECIDED_RLIMIT)
-                answer = r == z3.unsat
+                r, _ = isolated(self.env, self.conds[p.id], z3.Not(other), rlimit=rlimit)
+                answer = None if r == z3.unknown and rlimit < MAP_DECIDED_RLIMIT else r == z3.unsat
         self.decided[p.id] = answer
-        return answer
+        return bool(answer)
 
     def extract(self, p: Path, outcome: Outcome, quiet: bool = False) -> Block | None:
         """Path `p`'s first block (extract_all), or None."""
@@ -955,6 +968,9 @@ class Synthesizer:
         twins = self._twin_header(b)  # where the options-twin proof is asked, if anywhere
         for rounds in range(MAX_SHIELDS):
             shields = [match_formula(m, self.d) for m in b.shields]
+            if rounds == 0 and EARLY_DECIDED_RLIMIT and self._decided_left(b, taken, region, [], EARLY_DECIDED_RLIMIT):
+                b.why = MAP_DECIDED  # settled cheaply: no shield round runs
+                return
             if rounds == MAP_DECIDED_ROUND and self._decided_left(b, taken, region, shields):
                 b.why = MAP_DECIDED  # what the round's counterexample would lead to (_decided_left)
                 return
@@ -999,7 +1015,9 @@ class Synthesizer:
             f"not proved after {MAX_SHIELDS} shields (flower cannot separate what the program decides)",
         )
 
-    def _decided_left(self, b: Block, taken: z3.BoolRef, region: z3.BoolRef, shields: list[z3.BoolRef]) -> bool:
+    def _decided_left(
+        self, b: Block, taken: z3.BoolRef, region: z3.BoolRef, shields: list[z3.BoolRef], rlimit=MAP_DECIDED_RLIMIT
+    ) -> bool:
         """Whether prove's query of this round (`_prove`: the environment, past earlier
         blocks `taken`, in the `region`, past the `shields`, not good) would be sat and the
         block then given up as MAP_DECIDED, known without asking it: block `b`'s own paths
@@ -1011,8 +1029,9 @@ class Synthesizer:
         but that there is one (no shield is made from it), and the query was one of prove's
         costliest on xdp-filter's alw_ip (its IPv4 address block's: 1.2 M of prove's 5.0 M
         z3 work units, ~0.2 s; issue 14). Where z3 does not answer `_own_left`'s check (its
-        timeout), a packet counts as left, as there: the block is given up, never claimed."""
-        if not all(self.map_decided(self.e.paths[p]) for p in b.paths):
+        timeout), a packet counts as left, as there: the block is given up, never claimed.
+        `rlimit`: map_decided's (EARLY_DECIDED_RLIMIT before the first round)."""
+        if not all(self.map_decided(self.e.paths[p], rlimit) for p in b.paths):
             return False
         if any(n.startswith("map.") for t in [taken, region, *shields] for n in symbols(t)):
             return False

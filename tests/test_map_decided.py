@@ -113,6 +113,7 @@ def outcome(fired):
 early, late = [], []
 new = outcome(early)
 synthesis.MAP_DECIDED_ROUND = synthesis.MAX_SHIELDS  # never reached
+synthesis.EARLY_DECIDED_RLIMIT = 0  # not asked before the first round either
 old = outcome(late)
 print(json.dumps({"early": early, "late": late, "new": new, "old": old}))
 """
@@ -146,6 +147,7 @@ import rules.synthesis as synthesis
 from tests.conftest import explored_with_witnesses
 
 e = explored_with_witnesses(Path(sys.argv[1]))
+synthesis.EARLY_DECIDED_RLIMIT = 0  # the question asked at round MAP_DECIDED_ROUND only
 isolated, prove = synthesis.isolated, synthesis.Synthesizer.prove
 asked, proving = collections.Counter(), []
 
@@ -183,6 +185,7 @@ print(json.dumps({"new": new, "old": old}))
 
 def test_prove_skips_the_last_query_of_a_map_decided_block():
     """On alw_ip, whose IPv4 and IPv6 address blocks are map-decided, prove gives them up
+    (where the question is not asked before the first round: EARLY_DECIDED_RLIMIT 0)
     at round MAP_DECIDED_ROUND without asking that round's proof query (`_decided_left`
     knows it has a counterexample), with what asking it gives: the same blocks given up,
     for the same reason, with the same shields (the frames printed for them are asked
@@ -246,3 +249,58 @@ def test_key_values_with_the_maps_as_loaded_extracts_the_same_blocks(stem):
     got = _fresh(_SAME_BLOCKS, need_object(corpus.EXTERNAL_DIR / "libxdp1" / f"{stem}.o"))
     assert got["answered"], "the maps-as-loaded shortcut never answered: nothing compared"
     assert got["new"] == got["old"]
+
+
+#: test_prove_gives_up_cheaply_decided_blocks_before_any_shield_round's work, in a fresh
+#: process (as _SAME_OUTCOME): per block given up, why, its shields and the proof queries
+#: asked for it (isolated calls that are not map_decided's own).
+_EARLY = """
+import json, sys
+from pathlib import Path
+import rules.synthesis as synthesis
+from tests.conftest import explored_with_witnesses
+
+e = explored_with_witnesses(Path(sys.argv[1]))
+isolated, prove, decided = synthesis.isolated, synthesis.Synthesizer.prove, synthesis.Synthesizer.map_decided
+proving, asked, deciding = [], {}, []
+
+def counted(*args, **kw):
+    if proving and not deciding:
+        asked[repr(proving[-1])] = asked.get(repr(proving[-1]), 0) + 1
+    return isolated(*args, **kw)
+
+def proved(self, b, earlier):
+    proving.append(b.paths)
+    try:
+        return prove(self, b, earlier)
+    finally:
+        proving.pop()
+
+def decides(self, *args):
+    deciding.append(1)
+    try:
+        return decided(self, *args)
+    finally:
+        deciding.pop()
+
+synthesis.isolated, synthesis.Synthesizer.prove, synthesis.Synthesizer.map_decided = counted, proved, decides
+s = synthesis.Synthesizer(e, (), {})
+s.run()
+print(json.dumps({
+    repr(b.paths): [b.why.code, len(b.shields), asked.get(repr(b.paths), 0), b.why is synthesis.MAP_DECIDED]
+    for b in s.failed.values()
+}))
+"""
+
+
+def test_prove_gives_up_cheaply_decided_blocks_before_any_shield_round():
+    """On alw_ip, z3 proves each drop path of the IPv4 and IPv6 address blocks map-decided
+    within EARLY_DECIDED_RLIMIT (test_map_decided_drop_paths_are_the_hand_derived_ones and the
+    kernel check above say what map-decided is): those blocks are given up before their first
+    shield round - no shield, no proof query - where the whole loop gave each two shields."""
+    got = _fresh(_EARLY, need_object(corpus.EXTERNAL_DIR / "libxdp1" / "xdpfilt_alw_ip.o"))
+    decided = {paths: v for paths, v in got.items() if v[3]}
+    assert len(decided) == 2, got
+    assert all(
+        code == "not-expressible" and shields == 0 and queries == 0 for code, shields, queries, _ in decided.values()
+    ), decided
