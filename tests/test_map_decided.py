@@ -138,21 +138,19 @@ def test_prove_gives_up_map_decided_blocks_as_the_whole_shield_loop_does():
     assert got["new"] == got["old"]
 
 
-#: test_prove_skips_the_last_query_of_a_map_decided_block's work, in a fresh process (as
-#: _SAME_OUTCOME). The proof queries are counted by the block they were asked for.
-_SKIPPED = """
+#: The start of the two scripts below: prove's z3 queries (isolated calls that are not
+#: map_decided's own) counted in `asked` by the block they were asked for.
+_COUNTING = """
 import collections, json, sys
 from pathlib import Path
 import rules.synthesis as synthesis
 from tests.conftest import explored_with_witnesses
 
-e = explored_with_witnesses(Path(sys.argv[1]))
-synthesis.EARLY_DECIDED_RLIMIT = 0  # the question asked at round MAP_DECIDED_ROUND only
-isolated, prove = synthesis.isolated, synthesis.Synthesizer.prove
-asked, proving = collections.Counter(), []
+isolated, prove, decided = synthesis.isolated, synthesis.Synthesizer.prove, synthesis.Synthesizer.map_decided
+proving, asked, deciding = [], collections.Counter(), []
 
 def counted(*args, **kw):
-    if proving:
+    if proving and not deciding:
         asked[repr(proving[-1])] += 1
     return isolated(*args, **kw)
 
@@ -163,7 +161,23 @@ def proved(self, b, earlier):
     finally:
         proving.pop()
 
-synthesis.isolated, synthesis.Synthesizer.prove = counted, proved
+def decides(self, *args):
+    deciding.append(1)
+    try:
+        return decided(self, *args)
+    finally:
+        deciding.pop()
+
+synthesis.isolated, synthesis.Synthesizer.prove, synthesis.Synthesizer.map_decided = counted, proved, decides
+e = explored_with_witnesses(Path(sys.argv[1]))
+"""
+
+#: test_prove_skips_the_last_query_of_a_map_decided_block's work, in a fresh process (as
+#: _SAME_OUTCOME).
+_SKIPPED = (
+    _COUNTING
+    + """
+synthesis.EARLY_DECIDED_RLIMIT = 0  # the question asked at round MAP_DECIDED_ROUND only
 
 def outcome():
     asked.clear()
@@ -181,6 +195,7 @@ synthesis.Synthesizer._decided_left = lambda self, *args: False  # the round's q
 old = outcome()
 print(json.dumps({"new": new, "old": old}))
 """
+)
 
 
 def test_prove_skips_the_last_query_of_a_map_decided_block():
@@ -253,44 +268,18 @@ def test_key_values_with_the_maps_as_loaded_extracts_the_same_blocks(stem):
 
 #: test_prove_gives_up_cheaply_decided_blocks_before_any_shield_round's work, in a fresh
 #: process (as _SAME_OUTCOME): per block given up, why, its shields and the proof queries
-#: asked for it (isolated calls that are not map_decided's own).
-_EARLY = """
-import json, sys
-from pathlib import Path
-import rules.synthesis as synthesis
-from tests.conftest import explored_with_witnesses
-
-e = explored_with_witnesses(Path(sys.argv[1]))
-isolated, prove, decided = synthesis.isolated, synthesis.Synthesizer.prove, synthesis.Synthesizer.map_decided
-proving, asked, deciding = [], {}, []
-
-def counted(*args, **kw):
-    if proving and not deciding:
-        asked[repr(proving[-1])] = asked.get(repr(proving[-1]), 0) + 1
-    return isolated(*args, **kw)
-
-def proved(self, b, earlier):
-    proving.append(b.paths)
-    try:
-        return prove(self, b, earlier)
-    finally:
-        proving.pop()
-
-def decides(self, *args):
-    deciding.append(1)
-    try:
-        return decided(self, *args)
-    finally:
-        deciding.pop()
-
-synthesis.isolated, synthesis.Synthesizer.prove, synthesis.Synthesizer.map_decided = counted, proved, decides
+#: asked for it (_COUNTING).
+_EARLY = (
+    _COUNTING
+    + """
 s = synthesis.Synthesizer(e, (), {})
 s.run()
 print(json.dumps({
-    repr(b.paths): [b.why.code, len(b.shields), asked.get(repr(b.paths), 0), b.why is synthesis.MAP_DECIDED]
+    repr(b.paths): [b.why.code, len(b.shields), asked[repr(b.paths)], b.why is synthesis.MAP_DECIDED]
     for b in s.failed.values()
 }))
 """
+)
 
 
 def test_prove_gives_up_cheaply_decided_blocks_before_any_shield_round():
