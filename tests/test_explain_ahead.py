@@ -105,6 +105,27 @@ def test_check_reports_are_the_same_with_and_without_the_child(name):
         assert _cli("check", obj, "--format", fmt, "--jobs", "2", codes=(0, 1)) == report
     doc = json.loads(alone["json"])
     assert all(p["fields"] for prog in doc["programs"] for p in prog["paths"])  # every path decoded
+    # and the parent, once the child's work is in, decodes no condition and no map key itself
+    got = _python(
+        f"""
+        import json
+        import analyzer.fields as fields
+        from analyzer.explore import Options
+        from offload import check
+        from rules.ahead import ExplainAhead
+        install = ExplainAhead.install
+        def refuse(*args, **kwargs):
+            raise AssertionError("the parent decoded a condition or a map key itself")
+        def installed(self, rs):
+            install(self, rs)
+            fields.Decoder.render = fields.Decoder.key_fields = refuse
+        ExplainAhead.install = installed
+        report = check.Report([check.TARGETS[n] for n in check.DEFAULT_TARGETS])
+        check.check_object({obj!r}, report, Options(), None, (), 512, jobs=2)
+        print(json.dumps(check.json_doc(report, False, ["any"], None)["programs"]))
+        """
+    )
+    assert got == doc["programs"]
 
 
 @pytest.mark.parametrize("name", OBJECTS)
