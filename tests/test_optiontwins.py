@@ -129,7 +129,9 @@ def _outcome(lines: list[str]) -> list[str]:
 
 def _asked(monkeypatch, name: str) -> tuple[int, list[bool]]:
     """How often synthesis of corpus object `name` looked for reads options move, and what
-    no_shield_helps answered each time it was asked."""
+    no_shield_helps answered each time it was asked, in the shield loop (map-decided blocks
+    not given up before it: lpm_src_block's drops are map-decided, its LPM trie empty as
+    loaded, and z3 proves it within EARLY_DECIDED_RLIMIT)."""
     from analyzer.exploration import Options
     from analyzer.explore import explore
     from lifter.program import load_object
@@ -138,6 +140,7 @@ def _asked(monkeypatch, name: str) -> tuple[int, list[bool]]:
     real_reads, real_helps = synthesis.constant_reads, synthesis.no_shield_helps
     monkeypatch.setattr(synthesis, "constant_reads", lambda c: looked.append(1) or real_reads(c))
     monkeypatch.setattr(synthesis, "no_shield_helps", lambda *a: answers.append(real_helps(*a)) or answers[-1])
+    monkeypatch.setattr(synthesis, "EARLY_DECIDED_RLIMIT", 0)
     obj = load_object(need_object(corpus.BUILD_DIR / "clang" / f"{name}.o"))
     e = explore(obj, obj.programs[0], Options(witnesses=True))
     synthesis.Synthesizer(e, (), {}).run()
