@@ -111,7 +111,7 @@ class ExplainAhead:
         if not hasattr(os, "fork") or not ids:
             return
         down_r, down_w = os.pipe()  # parent -> child: the paths needed
-        up_r, up_w = os.pipe()  # child -> parent: (path id, text), then None
+        up_r, up_w = os.pipe()  # child -> parent: (path id, reason, text) per path, then None
         try:
             pid = os.fork()
         except OSError:
